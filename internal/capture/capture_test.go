@@ -1,0 +1,45 @@
+package capture
+
+import "testing"
+
+func TestLoadCaptures(t *testing.T) {
+	tests := []struct {
+		pcap, oracle string
+		frames       int
+		roce         int
+		records      int
+	}{
+		{"kernel-nvme-rdma-rxe.pcapng.gz", "kernel-nvme-rdma-rxe.decoded.jsonl.gz", 0, 5324, 5907},
+		{"kernel-nvme-tcp.pcapng.gz", "kernel-nvme-tcp.decoded.jsonl.gz", 3722, 0, 595},
+		{"rxe-icrc-probe.pcapng.gz", "rxe-icrc-probe.decoded.jsonl.gz", 0, 4, 8},
+	}
+	for _, tt := range tests {
+		frames, err := Load(tt.pcap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.frames != 0 && len(frames) != tt.frames {
+			t.Errorf("%s: %d frames, want %d", tt.pcap, len(frames), tt.frames)
+		}
+		roce := 0
+		for i := range frames {
+			if frames[i].IsRoCEv2() {
+				roce++
+				f := &frames[i]
+				if got := len(f.IPOnward()); got != len(f.IP)+8+len(f.Payload) {
+					t.Fatalf("frame %d: IPOnward length %d", f.Number, got)
+				}
+			}
+		}
+		if roce != tt.roce {
+			t.Errorf("%s: %d RoCEv2 frames, want %d", tt.pcap, roce, tt.roce)
+		}
+		recs, err := LoadOracle(tt.oracle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != tt.records {
+			t.Errorf("%s: %d records, want %d", tt.oracle, len(recs), tt.records)
+		}
+	}
+}
