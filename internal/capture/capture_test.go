@@ -43,3 +43,36 @@ func TestLoadCaptures(t *testing.T) {
 		}
 	}
 }
+
+func TestMessages(t *testing.T) {
+	frames, err := Load("kernel-nvme-rdma-rxe.pcapng.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := Messages(frames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sends, cqes, writes, reads, multi int
+	for _, m := range msgs {
+		switch m.Kind {
+		case MsgSend:
+			if len(m.Payload) == 16 {
+				cqes++
+			} else {
+				sends++
+			}
+			if len(m.Frames) > 1 {
+				multi++
+			}
+		case MsgWrite:
+			writes++
+		case MsgReadResponse:
+			reads++
+		}
+	}
+	// testdata/pcap/ORACLE.md: 206 capsules (21 reassembled), 204 CQEs, 101 RDMA WRITE messages, 57 READ responses.
+	if sends != 206 || cqes != 204 || writes != 101 || reads != 57 || multi != 21 {
+		t.Errorf("capsules %d CQEs %d writes %d read responses %d multi-packet SENDs %d; want 206 204 101 57 21", sends, cqes, writes, reads, multi)
+	}
+}

@@ -1,0 +1,184 @@
+package fabrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+)
+
+// Transport types (the discovery log entry's TRTYPE values).
+const (
+	TransportRDMA = "rdma"
+	TransportTCP  = "tcp"
+	TransportLoop = "loop"
+)
+
+// DefaultServiceID is the IANA NVMe-oF port, used for RDMA and TCP.
+const DefaultServiceID = 4420
+
+// Address names an NVMe-oF port: a transport, its address and service ID.
+type Address struct {
+	Transport string     // "rdma", "tcp", "loop"
+	Addr      netip.Addr // the port's IP address (RDMA: the device's GID)
+	ServiceID uint16     // RDMA CM / TCP port, 4420 by default
+}
+
+// String formats the address as nvme-cli would print it.
+func (a Address) String() string {
+	return fmt.Sprintf("trtype=%s,traddr=%s,trsvcid=%d", a.Transport, a.Addr, a.ServiceID)
+}
+
+// ErrQueueClosed is returned for work on a queue that has been torn down.
+var ErrQueueClosed = errors.New("fabrics: queue closed")
+
+// QueueParams are what a host asks for when it opens a queue, as carried by
+// the transport's connection request (RDMA: the CM private data).
+type QueueParams struct {
+	QID uint16 // 0 for the admin queue
+	// SQSize is the submission queue size in entries (1's based: the
+	// number of commands the host may have outstanding plus one).
+	SQSize int
+	// RQSize is the host receive queue size in entries (RDMA HRQSIZE).
+	RQSize int
+	// CntlID is the controller ID for an I/O queue when the host sends it
+	// (Linux before 6.x sends 0).
+	CntlID uint16
+}
+
+// Listener is a target port's transport endpoint: it yields the queues hosts
+// open, after the transport has validated the connection request.
+type Listener interface {
+	// Accept waits for the next queue a host opens.
+	Accept(ctx context.Context) (TargetQueue, error)
+	// Address returns the address the listener serves.
+	Address() Address
+	// Close stops listening; queues already accepted stay open.
+	Close() error
+}
+
+// TargetQueue is one NVMe queue (admin or I/O) of a host connection, seen
+// from the target. The transport receives command capsules, moves
+// host-to-controller data in before it hands a command to the handler, and
+// moves controller-to-host data out when the handler completes it.
+type TargetQueue interface {
+	// Params returns what the host asked for when it opened the queue.
+	Params() QueueParams
+	// Depth returns the number of commands the queue can have outstanding.
+	Depth() int
+	// Remote returns the host's address.
+	Remote() Address
+	// Serve starts delivering commands to h and returns at once. Commands
+	// arrive one at a time, in the order the host sent them, on the
+	// transport's goroutine: HandleCommand must not block.
+	Serve(h CommandHandler)
+	// MaxTransfer returns the largest data transfer of one command in bytes.
+	MaxTransfer() int
+	// InCapsuleDataSize returns the in-capsule data size the queue accepts
+	// (0 on the admin queue of RDMA).
+	InCapsuleDataSize() int
+	// Close tears the queue down. In-flight requests are completed with
+	// errors towards nobody; the handler's QueueClosed is called once.
+	Close() error
+}
+
+// CommandHandler executes the commands of a queue.
+type CommandHandler interface {
+	// HandleCommand receives a command whose host-to-controller data (if
+	// any) is already in r.Data. It must call r.Complete exactly once, now
+	// or later from any goroutine, and must not block.
+	HandleCommand(r *Request)
+	// QueueClosed is called once when the queue is gone (host disconnect,
+	// transport error or Close), after which no command is delivered.
+	QueueClosed(err error)
+}
+
+// Completer is implemented by a transport to take a completed request back.
+type Completer interface {
+	CompleteRequest(r *Request)
+}
+
+// Request is a command in flight on a target queue. Transports keep a pool
+// of them per queue (one per queue slot) and reuse them: a handler must not
+// keep a request after completing it.
+type Request struct {
+	// SQE is the submission queue entry as received.
+	SQE [64]byte
+	// CQE is the completion to send: the transport sets CID and SQID; the
+	// handler sets status, DW0, DW1 and SQHD.
+	CQE [16]byte
+	// Data is the command's data buffer, len = the transfer length the
+	// host's SGL describes (0 when none). For host-to-controller commands
+	// it holds the host's data when the handler sees the request; for
+	// controller-to-host commands the handler fills it before Complete.
+	Data []byte
+	// InCapsule reports that the data came in the command capsule.
+	InCapsule bool
+
+	// Queue is the transport's queue the request belongs to.
+	Queue TargetQueue
+	// Transport-private state: the completer and an index into its pool.
+	Completer Completer
+	Slot      int
+}
+
+// Complete hands the request back to the transport, which sends the
+// controller-to-host data (if any) and the CQE.
+func (r *Request) Complete() { r.Completer.CompleteRequest(r) }
+
+// Dialer is a host-side transport: it opens queues to a target port.
+type Dialer interface {
+	// Dial opens one queue to the target at addr.
+	Dial(ctx context.Context, addr Address, p QueueParams) (HostQueue, error)
+}
+
+// HostQueue is one NVMe queue seen from the host.
+type HostQueue interface {
+	// Submit sends cmd; the transport sets the SQE's CID and data pointer
+	// (SGL) from cmd.Data, and calls cmd.Done when the CQE arrives (or the
+	// queue fails). It returns an error at once when the queue is full or
+	// closed.
+	Submit(cmd *HostCommand) error
+	// Depth returns how many commands may be outstanding.
+	Depth() int
+	// InCapsuleDataSize returns the most data that goes in a capsule
+	// (from the controller's IOCCSZ; 0 before it is known).
+	InCapsuleDataSize() int
+	// SetInCapsuleDataSize sets it once Identify Controller has been read.
+	SetInCapsuleDataSize(n int)
+	// MaxTransfer returns the largest data transfer the transport can move
+	// for one command.
+	MaxTransfer() int
+	// Close disconnects the queue; outstanding commands complete with
+	// ErrQueueClosed.
+	Close() error
+}
+
+// DataDirection says which way a command's data moves.
+type DataDirection uint8
+
+// Data directions, as in the low two bits of an NVMe opcode (or of a
+// Fabrics command's FCTYPE).
+const (
+	DirNone          DataDirection = 0
+	DirHostToCtrl    DataDirection = 1
+	DirCtrlToHost    DataDirection = 2
+	DirBidirectional DataDirection = 3
+)
+
+// HostCommand is one command submitted by the host. Callers reuse them.
+type HostCommand struct {
+	SQE [64]byte
+	// Data is the buffer to send (DirHostToCtrl) or to fill (DirCtrlToHost).
+	Data      []byte
+	Direction DataDirection
+	// CQE is the completion as received.
+	CQE [16]byte
+	// Err is set when the command failed in the transport (no CQE).
+	Err error
+	// Done is called once, on a transport goroutine, when the command has
+	// completed; it must not block.
+	Done func(*HostCommand)
+	// Transport-private state.
+	Slot int
+}
