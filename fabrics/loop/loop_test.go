@@ -1,0 +1,99 @@
+package loop
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+)
+
+// memHandler stores host-to-controller data and returns it on reads.
+type memHandler struct {
+	stored []byte
+	closed chan error
+}
+
+func (m *memHandler) HandleCommand(r *fabrics.Request) {
+	switch r.SQE[0] & 3 {
+	case 1:
+		m.stored = append(m.stored[:0], r.Data...)
+	case 2:
+		copy(r.Data, m.stored)
+	}
+	r.CQE[0] = r.SQE[0] // echo the opcode in DW0
+	r.Complete()
+}
+
+func (m *memHandler) QueueClosed(err error) { m.closed <- err }
+
+func TestLoopRoundTrip(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n := NewNetwork()
+	addr := fabrics.Address{Transport: fabrics.TransportLoop, ServiceID: 4420}
+	l, err := n.Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := (Dialer{n}).Dial(ctx, fabrics.Address{ServiceID: 1}, fabrics.QueueParams{SQSize: 32}); !errors.Is(err, ErrRefused) {
+		t.Fatalf("dial to nothing: %v", err)
+	}
+	h := &memHandler{closed: make(chan error, 1)}
+	accepted := make(chan fabrics.TargetQueue, 1)
+	go func() {
+		tq, err := l.Accept(ctx)
+		if err == nil {
+			tq.Serve(h)
+		}
+		accepted <- tq
+	}()
+	hq, err := (Dialer{n}).Dial(ctx, addr, fabrics.QueueParams{QID: 1, SQSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-accepted
+	done := make(chan *fabrics.HostCommand, 4)
+	submit := func(op byte, data []byte, dir fabrics.DataDirection) *fabrics.HostCommand {
+		c := &fabrics.HostCommand{Data: data, Direction: dir, Done: func(c *fabrics.HostCommand) { done <- c }}
+		c.SQE[0] = op
+		if err := hq.Submit(c); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case c := <-done:
+			return c
+		case <-ctx.Done():
+			t.Fatal("timeout")
+		}
+		return nil
+	}
+	want := bytes.Repeat([]byte("nvme"), 1024)
+	w := submit(0x01, want, fabrics.DirHostToCtrl)
+	if w.Err != nil || w.CQE[0] != 0x01 || w.CQE[10] != 1 {
+		t.Fatalf("write completion %x err %v", w.CQE, w.Err)
+	}
+	got := make([]byte, len(want))
+	r := submit(0x02, got, fabrics.DirCtrlToHost)
+	if r.Err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("read back differs (err %v)", r.Err)
+	}
+	if err := hq.Submit(&fabrics.HostCommand{Data: make([]byte, DefaultMaxTransfer+1), Done: func(*fabrics.HostCommand) {}}); err == nil {
+		t.Fatal("oversize transfer accepted")
+	}
+	hq.Close()
+	select {
+	case err := <-h.closed:
+		if !errors.Is(err, fabrics.ErrQueueClosed) {
+			t.Fatalf("QueueClosed(%v)", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("handler never saw the close")
+	}
+	if err := hq.Submit(&fabrics.HostCommand{Done: func(*fabrics.HostCommand) {}}); !errors.Is(err, fabrics.ErrQueueClosed) {
+		t.Fatalf("submit after close: %v", err)
+	}
+}
