@@ -1,0 +1,157 @@
+// Package kpeer drives ../shared/kernel-peer from Go tests: it boots Linux
+// guests under QEMU in a private network namespace (guest a = 192.0.2.2,
+// guest b = 192.0.2.3, the host side = 192.0.2.1) and runs guest scripts
+// against programs of ours started on the host side of that namespace.
+//
+// Tests skip when kernel-peer cannot run here (not root, no QEMU, no image)
+// unless NVMEOF_INTEROP=1 is set, as .ci/run does: then they fail instead.
+package kpeer
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Addresses inside the kernel-peer namespace.
+const (
+	HostAddr   = "192.0.2.1"
+	GuestAAddr = "192.0.2.2"
+	GuestBAddr = "192.0.2.3"
+)
+
+// Dir returns the kernel-peer directory: $KPEER_DIR, or shared/kernel-peer
+// beside the repository.
+func Dir() (string, error) {
+	if d := os.Getenv("KPEER_DIR"); d != "" {
+		return d, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return filepath.Join(filepath.Dir(d), "shared", "kernel-peer"), nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("kpeer: repository root not found above %s", wd)
+		}
+	}
+}
+
+// Cache returns the image cache directory.
+func Cache() string {
+	if c := os.Getenv("KPEER_CACHE"); c != "" {
+		return c
+	}
+	return "/var/cache/kernel-peer"
+}
+
+// Require skips (or, with NVMEOF_INTEROP=1, fails) the test when
+// kernel-peer cannot run, and returns its directory.
+func Require(t testing.TB) string {
+	t.Helper()
+	missing := func(why string) {
+		if os.Getenv("NVMEOF_INTEROP") == "1" {
+			t.Fatalf("kernel-peer interop required (NVMEOF_INTEROP=1) but %s", why)
+		}
+		t.Skipf("kernel-peer interop not possible here: %s (set NVMEOF_INTEROP=1 to make this a failure)", why)
+	}
+	if testing.Short() {
+		t.Skip("kernel-peer interop skipped in -short mode")
+	}
+	if os.Geteuid() != 0 {
+		missing("not root")
+	}
+	dir, err := Dir()
+	if err != nil {
+		missing(err.Error())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "run.sh")); err != nil {
+		missing("no kernel-peer at " + dir)
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		missing("qemu-system-x86_64 not installed")
+	}
+	for _, f := range []string{"vmlinuz", "initramfs.img"} {
+		if _, err := os.Stat(filepath.Join(Cache(), f)); err != nil {
+			missing("no kernel-peer image in " + Cache() + " (run kernel-peer/build.sh)")
+		}
+	}
+	return dir
+}
+
+// Run describes one kernel-peer session.
+type Run struct {
+	Scripts  []string // guest scripts: a path, or a name in kernel-peer/guest
+	HostCmd  string   // started in the namespace before the guests boot
+	HostTest string   // run in the namespace once a guest signals target-ready
+	Env      []string // K=V exported to the guest scripts
+	Capture  string   // pcapng file for everything on the bridge
+	Timeout  time.Duration
+}
+
+// Result is what a session left behind.
+type Result struct {
+	Share  string // the share directory (out/ holds the logs)
+	Output string // run.sh's own output
+	Err    error  // non-nil when run.sh exited non-zero
+}
+
+// Log returns a log file from the share's out/ directory ("a/script.log",
+// "host-cmd.log", …), or a note that it is missing.
+func (r *Result) Log(name string) string {
+	b, err := os.ReadFile(filepath.Join(r.Share, "out", name))
+	if err != nil {
+		return fmt.Sprintf("(%s: %v)", name, err)
+	}
+	return string(b)
+}
+
+// Do runs the session and returns its result; it never outlives the
+// test's deadline by more than run.sh's own timeout handling.
+func Do(t testing.TB, dir string, r Run) *Result {
+	t.Helper()
+	if r.Timeout == 0 {
+		r.Timeout = 5 * time.Minute
+	}
+	share := t.TempDir()
+	args := []string{filepath.Join(dir, "run.sh"), "--timeout", fmt.Sprint(int(r.Timeout.Seconds())), "--share", share}
+	if r.HostCmd != "" {
+		args = append(args, "--host-cmd", r.HostCmd)
+	}
+	if r.HostTest != "" {
+		args = append(args, "--host-test", r.HostTest)
+	}
+	if r.Capture != "" {
+		args = append(args, "--capture", r.Capture)
+	}
+	for _, e := range r.Env {
+		args = append(args, "--env", e)
+	}
+	args = append(args, r.Scripts...)
+	ctx, cancel := context.WithTimeout(context.Background(), r.Timeout+2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	res := &Result{Share: share, Output: out.String(), Err: err}
+	t.Logf("kernel-peer %s: %v\n%s", strings.Join(r.Scripts, " "), err, lastLines(res.Output, 30))
+	return res
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
