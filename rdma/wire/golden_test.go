@@ -1,9 +1,10 @@
-package wire
+package wire_test
 
 import (
 	"testing"
 
 	"github.com/nvmeof/nvmeof/internal/capture"
+	"github.com/nvmeof/nvmeof/rdma/wire"
 )
 
 // oracleRoCE is the "roce" record of the decode oracle (testdata/pcap/ORACLE.md).
@@ -78,7 +79,7 @@ func TestGoldenHeaders(t *testing.T) {
 					t.Fatal(err)
 				}
 				f := frames[o.Frame-1]
-				var p Packet
+				var p wire.Packet
 				if err := p.Parse(f.Payload); err != nil {
 					t.Fatalf("frame %d: %v", o.Frame, err)
 				}
@@ -151,14 +152,14 @@ func TestPSNArithmetic(t *testing.T) {
 		a, b uint32
 		want int32
 	}{
-		{5, 3, 2}, {3, 5, -2}, {0, PSNMask, 1}, {PSNMask, 0, -1}, {1 << 23, 0, 1 << 23}, {0, 1<<23 + 1, 1<<23 - 1},
+		{5, 3, 2}, {3, 5, -2}, {0, wire.PSNMask, 1}, {wire.PSNMask, 0, -1}, {1 << 23, 0, 1 << 23}, {0, 1<<23 + 1, 1<<23 - 1},
 	}
 	for _, tt := range tests {
-		if got := PSNDiff(tt.a, tt.b); got != tt.want {
+		if got := wire.PSNDiff(tt.a, tt.b); got != tt.want {
 			t.Errorf("PSNDiff(%#x, %#x) = %d, want %d", tt.a, tt.b, got, tt.want)
 		}
 	}
-	if got := PSNAdd(PSNMask, 2); got != 1 {
+	if got := wire.PSNAdd(wire.PSNMask, 2); got != 1 {
 		t.Errorf("PSNAdd wrap = %d", got)
 	}
 }
@@ -167,11 +168,11 @@ func FuzzParsePacket(f *testing.F) {
 	f.Add([]byte{0x04, 0, 0xff, 0xff, 0, 0, 0, 0x11, 0x80, 0, 0, 1, 1, 2, 3, 4})
 	f.Add([]byte{0x0c, 0x30, 0xff, 0xff, 0, 0, 0, 0x11, 0x80, 0, 0, 1})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var p Packet
+		var p wire.Packet
 		if err := p.Parse(b); err != nil {
 			return
 		}
-		n := p.Opcode().HeaderLen() + len(p.Payload) + p.BTH.PadCount() + ICRCLen
+		n := p.Opcode().HeaderLen() + len(p.Payload) + p.BTH.PadCount() + wire.ICRCLen
 		if n != len(b) {
 			t.Fatalf("parsed lengths add up to %d, packet is %d", n, len(b))
 		}
