@@ -69,8 +69,11 @@ type TargetQueue interface {
 	// Remote returns the host's address.
 	Remote() Address
 	// Serve starts delivering commands to h and returns at once. Commands
-	// arrive one at a time, in the order the host sent them, on the
-	// transport's goroutine: HandleCommand must not block.
+	// arrive one at a time on the transport's goroutine, in the order the
+	// host sent them, except that a command whose data the transport must
+	// first fetch from the host (RDMA READ) is delivered when the data is
+	// there: NVMe orders nothing across commands. HandleCommand must not
+	// block.
 	Serve(h CommandHandler)
 	// MaxTransfer returns the largest data transfer of one command in bytes.
 	MaxTransfer() int

@@ -150,4 +150,6 @@ func (r CMReject) Set(sts CMRejectStatus) {
 type RejectError struct{ Status CMRejectStatus }
 
 // Error implements error.
-func (e *RejectError) Error() string { return "nvme-rdma: target rejected the queue: " + e.Status.String() }
+func (e *RejectError) Error() string {
+	return "nvme-rdma: target rejected the queue: " + e.Status.String()
+}
