@@ -9,8 +9,10 @@ require (
 	github.com/apparentlymart/go-textseg/v15 v15.0.0 // indirect
 	github.com/apparentlymart/go-textseg/v17 v17.0.1 // indirect
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
+	github.com/dswarbrick/go-nvme v0.0.0-20221105200149-f4470ea4e016 // indirect
 	github.com/dswarbrick/smart v0.0.0-20230625164221-6fe037e2b05f // indirect
 	github.com/fatih/color v1.13.0 // indirect
+	github.com/google/go-cmp v0.6.0 // indirect
 	github.com/hashicorp/go-hclog v1.6.3 // indirect
 	github.com/hashicorp/hcl/v2 v2.25.0 // indirect
 	github.com/mattn/go-colorable v0.1.12 // indirect

@@ -1,2 +1,72 @@
-// Package configfs is the target configuration tree in the shape of the Linux nvmet configfs (subsystems, namespaces, ports, hosts), with validation, loaded from HCL.
+// Package configfs is the target configuration tree in the shape of the
+// Linux kernel's nvmet configfs (drivers/nvme/target/configfs.c):
+// subsystems with their attr_* attributes, namespaces and allowed hosts;
+// ports with their addr_* and param_* attributes and the subsystems they
+// export; hosts. Field names follow the configfs attribute names, and
+// validation follows the kernel's store handlers where it has rules
+// (serial ≤ 20 printable ASCII bytes, model ≤ 40, firmware ≤ 8, cntlid
+// range, nsid neither 0 nor 0xffffffff, allow_any_host exclusive with
+// allowed_hosts), plus rules of our own (NQN syntax, backends, sizes,
+// addresses, references).
+//
+// A Tree is loaded from nvmetd's HCL file (ParseHCL, LoadFile) or from the
+// JSON nvmetcli saves (ParseNvmetcliJSON), validated as a whole
+// (Tree.Validate returns every error, each with the file, line and column
+// and the attribute name when the tree came from a file), saved back
+// (Tree.HCL, Tree.NvmetcliJSON), copied (Tree.Clone) and compared for a
+// reload (Diff).
+//
+// # HCL
+//
+//	log_level = "info"               # trace, debug, info, warn, error, off
+//
+//	port "rdma0" {                   # label: the port's name (any [A-Za-z0-9_.-])
+//	  transport        = "rdma"      # addr_trtype: rdma or loop (tcp later)
+//	  provider         = "soft"      # soft (pure Go RoCEv2) or ibverbs
+//	  address          = "192.0.2.1" # addr_traddr: an IPv4 or IPv6 address
+//	  address_family   = "ipv4"      # addr_adrfam: derived from address when left out
+//	  service          = 4420        # addr_trsvcid: 1..65535, default 4420
+//	  treq             = "not specified" # addr_treq: or "required", "not required"
+//	  inline_data_size = 8192        # param_inline_data_size: 0..16384, default 8192
+//	  portid           = 1           # addr_portid: the discovery log's PORTID
+//	  subsystems       = ["nqn…"]    # optional: the same links as a subsystem's ports
+//	}
+//
+//	host "nqn.2014-08.org.nvmexpress:uuid:…" {}
+//
+//	subsystem "nqn.2026-11.io.nvmeof:disk0" {
+//	  ports          = ["rdma0"]
+//	  allow_any_host = false         # attr_allow_any_host
+//	  allowed_hosts  = ["nqn.2014-08.org.nvmexpress:uuid:…"] # each declared by a host block
+//	  serial         = "NVMEOF0001"  # attr_serial
+//	  model          = "nvmeof"      # attr_model
+//	  firmware       = "1.0"         # attr_firmware
+//	  version        = "1.3"         # attr_version
+//	  cntlid_min     = 1             # attr_cntlid_min
+//	  cntlid_max     = 65519         # attr_cntlid_max
+//
+//	  namespace "1" {                # label: the NSID, 1..4294967294
+//	    backend     = "file"         # file, block, memory or null
+//	    path        = "/var/lib/nvmetd/disk0.img" # device_path
+//	    size        = "1GiB"         # bytes, or a string with a unit (see ParseSize)
+//	    block_size  = 512            # 512..65536, a power of two
+//	    grow        = false          # extend a smaller existing file to size
+//	    uuid        = "…"            # device_uuid
+//	    nguid       = "…"            # device_nguid
+//	    eui64       = "…"            # device_eui64
+//	    enabled     = true           # enable
+//	    buffered_io = false          # buffered_io
+//	  }
+//	}
+//
+// See examples/nvmetd.hcl for every option with its default.
+//
+// # Defaults and derived values
+//
+// A namespace without uuid, nguid or eui64 gets identifiers derived from the
+// subsystem NQN and the NSID (Namespace.IDs, DeriveUUID, DeriveNGUID,
+// DeriveEUI64): the same configuration always yields the same identifiers,
+// so hosts see the same namespace after a restart, and no two namespaces of
+// a configuration share one. A namespace without backend gets "block" when
+// its path is under /dev/ and "file" otherwise.
 package configfs

@@ -1,0 +1,600 @@
+package configfs
+
+import (
+	"fmt"
+	"math/big"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// LoadFile reads a configuration file: nvmetcli JSON when the name ends in
+// ".json", nvmetd HCL otherwise. The tree is validated; errors are Errors.
+func LoadFile(path string) (*Tree, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("configfs: %w", err)
+	}
+	if strings.HasSuffix(path, ".json") {
+		return ParseNvmetcliJSON(src, path)
+	}
+	return ParseHCL(src, path)
+}
+
+// ParseHCL parses and validates nvmetd's HCL configuration (see the package
+// documentation); filename is used in error positions. Unknown attributes
+// and blocks are errors. On error it returns nil and Errors holding every
+// problem found, each with its file:line:col and attribute name.
+func ParseHCL(src []byte, filename string) (*Tree, error) {
+	f, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	if diags.HasErrors() {
+		d := &hclDecoder{}
+		d.diags(diags)
+		d.errs.sortByPosition()
+		return nil, d.errs
+	}
+	d := &hclDecoder{}
+	t := d.tree(f.Body)
+	c := &collector{errs: d.errs}
+	t.validate(c)
+	c.errs.sortByPosition()
+	if len(c.errs) > 0 {
+		return nil, c.errs
+	}
+	return t, nil
+}
+
+// hclToConfigfs inverts the name tables.
+var (
+	treeAttrs   = invert(treeHCLNames)
+	portAttrs   = invert(portHCLNames)
+	subsysAttrs = invert(subsysHCLNames)
+	nsAttrs     = invert(nsHCLNames)
+)
+
+func invert(m map[string]string) map[string]string {
+	r := make(map[string]string, len(m))
+	for k, v := range m {
+		r[v] = k
+	}
+	return r
+}
+
+func schemaAttrs(m map[string]string) []hcl.AttributeSchema {
+	var names []string
+	for _, v := range m {
+		names = append(names, v)
+	}
+	slices.Sort(names)
+	out := make([]hcl.AttributeSchema, len(names))
+	for i, n := range names {
+		out[i] = hcl.AttributeSchema{Name: n}
+	}
+	return out
+}
+
+var (
+	rootSchema = &hcl.BodySchema{
+		Attributes: schemaAttrs(treeHCLNames),
+		Blocks: []hcl.BlockHeaderSchema{
+			{Type: "port", LabelNames: []string{"name"}},
+			{Type: "subsystem", LabelNames: []string{"nqn"}},
+			{Type: "host", LabelNames: []string{"nqn"}},
+		},
+	}
+	portSchema      = &hcl.BodySchema{Attributes: schemaAttrs(portHCLNames)}
+	hostSchema      = &hcl.BodySchema{}
+	namespaceSchema = &hcl.BodySchema{Attributes: schemaAttrs(nsHCLNames)}
+	subsystemSchema = &hcl.BodySchema{
+		Attributes: schemaAttrs(subsysHCLNames),
+		Blocks:     []hcl.BlockHeaderSchema{{Type: "namespace", LabelNames: []string{"nsid"}}},
+	}
+)
+
+// hclDecoder turns an HCL body into a Tree, collecting errors.
+type hclDecoder struct {
+	errs Errors
+}
+
+func (d *hclDecoder) diags(ds hcl.Diagnostics) {
+	for _, diag := range ds {
+		if diag.Severity != hcl.DiagError {
+			continue
+		}
+		msg := diag.Summary
+		if diag.Detail != "" {
+			msg += ": " + diag.Detail
+		}
+		e := &Error{Msg: msg}
+		if diag.Subject != nil {
+			r := *diag.Subject
+			e.Range = &r
+		}
+		d.errs = append(d.errs, e)
+	}
+}
+
+// attrErr records an error about an attribute's value and marks the
+// attribute bad so validation does not report it again.
+func (d *hclDecoder) attrErr(src *source, path string, a *hcl.Attribute, format string, args ...any) {
+	r := a.Expr.Range()
+	d.errs = append(d.errs, &Error{Range: &r, Path: path, Attr: a.Name, Msg: fmt.Sprintf(format, args...)})
+	markBad(src, a)
+}
+
+func markBad(src *source, a *hcl.Attribute) {
+	for k, sa := range src.attrs {
+		if sa.name == a.Name {
+			src.bad[k] = true
+		}
+	}
+}
+
+func newSource(block *hcl.Block) *source {
+	s := &source{attrs: make(map[string]srcAttr), bad: make(map[string]bool)}
+	if block != nil {
+		s.block = block.DefRange
+		if len(block.LabelRanges) > 0 {
+			s.label = block.LabelRanges[0]
+		}
+	}
+	return s
+}
+
+// content decodes a body against a schema and records the attributes'
+// positions under their configfs names.
+func (d *hclDecoder) content(body hcl.Body, schema *hcl.BodySchema, src *source, names map[string]string) *hcl.BodyContent {
+	content, diags := body.Content(schema)
+	d.diags(diags)
+	for name, attr := range content.Attributes {
+		src.attrs[names[name]] = srcAttr{name: name, rng: attr.Expr.Range()}
+	}
+	return content
+}
+
+func (d *hclDecoder) tree(body hcl.Body) *Tree {
+	t := &Tree{LogLevel: DefaultLogLevel, src: newSource(nil)}
+	content := d.content(body, rootSchema, t.src, treeAttrs)
+	if a := content.Attributes["log_level"]; a != nil {
+		if v, ok := d.str(t.src, "", a); ok {
+			t.LogLevel = v
+		}
+	}
+	type link struct {
+		s    *Subsystem
+		attr *hcl.Attribute
+		ids  []string
+	}
+	var links []link
+	for _, b := range content.Blocks {
+		switch b.Type {
+		case "port":
+			t.Ports = append(t.Ports, d.port(b))
+		case "host":
+			h := &Host{NQN: b.Labels[0], src: newSource(b)}
+			d.content(b.Body, hostSchema, h.src, nil)
+			t.Hosts = append(t.Hosts, h)
+		case "subsystem":
+			s, ports, attr := d.subsystem(b)
+			t.Subsystems = append(t.Subsystems, s)
+			if attr != nil {
+				links = append(links, link{s, attr, ports})
+			}
+		}
+	}
+	// A subsystem's ports become links in the ports, as in configfs.
+	for _, l := range links {
+		seen := make(map[string]bool)
+		for _, id := range l.ids {
+			p := t.Port(id)
+			switch {
+			case seen[id]:
+				d.attrErr(l.s.src, "subsystems/"+l.s.NQN, l.attr, "port %q listed twice", id)
+			case p == nil:
+				d.attrErr(l.s.src, "subsystems/"+l.s.NQN, l.attr, "unknown port %q (no port block declares it)", id)
+			case !slices.Contains(p.Subsystems, l.s.NQN):
+				p.Subsystems = append(p.Subsystems, l.s.NQN)
+			}
+			seen[id] = true
+		}
+	}
+	return t
+}
+
+func (d *hclDecoder) port(b *hcl.Block) *Port {
+	p := NewPort(b.Labels[0])
+	p.src = newSource(b)
+	path := "ports/" + p.ID
+	content := d.content(b.Body, portSchema, p.src, portAttrs)
+	for name, a := range content.Attributes {
+		switch name {
+		case "transport":
+			p.Trtype, _ = d.str(p.src, path, a)
+		case "provider":
+			p.Provider, _ = d.str(p.src, path, a)
+		case "address":
+			p.Traddr, _ = d.str(p.src, path, a)
+		case "address_family":
+			p.Adrfam, _ = d.str(p.src, path, a)
+		case "service":
+			p.Trsvcid, _ = d.str(p.src, path, a)
+		case "treq":
+			p.Treq, _ = d.str(p.src, path, a)
+		case "inline_data_size":
+			if n, ok := d.integer(p.src, path, a, 0, MaxInlineDataSize); ok {
+				p.InlineDataSize = int(n)
+			}
+		case "portid":
+			if n, ok := d.integer(p.src, path, a, 1, 0xffff); ok {
+				p.PortID = uint16(n)
+			}
+		case "subsystems":
+			p.Subsystems, _ = d.strList(p.src, path, a)
+		}
+	}
+	if p.Adrfam == "" && p.Trtype == TransportRDMA {
+		p.Adrfam = p.DerivedAdrfam()
+	}
+	return p
+}
+
+func (d *hclDecoder) subsystem(b *hcl.Block) (s *Subsystem, ports []string, portsAttr *hcl.Attribute) {
+	s = NewSubsystem(b.Labels[0])
+	s.src = newSource(b)
+	path := "subsystems/" + s.NQN
+	content := d.content(b.Body, subsystemSchema, s.src, subsysAttrs)
+	for name, a := range content.Attributes {
+		switch name {
+		case "ports":
+			var ok bool
+			if ports, ok = d.strList(s.src, path, a); ok {
+				portsAttr = a
+			}
+		case "allow_any_host":
+			s.AllowAnyHost, _ = d.boolean(s.src, path, a)
+		case "allowed_hosts":
+			s.AllowedHosts, _ = d.strList(s.src, path, a)
+		case "serial":
+			s.Serial, _ = d.str(s.src, path, a)
+		case "model":
+			s.Model, _ = d.str(s.src, path, a)
+		case "firmware":
+			s.Firmware, _ = d.str(s.src, path, a)
+		case "version":
+			s.Version, _ = d.str(s.src, path, a)
+		case "cntlid_min":
+			if n, ok := d.integer(s.src, path, a, 1, DefaultCntlidMax); ok {
+				s.CntlidMin = uint16(n)
+			}
+		case "cntlid_max":
+			if n, ok := d.integer(s.src, path, a, 1, DefaultCntlidMax); ok {
+				s.CntlidMax = uint16(n)
+			}
+		}
+	}
+	for _, nb := range content.Blocks {
+		if ns := d.namespace(nb, path); ns != nil {
+			s.Namespaces = append(s.Namespaces, ns)
+		}
+	}
+	return s, ports, portsAttr
+}
+
+func (d *hclDecoder) namespace(b *hcl.Block, subsysPath string) *Namespace {
+	label := b.Labels[0]
+	path := subsysPath + "/namespaces/" + label
+	nsid, err := strconv.ParseUint(label, 10, 32)
+	if err != nil || !allDigits(label) {
+		r := b.LabelRanges[0]
+		d.errs = append(d.errs, &Error{Range: &r, Path: path, Msg: fmt.Sprintf("namespace label %q is not an NSID (a decimal number from 1 to %d)", label, uint32(MaxNSID))})
+		return nil
+	}
+	ns := NewNamespace(uint32(nsid))
+	ns.src = newSource(b)
+	content := d.content(b.Body, namespaceSchema, ns.src, nsAttrs)
+	for name, a := range content.Attributes {
+		switch name {
+		case "backend":
+			ns.Backend, _ = d.str(ns.src, path, a)
+		case "path":
+			ns.DevicePath, _ = d.str(ns.src, path, a)
+		case "size":
+			ns.Size, _ = d.size(ns.src, path, a)
+		case "block_size":
+			if n, ok := d.integer(ns.src, path, a, 0, 1<<31); ok {
+				ns.BlockSize = uint32(n)
+			}
+		case "grow":
+			ns.Grow, _ = d.boolean(ns.src, path, a)
+		case "uuid":
+			if v, ok := d.str(ns.src, path, a); ok {
+				u, err := ParseUUID(v)
+				if err != nil {
+					d.attrErr(ns.src, path, a, "%v", err)
+				}
+				ns.DeviceUUID = u
+			}
+		case "nguid":
+			if v, ok := d.str(ns.src, path, a); ok {
+				g, err := ParseNGUID(v)
+				if err != nil {
+					d.attrErr(ns.src, path, a, "%v", err)
+				}
+				ns.DeviceNGUID = g
+			}
+		case "eui64":
+			if v, ok := d.str(ns.src, path, a); ok {
+				e, err := ParseEUI64(v)
+				if err != nil {
+					d.attrErr(ns.src, path, a, "%v", err)
+				}
+				ns.DeviceEUI64 = e
+			}
+		case "enabled":
+			ns.Enable, _ = d.boolean(ns.src, path, a)
+		case "buffered_io":
+			ns.BufferedIO, _ = d.boolean(ns.src, path, a)
+		}
+	}
+	if ns.Backend == "" && ns.DevicePath != "" {
+		ns.Backend = InferBackend(ns.DevicePath)
+	}
+	return ns
+}
+
+// InferBackend returns the backend for a device path when none is given:
+// block for paths under /dev/, file otherwise.
+func InferBackend(path string) string {
+	if strings.HasPrefix(path, "/dev/") {
+		return BackendBlock
+	}
+	return BackendFile
+}
+
+// value evaluates an attribute without variables or functions.
+func (d *hclDecoder) value(src *source, path string, a *hcl.Attribute) (cty.Value, bool) {
+	v, diags := a.Expr.Value(nil)
+	if diags.HasErrors() {
+		d.diags(diags)
+		markBad(src, a)
+		return cty.NilVal, false
+	}
+	if v.IsNull() {
+		d.attrErr(src, path, a, "must not be null")
+		return cty.NilVal, false
+	}
+	if !v.IsWhollyKnown() {
+		d.attrErr(src, path, a, "value is not known")
+		return cty.NilVal, false
+	}
+	return v, true
+}
+
+func (d *hclDecoder) convert(src *source, path string, a *hcl.Attribute, want cty.Type, what string) (cty.Value, bool) {
+	v, ok := d.value(src, path, a)
+	if !ok {
+		return cty.NilVal, false
+	}
+	cv, err := convert.Convert(v, want)
+	if err != nil || cv.IsNull() || !cv.IsWhollyKnown() {
+		d.attrErr(src, path, a, "want %s, got %s", what, v.Type().FriendlyName())
+		return cty.NilVal, false
+	}
+	return cv, true
+}
+
+func (d *hclDecoder) str(src *source, path string, a *hcl.Attribute) (string, bool) {
+	v, ok := d.convert(src, path, a, cty.String, "a string")
+	if !ok {
+		return "", false
+	}
+	return v.AsString(), true
+}
+
+func (d *hclDecoder) boolean(src *source, path string, a *hcl.Attribute) (bool, bool) {
+	v, ok := d.convert(src, path, a, cty.Bool, "true or false")
+	if !ok {
+		return false, false
+	}
+	return v.True(), true
+}
+
+func (d *hclDecoder) strList(src *source, path string, a *hcl.Attribute) ([]string, bool) {
+	v, ok := d.convert(src, path, a, cty.List(cty.String), "a list of strings")
+	if !ok {
+		return nil, false
+	}
+	var out []string
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if e.IsNull() {
+			d.attrErr(src, path, a, "list elements must not be null")
+			return nil, false
+		}
+		out = append(out, e.AsString())
+	}
+	return out, true
+}
+
+// integer decodes a whole number in [lo, hi].
+func (d *hclDecoder) integer(src *source, path string, a *hcl.Attribute, lo, hi int64) (int64, bool) {
+	v, ok := d.convert(src, path, a, cty.Number, "a number")
+	if !ok {
+		return 0, false
+	}
+	bf := v.AsBigFloat()
+	n, acc := bf.Int64()
+	if !bf.IsInt() || acc != big.Exact || n < lo || n > hi {
+		d.attrErr(src, path, a, "%s is not a whole number from %d to %d", bf.Text('g', 20), lo, hi)
+		return 0, false
+	}
+	return n, true
+}
+
+// size decodes a size: a number of bytes or a string for ParseSize.
+func (d *hclDecoder) size(src *source, path string, a *hcl.Attribute) (int64, bool) {
+	v, ok := d.value(src, path, a)
+	if !ok {
+		return 0, false
+	}
+	if v.Type() == cty.Number {
+		bf := v.AsBigFloat()
+		n, acc := bf.Int64()
+		if !bf.IsInt() || acc != big.Exact || n < 0 {
+			d.attrErr(src, path, a, "%s is not a whole, non-negative number of bytes", bf.Text('g', 20))
+			return 0, false
+		}
+		return n, true
+	}
+	if v.Type() != cty.String {
+		d.attrErr(src, path, a, "want a number of bytes or a string like \"1GiB\", got %s", v.Type().FriendlyName())
+		return 0, false
+	}
+	n, err := ParseSize(v.AsString())
+	if err != nil {
+		d.attrErr(src, path, a, "%v", err)
+		return 0, false
+	}
+	return n, true
+}
+
+// HCL returns the tree as nvmetd HCL. Parsing the result gives an equal
+// tree. Attributes at their defaults are left out.
+func (t *Tree) HCL() []byte {
+	f := hclwrite.NewEmptyFile()
+	root := f.Body()
+	level := t.LogLevel
+	if level == "" {
+		level = DefaultLogLevel
+	}
+	root.SetAttributeValue("log_level", cty.StringVal(level))
+
+	for _, p := range t.Ports {
+		root.AppendNewline()
+		b := root.AppendNewBlock("port", []string{p.ID}).Body()
+		b.SetAttributeValue("transport", cty.StringVal(p.Trtype))
+		if p.Trtype == TransportRDMA && p.Provider != "" {
+			b.SetAttributeValue("provider", cty.StringVal(p.Provider))
+		}
+		if p.Traddr != "" {
+			b.SetAttributeValue("address", cty.StringVal(p.Traddr))
+		}
+		if p.Adrfam != "" && p.Adrfam != p.DerivedAdrfam() {
+			b.SetAttributeValue("address_family", cty.StringVal(p.Adrfam))
+		}
+		if p.Trsvcid != "" {
+			if n, err := strconv.ParseUint(p.Trsvcid, 10, 16); err == nil && strconv.FormatUint(n, 10) == p.Trsvcid {
+				b.SetAttributeValue("service", cty.NumberUIntVal(n))
+			} else {
+				b.SetAttributeValue("service", cty.StringVal(p.Trsvcid))
+			}
+		}
+		if p.Treq != "" && p.Treq != TreqNotSpecified {
+			b.SetAttributeValue("treq", cty.StringVal(p.Treq))
+		}
+		if p.InlineDataSize >= 0 {
+			b.SetAttributeValue("inline_data_size", cty.NumberIntVal(int64(p.InlineDataSize)))
+		}
+		if p.PortID != 0 {
+			b.SetAttributeValue("portid", cty.NumberUIntVal(uint64(p.PortID)))
+		}
+		// Links to subsystems the tree does not hold cannot be written
+		// as the subsystem's ports: keep them here.
+		var dangling []cty.Value
+		for _, nqn := range p.Subsystems {
+			if t.Subsystem(nqn) == nil {
+				dangling = append(dangling, cty.StringVal(nqn))
+			}
+		}
+		if len(dangling) > 0 {
+			b.SetAttributeValue("subsystems", cty.ListVal(dangling))
+		}
+	}
+
+	for _, h := range t.Hosts {
+		root.AppendNewline()
+		root.AppendNewBlock("host", []string{h.NQN})
+	}
+
+	for _, s := range t.Subsystems {
+		root.AppendNewline()
+		b := root.AppendNewBlock("subsystem", []string{s.NQN}).Body()
+		var ports []string
+		for _, p := range t.PortsOf(s.NQN) {
+			ports = append(ports, p.ID)
+		}
+		if len(ports) > 0 {
+			b.SetAttributeValue("ports", stringList(ports))
+		}
+		b.SetAttributeValue("allow_any_host", cty.BoolVal(s.AllowAnyHost))
+		if len(s.AllowedHosts) > 0 {
+			b.SetAttributeValue("allowed_hosts", stringList(s.AllowedHosts))
+		}
+		for _, kv := range []struct{ name, v string }{{"serial", s.Serial}, {"model", s.Model}, {"firmware", s.Firmware}} {
+			if kv.v != "" {
+				b.SetAttributeValue(kv.name, cty.StringVal(kv.v))
+			}
+		}
+		if s.Version != "" && s.Version != DefaultVersion {
+			b.SetAttributeValue("version", cty.StringVal(s.Version))
+		}
+		if s.CntlidMin != 0 && s.CntlidMin != DefaultCntlidMin {
+			b.SetAttributeValue("cntlid_min", cty.NumberUIntVal(uint64(s.CntlidMin)))
+		}
+		if s.CntlidMax != 0 && s.CntlidMax != DefaultCntlidMax {
+			b.SetAttributeValue("cntlid_max", cty.NumberUIntVal(uint64(s.CntlidMax)))
+		}
+		for _, ns := range s.Namespaces {
+			b.AppendNewline()
+			nb := b.AppendNewBlock("namespace", []string{strconv.FormatUint(uint64(ns.NSID), 10)}).Body()
+			if ns.Backend != "" {
+				nb.SetAttributeValue("backend", cty.StringVal(ns.Backend))
+			}
+			if ns.DevicePath != "" {
+				nb.SetAttributeValue("path", cty.StringVal(ns.DevicePath))
+			}
+			if ns.Size != 0 {
+				if fs := FormatSize(ns.Size); fs != strconv.FormatInt(ns.Size, 10) {
+					nb.SetAttributeValue("size", cty.StringVal(fs))
+				} else {
+					nb.SetAttributeValue("size", cty.NumberIntVal(ns.Size))
+				}
+			}
+			if ns.BlockSize != 0 {
+				nb.SetAttributeValue("block_size", cty.NumberUIntVal(uint64(ns.BlockSize)))
+			}
+			if ns.Grow {
+				nb.SetAttributeValue("grow", cty.True)
+			}
+			if !ns.DeviceUUID.IsZero() {
+				nb.SetAttributeValue("uuid", cty.StringVal(ns.DeviceUUID.String()))
+			}
+			if !ns.DeviceNGUID.IsZero() {
+				nb.SetAttributeValue("nguid", cty.StringVal(ns.DeviceNGUID.String()))
+			}
+			if !ns.DeviceEUI64.IsZero() {
+				nb.SetAttributeValue("eui64", cty.StringVal(ns.DeviceEUI64.String()))
+			}
+			nb.SetAttributeValue("enabled", cty.BoolVal(ns.Enable))
+			if ns.BufferedIO {
+				nb.SetAttributeValue("buffered_io", cty.True)
+			}
+		}
+	}
+	return hclwrite.Format(f.Bytes())
+}
+
+func stringList(ss []string) cty.Value {
+	vs := make([]cty.Value, len(ss))
+	for i, s := range ss {
+		vs[i] = cty.StringVal(s)
+	}
+	return cty.ListVal(vs)
+}

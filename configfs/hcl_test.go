@@ -1,0 +1,340 @@
+package configfs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const (
+	nqnA  = "nqn.2026-11.io.nvmeof:a"
+	nqnB  = "nqn.2026-11.io.nvmeof:b"
+	hostA = "nqn.2014-08.org.nvmexpress:uuid:5a3c6b1e-8f2d-4c7a-9e01-3b5d7f9a1c2e"
+)
+
+func lines(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
+
+func TestLoadExample(t *testing.T) {
+	tree, err := LoadFile("../examples/nvmetd.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tree.Ports) != 2 || len(tree.Subsystems) != 2 || len(tree.Hosts) != 1 {
+		t.Fatalf("ports %d, subsystems %d, hosts %d", len(tree.Ports), len(tree.Subsystems), len(tree.Hosts))
+	}
+	p := tree.Port("rdma0")
+	if p == nil || p.Trtype != "rdma" || p.Provider != "soft" || p.Traddr != "127.0.0.1" || p.Adrfam != "ipv4" ||
+		p.Trsvcid != "4420" || p.InlineDataSize != 8192 || p.PortID != 1 || p.Treq != TreqNotSpecified {
+		t.Errorf("port rdma0 = %+v", p)
+	}
+	if got := tree.PortsOf("nqn.2026-11.io.nvmeof:disk0"); len(got) != 2 {
+		t.Errorf("disk0 exported on %d ports", len(got))
+	}
+	p6 := tree.Port("rdma6")
+	if p6.Adrfam != "ipv6" || p6.Trsvcid != "4421" || p6.InlineDataSize != -1 || p6.EffectiveInlineDataSize() != DefaultInlineDataSize {
+		t.Errorf("port rdma6 = %+v", p6)
+	}
+	if ids := tree.PortIDs(); ids["rdma0"] != 1 || ids["rdma6"] != 2 {
+		t.Errorf("PortIDs = %v", ids)
+	}
+	s := tree.Subsystem("nqn.2026-11.io.nvmeof:disk0")
+	if s.Serial != "NVMEOF0001" || s.Model != "nvmeof" || s.Firmware != "0.1" || s.AllowAnyHost || len(s.AllowedHosts) != 1 || len(s.Namespaces) != 3 {
+		t.Errorf("subsystem = %+v", s)
+	}
+	ns := s.Namespace(1)
+	if ns.Backend != "file" || ns.Size != 1<<30 || ns.BlockSize != 512 || !ns.Enable || ns.DeviceUUID.String() != "2a7e4e3c-61f1-4f0d-8b1e-8d9f0c6a1b27" || ns.DeviceEUI64.String() != "0225b3c4d5e6f708" {
+		t.Errorf("namespace 1 = %+v", ns)
+	}
+	if ns2 := s.Namespace(2); ns2.Backend != "memory" || ns2.Size != 64<<30 || ns2.BlockSize != 4096 {
+		t.Errorf("namespace 2 = %+v", ns2)
+	}
+	if ns3 := s.Namespace(3); ns3.Backend != "block" || ns3.Enable {
+		t.Errorf("namespace 3 = %+v", ns3)
+	}
+}
+
+func TestHCLDefaults(t *testing.T) {
+	tree, err := ParseHCL([]byte(lines(
+		`port "p0" {`,
+		`  address = "192.0.2.1"`,
+		`}`,
+		`subsystem "`+nqnA+`" {`,
+		`  ports = ["p0"]`,
+		`  namespace "1" {`,
+		`    path = "/dev/sdz"`,
+		`  }`,
+		`  namespace "2" {`,
+		`    path = "disk.img"`,
+		`  }`,
+		`}`,
+	)), "t.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tree.Ports[0]
+	if p.Trtype != "rdma" || p.Provider != "soft" || p.Trsvcid != "4420" || p.Adrfam != "ipv4" || p.EffectiveInlineDataSize() != 8192 {
+		t.Errorf("port defaults: %+v", p)
+	}
+	s := tree.Subsystems[0]
+	if s.AllowAnyHost || s.EffectiveVersion() != "1.3" || s.CntlidMin != 1 || s.CntlidMax != 0xffef {
+		t.Errorf("subsystem defaults: %+v", s)
+	}
+	if s.Namespaces[0].Backend != "block" || s.Namespaces[1].Backend != "file" || !s.Namespaces[0].Enable {
+		t.Errorf("namespace defaults: %+v %+v", s.Namespaces[0], s.Namespaces[1])
+	}
+	if tree.LogLevel != "info" {
+		t.Errorf("log level %q", tree.LogLevel)
+	}
+}
+
+// TestHCLErrors has one entry per error path; each checks the file:line of
+// the message and the attribute named.
+func TestHCLErrors(t *testing.T) {
+	// A valid configuration the cases below break one line of.
+	base := func(edit func([]string) []string) string {
+		ls := []string{
+			`port "p0" {`,                         // 1
+			`  address = "127.0.0.1"`,             // 2
+			`}`,                                   // 3
+			`host "` + hostA + `" {}`,             // 4
+			`subsystem "` + nqnA + `" {`,          // 5
+			`  ports = ["p0"]`,                    // 6
+			`  allowed_hosts = ["` + hostA + `"]`, // 7
+			`  namespace "1" {`,                   // 8
+			`    backend = "memory"`,              // 9
+			`    size = "1MiB"`,                   // 10
+			`  }`,                                 // 11
+			`}`,                                   // 12
+		}
+		if edit != nil {
+			ls = edit(ls)
+		}
+		return lines(ls...)
+	}
+	set := func(line int, text string) func([]string) []string {
+		return func(ls []string) []string { ls[line-1] = text; return ls }
+	}
+	insert := func(line int, text ...string) func([]string) []string {
+		return func(ls []string) []string {
+			return append(ls[:line-1], append(text, ls[line-1:]...)...)
+		}
+	}
+	if _, err := ParseHCL([]byte(base(nil)), "t.hcl"); err != nil {
+		t.Fatalf("base config: %v", err)
+	}
+
+	tests := []struct {
+		name string
+		src  string
+		want []string // substrings of one error each: "t.hcl:LINE:" prefix and more
+	}{
+		{"syntax error", base(set(2, `  address = "127.0.0.1`)), []string{"t.hcl:2:"}},
+		{"syntax error: missing brace", base(set(12, ``)), []string{"t.hcl:"}},
+		{"unknown attribute", base(set(2, `  adress = "127.0.0.1"`)), []string{`t.hcl:2:3: Unsupported argument: An argument named "adress" is not expected here`}},
+		{"unknown attribute in namespace", base(insert(10, `    colour = "blue"`)), []string{`t.hcl:10:5:`, `"colour"`}},
+		{"unknown block", base(insert(4, `target "x" {}`)), []string{`t.hcl:4:1: Unsupported block type`, `"target"`}},
+		{"unknown top-level attribute", base(insert(1, `verbose = true`)), []string{`t.hcl:1:1:`, `"verbose"`}},
+		{"attribute twice", base(insert(3, `  address = "127.0.0.2"`)), []string{`t.hcl:3:`, `address`}},
+		{"missing label", base(set(8, `  namespace {`)), []string{`t.hcl:8:`, `namespace`}},
+		{"variable reference", base(set(2, `  address = var.addr`)), []string{`t.hcl:2:`, `Variables not allowed`}},
+		{"function call", base(set(10, `    size = upper("1mib")`)), []string{`t.hcl:10:`, `Function calls not allowed`}},
+		{"null value", base(set(2, `  address = null`)), []string{`t.hcl:2:13: ports/p0: address: must not be null`}},
+		{"wrong type", base(insert(7, `  allow_any_host = "maybe"`)), []string{`t.hcl:7:20: subsystems/` + nqnA + `: allow_any_host: want true or false`}},
+		{"list expected", base(set(6, `  ports = "p0"`)), []string{`t.hcl:6:11:`, `ports: want a list of strings`}},
+		{"bad log level", base(insert(1, `log_level = "loud"`)), []string{`t.hcl:1:13: log_level: unknown level "loud"`}},
+
+		{"bad subsystem NQN", base(set(5, `subsystem "testnqn" {`)), []string{`t.hcl:5:11: subsystems/testnqn: NQN "testnqn" does not start with "nqn."`}},
+		{"NQN too long", base(set(5, `subsystem "nqn.2026-11.io.nvmeof:`+strings.Repeat("x", 220)+`" {`)), []string{`t.hcl:5:11:`, `more than 223`}},
+		{"discovery NQN", base(set(5, `subsystem "`+DiscoveryNQN+`" {`)), []string{`t.hcl:5:11:`, `discovery NQN`}},
+		{"duplicate subsystem", base(insert(13, `subsystem "`+nqnA+`" {`, `  allow_any_host = true`, `}`)), []string{`t.hcl:13:11: subsystems/` + nqnA + `: subsystem declared twice`}},
+		{"bad host NQN", base(set(4, `host "hostnqn" {}`)), []string{`t.hcl:4:6: hosts/hostnqn: NQN "hostnqn"`, `t.hcl:7:19:`}},
+		{"duplicate host", base(insert(5, `host "`+hostA+`" {}`)), []string{`t.hcl:5:6:`, `host declared twice`}},
+		{"allowed host unknown", base(set(7, `  allowed_hosts = ["`+strings.Replace(hostA, "5a3c", "0000", 1)+`"]`)), []string{`t.hcl:7:19: subsystems/` + nqnA + `: allowed_hosts: unknown host`}},
+		{"allowed host twice", base(set(7, `  allowed_hosts = ["`+hostA+`", "`+hostA+`"]`)), []string{`t.hcl:7:19:`, `listed twice`}},
+		{"allow_any_host with allowed hosts", base(insert(7, `  allow_any_host = true`)), []string{`t.hcl:8:19: subsystems/` + nqnA + `: allowed_hosts: cannot list allowed hosts when allow_any_host is set`}},
+		{"serial too long", base(insert(7, `  serial = "123456789012345678901"`)), []string{`t.hcl:7:12: subsystems/` + nqnA + `: serial: "123456789012345678901" is 21 bytes long, more than 20`}},
+		{"serial not ASCII", base(insert(7, `  serial = "sériel"`)), []string{`t.hcl:7:12:`, `serial: `, `printable ASCII`}},
+		{"model too long", base(insert(7, `  model = "`+strings.Repeat("m", 41)+`"`)), []string{`t.hcl:7:11:`, `model: `, `more than 40`}},
+		{"firmware too long", base(insert(7, `  firmware = "123456789"`)), []string{`t.hcl:7:14:`, `firmware: `, `more than 8`}},
+		{"bad version", base(insert(7, `  version = "1.3.x"`)), []string{`t.hcl:7:13:`, `version: `}},
+		{"version out of range", base(insert(7, `  version = "1.256"`)), []string{`t.hcl:7:13:`, `version: `}},
+		{"cntlid_min zero", base(insert(7, `  cntlid_min = 0`)), []string{`t.hcl:7:16:`, `cntlid_min: 0 is not a whole number from 1 to 65519`}},
+		{"cntlid_max too large", base(insert(7, `  cntlid_max = 65520`)), []string{`t.hcl:7:16:`, `cntlid_max: `}},
+		{"cntlid_min above max", base(insert(7, `  cntlid_min = 100`, `  cntlid_max = 10`)), []string{`t.hcl:7:16:`, `cntlid_min: 100 is more than cntlid_max 10`}},
+		{"subsystem references unknown port", base(set(6, `  ports = ["p1"]`)), []string{`t.hcl:6:11: subsystems/` + nqnA + `: ports: unknown port "p1"`}},
+
+		{"nsid 0", base(set(8, `  namespace "0" {`)), []string{`t.hcl:8:13: subsystems/` + nqnA + `/namespaces/0: NSID 0 is not from 1 to 4294967294`}},
+		{"nsid all", base(set(8, `  namespace "4294967295" {`)), []string{`t.hcl:8:13:`, `NSID 4294967295`}},
+		{"nsid not a number", base(set(8, `  namespace "one" {`)), []string{`t.hcl:8:13:`, `namespace label "one" is not an NSID`}},
+		{"nsid too large", base(set(8, `  namespace "99999999999" {`)), []string{`t.hcl:8:13:`, `is not an NSID`}},
+		{"duplicate nsid", base(insert(12, `  namespace "1" {`, `    backend = "null"`, `    size = 4096`, `  }`)), []string{`t.hcl:12:13: subsystems/` + nqnA + `/namespaces/1: namespace 1 declared twice`}},
+		{"unknown backend", base(set(9, `    backend = "tape"`)), []string{`t.hcl:9:15: subsystems/` + nqnA + `/namespaces/1: backend: unknown backend "tape"`}},
+		{"no backend or path", base(set(9, ``)), []string{`t.hcl:8:13:`, `backend: a backend is required`}},
+		{"bad size string", base(set(10, `    size = "1 gigabyte"`)), []string{`t.hcl:10:12: subsystems/` + nqnA + `/namespaces/1: size: size "1 gigabyte": unknown unit`}},
+		{"negative size", base(set(10, `    size = -4096`)), []string{`t.hcl:10:12:`, `size: `, `non-negative`}},
+		{"fractional size", base(set(10, `    size = 1.5`)), []string{`t.hcl:10:12:`, `size: `}},
+		{"size type", base(set(10, `    size = ["1MiB"]`)), []string{`t.hcl:10:12:`, `size: want a number of bytes or a string`}},
+		{"memory without size", base(set(10, ``)), []string{`t.hcl:8:13:`, `size: a size is required for backend memory`}},
+		{"memory with path", base(insert(10, `    path = "/tmp/x"`)), []string{`t.hcl:10:12:`, `path: backend memory takes no path`}},
+		{"file without path", base(set(9, `    backend = "file"`)), []string{`t.hcl:8:13:`, `path: a path is required for backend file`}},
+		{"block size not power of two", base(insert(10, `    block_size = 1000`)), []string{`t.hcl:10:18: subsystems/` + nqnA + `/namespaces/1: block_size: 1000 is not a power of two from 512 to 65536`}},
+		{"block size too large", base(insert(10, `    block_size = 131072`)), []string{`t.hcl:10:18:`, `block_size: `}},
+		{"size not multiple of block size", base(set(10, `    size = 1000`)), []string{`t.hcl:10:12:`, `size: 1000 bytes is not a multiple of the block size 512`}},
+		{"bad uuid", base(insert(10, `    uuid = "1234"`)), []string{`t.hcl:10:12:`, `uuid: "1234" is not a UUID`}},
+		{"bad nguid", base(insert(10, `    nguid = "xyz"`)), []string{`t.hcl:10:13:`, `nguid: `}},
+		{"bad eui64", base(insert(10, `    eui64 = "0011"`)), []string{`t.hcl:10:13:`, `eui64: `}},
+		{"duplicate uuid", base(insert(12,
+			`  namespace "2" {`, `    backend = "null"`, `    size = 4096`, `    uuid = "2a7e4e3c-61f1-4f0d-8b1e-8d9f0c6a1b27"`, `  }`,
+			`  namespace "3" {`, `    backend = "null"`, `    size = 4096`, `    uuid = "2a7e4e3c-61f1-4f0d-8b1e-8d9f0c6a1b27"`, `  }`)),
+			[]string{`t.hcl:20:12:`, `uuid: UUID 2a7e4e3c-61f1-4f0d-8b1e-8d9f0c6a1b27 is also used by subsystems/` + nqnA + `/namespaces/2`}},
+
+		{"bad IP", base(set(2, `  address = "127.0.0.256"`)), []string{`t.hcl:2:13: ports/p0: address: "127.0.0.256" is not an IPv4 or IPv6 address`}},
+		{"hostname instead of IP", base(set(2, `  address = "localhost"`)), []string{`t.hcl:2:13:`, `not an IPv4 or IPv6 address`}},
+		{"missing address", base(set(2, ``)), []string{`t.hcl:1:6: ports/p0: address: an IP address is required`}},
+		{"IPv6 zone", base(set(2, `  address = "fe80::1%eth0"`)), []string{`t.hcl:2:13:`, `zones are not allowed`}},
+		{"address family mismatch", base(insert(3, `  address_family = "ipv6"`)), []string{`t.hcl:3:20:`, `address_family: "ipv6" does not match address 127.0.0.1`}},
+		{"service out of range", base(insert(3, `  service = 70000`)), []string{`t.hcl:3:13: ports/p0: service: service "70000" is not a port number from 1 to 65535`}},
+		{"service zero", base(insert(3, `  service = 0`)), []string{`t.hcl:3:13:`, `service: `}},
+		{"service not a number", base(insert(3, `  service = "nvme"`)), []string{`t.hcl:3:13:`, `service: `}},
+		{"unknown transport", base(insert(3, `  transport = "fc"`)), []string{`t.hcl:3:15:`, `transport: unknown transport "fc"`}},
+		{"tcp not yet", base(insert(3, `  transport = "tcp"`)), []string{`t.hcl:3:15:`, `transport: transport tcp is not implemented yet`}},
+		{"unknown provider", base(insert(3, `  provider = "hw"`)), []string{`t.hcl:3:14:`, `provider: unknown provider "hw"`}},
+		{"bad treq", base(insert(3, `  treq = "maybe"`)), []string{`t.hcl:3:10:`, `treq: unknown value "maybe"`}},
+		{"inline data too large", base(insert(3, `  inline_data_size = 16400`)), []string{`t.hcl:3:22:`, `inline_data_size: 16400 is not a whole number from 0 to 16384`}},
+		{"bad port name", base(set(1, `port "p 0" {`)), []string{`t.hcl:1:6: ports/p 0: port name "p 0"`, `t.hcl:6:11:`}},
+		{"duplicate port", base(insert(4, `port "p0" {`, `  address = "127.0.0.2"`, `}`)), []string{`t.hcl:4:6: ports/p0: port declared twice`}},
+		{"duplicate portid", base(insert(4, `port "p1" {`, `  address = "127.0.0.2"`, `  portid = 5`, `}`, `port "p2" {`, `  address = "127.0.0.3"`, `  portid = 5`, `}`)), []string{`t.hcl:10:12: ports/p2: portid: port ID 5 is also used by ports/p1`}},
+		{"duplicate listen address", base(insert(4, `port "p1" {`, `  address = "127.0.0.1"`, `}`)), []string{`t.hcl:4:6: ports/p1: service: rdma 127.0.0.1 service 4420 is also used by ports/p0`}},
+		{"port references unknown subsystem", base(insert(3, `  subsystems = ["`+nqnB+`"]`)), []string{`t.hcl:3:16: ports/p0: subsystems: unknown subsystem "` + nqnB + `"`}},
+
+		{"several errors at once", base(func(ls []string) []string {
+			ls[1] = `  address = "bad"`
+			ls[9] = `    size = "huge"`
+			return ls
+		}), []string{`t.hcl:2:13:`, `t.hcl:10:12:`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tree, err := ParseHCL([]byte(tt.src), "t.hcl")
+			if err == nil {
+				t.Fatalf("no error; tree %+v\n%s", tree, tt.src)
+			}
+			if tree != nil {
+				t.Error("a tree returned with an error")
+			}
+			var errs Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("error is %T, want Errors", err)
+			}
+			msg := err.Error()
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error does not contain %q:\n%s", w, msg)
+				}
+			}
+			for _, e := range errs {
+				if e.Range == nil {
+					t.Errorf("error without position: %v", e)
+				}
+			}
+		})
+	}
+}
+
+func TestHCLRoundTrip(t *testing.T) {
+	tree, err := LoadFile("../examples/nvmetd.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := tree.HCL()
+	again, err := ParseHCL(out, "saved.hcl")
+	if err != nil {
+		t.Fatalf("saved HCL does not load: %v\n%s", err, out)
+	}
+	if c := Diff(tree, again); !c.Empty() {
+		t.Errorf("round trip changed the tree: %+v\n%s", c, out)
+	}
+	if again.Port("rdma0").PortID != 1 || again.Subsystem("nqn.2026-11.io.nvmeof:disk0").Namespace(1).DeviceEUI64 != tree.Subsystem("nqn.2026-11.io.nvmeof:disk0").Namespace(1).DeviceEUI64 {
+		t.Error("round trip lost attributes")
+	}
+	// Saving is stable.
+	if out2 := again.HCL(); string(out2) != string(out) {
+		t.Errorf("second save differs:\n%s\n---\n%s", out, out2)
+	}
+	// A port-side link to a subsystem survives as the subsystem's ports.
+	src := lines(
+		`port "p0" {`,
+		`  transport = "loop"`,
+		`  subsystems = ["`+nqnA+`"]`,
+		`}`,
+		`subsystem "`+nqnA+`" {`,
+		`  allow_any_host = true`,
+		`}`,
+	)
+	t1, err := ParseHCL([]byte(src), "t.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2, err := ParseHCL(t1.HCL(), "t2.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Equal(t1, t2) || len(t2.PortsOf(nqnA)) != 1 {
+		t.Errorf("port-side link lost:\n%s", t1.HCL())
+	}
+}
+
+func TestLoadFileErrors(t *testing.T) {
+	if _, err := LoadFile(filepath.Join(t.TempDir(), "missing.hcl")); err == nil {
+		t.Error("missing file loaded")
+	}
+	bad := filepath.Join(t.TempDir(), "bad.hcl")
+	if err := os.WriteFile(bad, []byte("port \"p\" {\n  nope = 1\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := LoadFile(bad)
+	if err == nil || !strings.Contains(err.Error(), bad+":2:3:") {
+		t.Errorf("LoadFile error = %v, want position %s:2:3", err, bad)
+	}
+}
+
+func FuzzParseHCL(f *testing.F) {
+	example, err := os.ReadFile("../examples/nvmetd.hcl")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(example)
+	for _, s := range []string{
+		"",
+		`port "p" { address = "::1" service = 1 }`,
+		"subsystem \"" + nqnA + "\" {\n namespace \"1\" { size = 1e400 }\n}\n",
+		"subsystem \"" + nqnA + "\" {\n namespace \"1\" { block_size = -1e30 }\n}\n",
+		"subsystem \"x\" { ports = [null, 1, true] }",
+		`log_level = "${"a"}${1 + 2}"`,
+		`port "p" { inline_data_size = 1.0000000000000000001 }`,
+		"port \"p\" {\n",
+		`host "h" { x = 1 }`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) {
+		tree, err := ParseHCL(src, "fuzz.hcl")
+		if err != nil {
+			if tree != nil {
+				t.Fatal("tree returned with an error")
+			}
+			_ = err.Error()
+			return
+		}
+		// What loads must save and load back the same.
+		again, err := ParseHCL(tree.HCL(), "saved.hcl")
+		if err != nil {
+			t.Fatalf("saved tree does not load: %v\n%s", err, tree.HCL())
+		}
+		if !Equal(tree, again) {
+			t.Fatalf("round trip changed the tree:\n%s", tree.HCL())
+		}
+	})
+}

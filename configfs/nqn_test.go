@@ -1,0 +1,52 @@
+package configfs
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidateNQN(t *testing.T) {
+	long := "nqn.2026-11.io.nvmeof:" + strings.Repeat("x", NQNMaxLen-len("nqn.2026-11.io.nvmeof:"))
+	tests := []struct {
+		nqn  string
+		want string // "" for valid, else a substring of the error
+	}{
+		{"nqn.2026-11.io.nvmeof:disk0", ""},
+		{"nqn.2014-08.com.example:nvme:nvm-subsystem-sn-d78432", ""},
+		{"nqn.2016-06.io.spdk:cnode1", ""},
+		{"nqn.2014-08.org.nvmexpress:uuid:5a3c6b1e-8f2d-4c7a-9e01-3b5d7f9a1c2e", ""},
+		{"nqn.2014-08.org.nvmexpress:uuid:5A3C6B1E-8F2D-4C7A-9E01-3B5D7F9A1C2E", ""},
+		{DiscoveryNQN, ""},
+		{"nqn.2026-11.io.nvmeof:ünïcödé-näme", ""},
+		{long, ""},
+		{long + "x", "more than 223"},
+		{"", "empty"},
+		{"testnqn", `does not start with "nqn."`},
+		{"iqn.2026-11.io.nvmeof:disk0", `does not start with "nqn."`},
+		{"nqn.26-11.io.nvmeof:disk0", "date"},
+		{"nqn.2026-1.io.nvmeof:disk0", "date"},
+		{"nqn.2026-13.io.nvmeof:disk0", "month 13"},
+		{"nqn.2026-00.io.nvmeof:disk0", "month 00"},
+		{"nqn.2026-11io.nvmeof:disk0", "date"},
+		{"nqn.2026-11.localhost:disk0", "at least two labels"},
+		{"nqn.2026-11.io..nvmeof:disk0", `domain label ""`},
+		{"nqn.2026-11.io.-nvmeof:disk0", "domain label"},
+		{"nqn.2026-11.io.nv_meof:disk0", "domain label"},
+		{"nqn.2026-11.io.nvmeof:", "empty name"},
+		{"nqn.2026-11.io.nvmeof:disk 0", "not allowed"},
+		{"nqn.2026-11.io.nvmeof:disk/0", "not allowed"},
+		{"nqn.2026-11.io.nvmeof:disk\x00", "not allowed"},
+		{"nqn.2026-11.io.nvmeof:\xff", "UTF-8"},
+		{"nqn.2014-08.org.nvmexpress:uuid:not-a-uuid", "not a UUID"},
+		{"nqn.2014-08.org.nvmexpress:uuid:5a3c6b1e-8f2d-4c7a-9e01-3b5d7f9a1c2e:x", "not a UUID"},
+	}
+	for _, tt := range tests {
+		err := ValidateNQN(tt.nqn)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("ValidateNQN(%q) = %v, want nil", tt.nqn, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("ValidateNQN(%q) = %v, want error containing %q", tt.nqn, err, tt.want)
+		}
+	}
+}

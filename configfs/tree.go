@@ -1,0 +1,355 @@
+package configfs
+
+import (
+	"net/netip"
+	"slices"
+	"strconv"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// Transport types (addr_trtype values).
+const (
+	TransportRDMA = "rdma"
+	TransportTCP  = "tcp" // reserved: not served yet
+	TransportLoop = "loop"
+)
+
+// Address families (addr_adrfam values).
+const (
+	AdrfamIPv4 = "ipv4"
+	AdrfamIPv6 = "ipv6"
+)
+
+// RDMA providers (our provider attribute).
+const (
+	ProviderSoft    = "soft"    // pure-Go RoCEv2 over UDP
+	ProviderIBVerbs = "ibverbs" // libibverbs, build tag ibverbs
+)
+
+// Transport requirements (addr_treq values, as the kernel names them).
+const (
+	TreqNotSpecified = "not specified"
+	TreqRequired     = "required"
+	TreqNotRequired  = "not required"
+)
+
+// Backend kinds (our backend attribute; the same names as package
+// target/bdev).
+const (
+	BackendFile   = "file"
+	BackendBlock  = "block"
+	BackendMemory = "memory"
+	BackendNull   = "null"
+)
+
+// Defaults.
+const (
+	DefaultTrsvcid        = "4420"
+	DefaultInlineDataSize = 8192
+	// MaxInlineDataSize is the largest param_inline_data_size: 16 KiB, the
+	// kernel's NVMET_RDMA_MAX_INLINE_DATA_SIZE on 4 KiB-page machines.
+	MaxInlineDataSize = 16384
+	DefaultVersion    = "1.3"
+	DefaultCntlidMin  = 1
+	// DefaultCntlidMax is NVME_CNTLID_MAX, the largest controller ID
+	// (0xFFF0 and up are reserved).
+	DefaultCntlidMax = 0xffef
+	DefaultLogLevel  = "info"
+	// MaxNSID is the largest namespace ID (0xFFFFFFFF means all
+	// namespaces).
+	MaxNSID = 0xfffffffe
+)
+
+// Length limits of subsystem attributes (the kernel's NVMET_SN_MAX_SIZE,
+// NVMET_MN_MAX_SIZE and NVMET_FR_MAX_SIZE: the Identify Controller fields).
+const (
+	MaxSerialLen   = 20
+	MaxModelLen    = 40
+	MaxFirmwareLen = 8
+)
+
+// Tree is the whole target configuration: what /sys/kernel/config/nvmet
+// holds for the kernel target, plus the daemon's log level. Slices keep the
+// order of the source file.
+type Tree struct {
+	LogLevel   string // log_level: trace, debug, info, warn, error or off
+	Ports      []*Port
+	Subsystems []*Subsystem
+	Hosts      []*Host
+
+	src *source
+}
+
+// Port is ports/<id>: a transport address the target listens on and the
+// subsystems it exports there.
+type Port struct {
+	// ID names the port. The kernel names ports by a number (its
+	// addr_portid); we allow any label and keep the number in PortID.
+	ID string
+	// PortID is addr_portid, the PORTID of discovery log entries. 0 means
+	// the ID when it is a number, else the next free number (PortIDs).
+	PortID  uint16
+	Trtype  string // addr_trtype: rdma or loop
+	Adrfam  string // addr_adrfam: ipv4 or ipv6; loaders derive it from Traddr
+	Traddr  string // addr_traddr: an IP address (RDMA: the device's GID)
+	Trsvcid string // addr_trsvcid: the service (port) number, default 4420
+	Treq    string // addr_treq: transport requirements
+	// InlineDataSize is param_inline_data_size: in-capsule data bytes.
+	// Negative lets the transport choose (DefaultInlineDataSize), as in
+	// the kernel.
+	InlineDataSize int
+	// Provider picks the RDMA implementation: soft or ibverbs.
+	Provider string
+	// Subsystems lists the NQNs of the subsystems exported here
+	// (ports/<id>/subsystems/ symlinks).
+	Subsystems []string
+
+	src *source
+}
+
+// Subsystem is subsystems/<nqn>.
+type Subsystem struct {
+	NQN          string
+	AllowAnyHost bool   // attr_allow_any_host
+	Serial       string // attr_serial; empty: the target derives one
+	Model        string // attr_model; empty: the target's default
+	Firmware     string // attr_firmware; empty: the target's version
+	Version      string // attr_version, "major.minor[.tertiary]"; empty: 1.3
+	CntlidMin    uint16 // attr_cntlid_min; 0: 1
+	CntlidMax    uint16 // attr_cntlid_max; 0: 0xffef
+	// AllowedHosts lists host NQNs (allowed_hosts/ symlinks into hosts/).
+	AllowedHosts []string
+	Namespaces   []*Namespace
+
+	src *source
+}
+
+// Namespace is subsystems/<nqn>/namespaces/<nsid>.
+type Namespace struct {
+	NSID       uint32
+	Backend    string // file, block, memory or null
+	DevicePath string // device_path: the file or device node
+	// Size in bytes: required for memory and null and to create a file;
+	// 0 means the file's or device's size.
+	Size int64
+	// BlockSize is the logical block size; 0 means 512, or the device's
+	// logical block size for block.
+	BlockSize uint32
+	Grow      bool // extend an existing smaller file to Size
+	// DeviceUUID, DeviceNGUID and DeviceEUI64 are the namespace
+	// identifiers; zero means derived (see IDs).
+	DeviceUUID  UUID
+	DeviceNGUID NGUID
+	DeviceEUI64 EUI64
+	Enable      bool // enable
+	BufferedIO  bool // buffered_io: keep block devices off O_DIRECT
+
+	src *source
+}
+
+// Host is hosts/<nqn>: a host that subsystems may list in AllowedHosts.
+type Host struct {
+	NQN string
+
+	src *source
+}
+
+// source remembers where an object and its attributes were written, so
+// validation errors can point at them.
+type source struct {
+	block hcl.Range // the block header (type and labels)
+	label hcl.Range // the label naming the object
+	// attrs maps a configfs attribute name to the attribute as written.
+	attrs map[string]srcAttr
+	// bad holds attributes whose value failed to decode: validation
+	// skips them rather than report the same attribute twice.
+	bad map[string]bool
+}
+
+type srcAttr struct {
+	name string    // the attribute name in the source
+	rng  hcl.Range // the attribute's value
+}
+
+// NewPort returns a port with the defaults: rdma over the soft provider,
+// service 4420, transport-chosen inline data size.
+func NewPort(id string) *Port {
+	return &Port{
+		ID:             id,
+		Trtype:         TransportRDMA,
+		Provider:       ProviderSoft,
+		Trsvcid:        DefaultTrsvcid,
+		Treq:           TreqNotSpecified,
+		InlineDataSize: -1,
+	}
+}
+
+// NewSubsystem returns a subsystem with the kernel's defaults.
+func NewSubsystem(nqn string) *Subsystem {
+	return &Subsystem{NQN: nqn, Version: DefaultVersion, CntlidMin: DefaultCntlidMin, CntlidMax: DefaultCntlidMax}
+}
+
+// NewNamespace returns an enabled namespace.
+func NewNamespace(nsid uint32) *Namespace {
+	return &Namespace{NSID: nsid, Enable: true}
+}
+
+// Port returns the port named id, or nil.
+func (t *Tree) Port(id string) *Port {
+	for _, p := range t.Ports {
+		if p.ID == id {
+			return p
+		}
+	}
+	return nil
+}
+
+// Subsystem returns the subsystem named nqn, or nil.
+func (t *Tree) Subsystem(nqn string) *Subsystem {
+	for _, s := range t.Subsystems {
+		if s.NQN == nqn {
+			return s
+		}
+	}
+	return nil
+}
+
+// Host returns the host named nqn, or nil.
+func (t *Tree) Host(nqn string) *Host {
+	for _, h := range t.Hosts {
+		if h.NQN == nqn {
+			return h
+		}
+	}
+	return nil
+}
+
+// PortsOf returns the ports that export the subsystem nqn.
+func (t *Tree) PortsOf(nqn string) []*Port {
+	var ports []*Port
+	for _, p := range t.Ports {
+		if slices.Contains(p.Subsystems, nqn) {
+			ports = append(ports, p)
+		}
+	}
+	return ports
+}
+
+// Namespace returns the namespace nsid, or nil.
+func (s *Subsystem) Namespace(nsid uint32) *Namespace {
+	for _, ns := range s.Namespaces {
+		if ns.NSID == nsid {
+			return ns
+		}
+	}
+	return nil
+}
+
+// EffectiveVersion returns Version, or DefaultVersion when empty.
+func (s *Subsystem) EffectiveVersion() string {
+	if s.Version == "" {
+		return DefaultVersion
+	}
+	return s.Version
+}
+
+// EffectiveCntlidRange returns CntlidMin and CntlidMax with zero values
+// replaced by the defaults.
+func (s *Subsystem) EffectiveCntlidRange() (lo, hi uint16) {
+	lo, hi = s.CntlidMin, s.CntlidMax
+	if lo == 0 {
+		lo = DefaultCntlidMin
+	}
+	if hi == 0 {
+		hi = DefaultCntlidMax
+	}
+	return lo, hi
+}
+
+// EffectiveInlineDataSize returns InlineDataSize, or DefaultInlineDataSize
+// when negative.
+func (p *Port) EffectiveInlineDataSize() int {
+	if p.InlineDataSize < 0 {
+		return DefaultInlineDataSize
+	}
+	return p.InlineDataSize
+}
+
+// DerivedAdrfam returns the address family of Traddr ("ipv4" or "ipv6"), or
+// "" when Traddr is not an IP address.
+func (p *Port) DerivedAdrfam() string {
+	a, err := netip.ParseAddr(p.Traddr)
+	switch {
+	case err != nil:
+		return ""
+	case a.Is4():
+		return AdrfamIPv4
+	default:
+		return AdrfamIPv6
+	}
+}
+
+// PortIDs returns the addr_portid of every port by ID: PortID when set,
+// else the ID when it is a decimal number, else the smallest number from 1
+// up that no other port uses, in tree order.
+func (t *Tree) PortIDs() map[string]uint16 {
+	ids := make(map[string]uint16, len(t.Ports))
+	used := make(map[uint16]bool)
+	for _, p := range t.Ports {
+		if id, ok := explicitPortID(p); ok {
+			ids[p.ID] = id
+			used[id] = true
+		}
+	}
+	next := uint16(1)
+	for _, p := range t.Ports {
+		if _, ok := explicitPortID(p); ok {
+			continue
+		}
+		for used[next] && next < 0xffff {
+			next++
+		}
+		ids[p.ID] = next
+		used[next] = true
+	}
+	return ids
+}
+
+func explicitPortID(p *Port) (uint16, bool) {
+	if p.PortID != 0 {
+		return p.PortID, true
+	}
+	if n, err := strconv.ParseUint(p.ID, 10, 16); err == nil {
+		return uint16(n), true
+	}
+	return 0, false
+}
+
+// Clone returns a deep copy of the tree.
+func (t *Tree) Clone() *Tree {
+	if t == nil {
+		return nil
+	}
+	c := &Tree{LogLevel: t.LogLevel, src: t.src}
+	for _, p := range t.Ports {
+		cp := *p
+		cp.Subsystems = slices.Clone(p.Subsystems)
+		c.Ports = append(c.Ports, &cp)
+	}
+	for _, s := range t.Subsystems {
+		cs := *s
+		cs.AllowedHosts = slices.Clone(s.AllowedHosts)
+		cs.Namespaces = nil
+		for _, ns := range s.Namespaces {
+			cns := *ns
+			cs.Namespaces = append(cs.Namespaces, &cns)
+		}
+		c.Subsystems = append(c.Subsystems, &cs)
+	}
+	for _, h := range t.Hosts {
+		ch := *h
+		c.Hosts = append(c.Hosts, &ch)
+	}
+	return c
+}

@@ -1,0 +1,436 @@
+package configfs
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// Error is one configuration error.
+type Error struct {
+	// Range is where the error is in the source file; nil when the tree
+	// did not come from a file with positions (nvmetcli JSON, code).
+	Range *hcl.Range
+	// Path names the object as a configfs path below nvmet/, like
+	// "subsystems/nqn.2026-11.io.nvmeof:disk0/namespaces/1"; empty for
+	// the top level.
+	Path string
+	// Attr is the attribute, as the source spells it (the HCL name when
+	// the tree came from HCL, else the configfs name); empty when the
+	// error is about the object itself.
+	Attr string
+	Msg  string
+}
+
+// Error formats the error as "file:line:col: path: attr: message".
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.Range != nil {
+		fmt.Fprintf(&b, "%s:%d:%d: ", e.Range.Filename, e.Range.Start.Line, e.Range.Start.Column)
+	}
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	if e.Attr != "" {
+		b.WriteString(e.Attr)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors is a list of configuration errors; it is the error type of
+// Validate and the loaders.
+type Errors []*Error
+
+// Error joins the errors, one per line.
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns the errors, for errors.Is and errors.As.
+func (es Errors) Unwrap() []error {
+	errs := make([]error, len(es))
+	for i, e := range es {
+		errs[i] = e
+	}
+	return errs
+}
+
+// errorOrNil returns es as an error, or nil when it is empty.
+func (es Errors) errorOrNil() error {
+	if len(es) == 0 {
+		return nil
+	}
+	return es
+}
+
+// sortByPosition orders errors by file position; errors without one keep
+// their order after the others.
+func (es Errors) sortByPosition() {
+	slices.SortStableFunc(es, func(a, b *Error) int {
+		switch {
+		case a.Range == nil && b.Range == nil:
+			return 0
+		case a.Range == nil:
+			return 1
+		case b.Range == nil:
+			return -1
+		}
+		return cmp.Or(cmp.Compare(a.Range.Filename, b.Range.Filename), cmp.Compare(a.Range.Start.Byte, b.Range.Start.Byte))
+	})
+}
+
+// Source names of attributes: configfs name -> HCL name, per object kind.
+var (
+	treeHCLNames = map[string]string{"log_level": "log_level"}
+	portHCLNames = map[string]string{
+		"addr_trtype": "transport", "provider": "provider", "addr_traddr": "address",
+		"addr_adrfam": "address_family", "addr_trsvcid": "service", "addr_treq": "treq",
+		"param_inline_data_size": "inline_data_size", "addr_portid": "portid", "subsystems": "subsystems",
+	}
+	subsysHCLNames = map[string]string{
+		"ports": "ports", "attr_allow_any_host": "allow_any_host", "allowed_hosts": "allowed_hosts",
+		"attr_serial": "serial", "attr_model": "model", "attr_firmware": "firmware", "attr_version": "version",
+		"attr_cntlid_min": "cntlid_min", "attr_cntlid_max": "cntlid_max",
+	}
+	nsHCLNames = map[string]string{
+		"backend": "backend", "device_path": "path", "size": "size", "block_size": "block_size", "grow": "grow",
+		"device_uuid": "uuid", "device_nguid": "nguid", "device_eui64": "eui64", "enable": "enabled",
+		"buffered_io": "buffered_io",
+	}
+)
+
+// collector accumulates errors.
+type collector struct{ errs Errors }
+
+// add records an error about attribute attr (a configfs name, or "" for
+// the object) of the object at path, placing it with the object's source.
+func (c *collector) add(src *source, names map[string]string, path, attr, format string, args ...any) {
+	if src != nil && src.bad[attr] {
+		return
+	}
+	e := &Error{Path: path, Attr: attr, Msg: fmt.Sprintf(format, args...)}
+	if src != nil {
+		if a, ok := src.attrs[attr]; ok {
+			e.Attr = a.name
+			e.Range = &a.rng
+		} else {
+			if n, ok := names[attr]; ok {
+				e.Attr = n
+			}
+			switch {
+			case src.label != (hcl.Range{}):
+				e.Range = &src.label
+			case src.block != (hcl.Range{}):
+				e.Range = &src.block
+			}
+		}
+	}
+	c.errs = append(c.errs, e)
+}
+
+// LogLevels lists the accepted log_level values.
+var LogLevels = []string{"trace", "debug", "info", "warn", "error", "off"}
+
+// Validate checks the whole tree and returns every error found as Errors,
+// or nil.
+func (t *Tree) Validate() error {
+	c := &collector{}
+	t.validate(c)
+	return c.errs.errorOrNil()
+}
+
+func (t *Tree) validate(c *collector) {
+	if t.LogLevel != "" && !slices.Contains(LogLevels, t.LogLevel) {
+		c.add(t.src, treeHCLNames, "", "log_level", "unknown level %q (want %s)", t.LogLevel, strings.Join(LogLevels, ", "))
+	}
+
+	hosts := make(map[string]bool)
+	for _, h := range t.Hosts {
+		path := "hosts/" + h.NQN
+		if err := ValidateNQN(h.NQN); err != nil {
+			c.add(h.src, nil, path, "", "%v", err)
+		}
+		if hosts[h.NQN] {
+			c.add(h.src, nil, path, "", "host declared twice")
+		}
+		hosts[h.NQN] = true
+	}
+
+	subsystems := make(map[string]bool)
+	uuids := make(map[UUID]string)
+	nguids := make(map[NGUID]string)
+	euis := make(map[EUI64]string)
+	for _, s := range t.Subsystems {
+		path := "subsystems/" + s.NQN
+		if subsystems[s.NQN] {
+			c.add(s.src, nil, path, "", "subsystem declared twice")
+		}
+		subsystems[s.NQN] = true
+		s.validate(c, path, hosts)
+		for _, ns := range s.Namespaces {
+			nspath := path + "/namespaces/" + strconv.FormatUint(uint64(ns.NSID), 10)
+			if !ns.DeviceUUID.IsZero() {
+				if other, dup := uuids[ns.DeviceUUID]; dup {
+					c.add(ns.src, nsHCLNames, nspath, "device_uuid", "UUID %s is also used by %s", ns.DeviceUUID, other)
+				} else {
+					uuids[ns.DeviceUUID] = nspath
+				}
+			}
+			if !ns.DeviceNGUID.IsZero() {
+				if other, dup := nguids[ns.DeviceNGUID]; dup {
+					c.add(ns.src, nsHCLNames, nspath, "device_nguid", "NGUID %s is also used by %s", ns.DeviceNGUID, other)
+				} else {
+					nguids[ns.DeviceNGUID] = nspath
+				}
+			}
+			if !ns.DeviceEUI64.IsZero() {
+				if other, dup := euis[ns.DeviceEUI64]; dup {
+					c.add(ns.src, nsHCLNames, nspath, "device_eui64", "EUI-64 %s is also used by %s", ns.DeviceEUI64, other)
+				} else {
+					euis[ns.DeviceEUI64] = nspath
+				}
+			}
+		}
+	}
+
+	ids := make(map[string]bool)
+	portids := make(map[uint16]string)
+	listen := make(map[string]string)
+	for _, p := range t.Ports {
+		path := "ports/" + p.ID
+		if ids[p.ID] {
+			c.add(p.src, nil, path, "", "port declared twice")
+		}
+		ids[p.ID] = true
+		if id, ok := explicitPortID(p); ok {
+			if other, dup := portids[id]; dup {
+				attr := "addr_portid"
+				if p.PortID == 0 {
+					attr = ""
+				}
+				c.add(p.src, portHCLNames, path, attr, "port ID %d is also used by %s", id, other)
+			} else {
+				portids[id] = path
+			}
+		}
+		p.validate(c, path, subsystems)
+		if p.Trtype == TransportRDMA {
+			key := p.Trtype + " " + p.Traddr + " " + p.Trsvcid
+			if a, err := netip.ParseAddr(p.Traddr); err == nil {
+				key = p.Trtype + " " + a.String() + " " + p.Trsvcid
+			}
+			if other, dup := listen[key]; dup {
+				c.add(p.src, portHCLNames, path, "addr_trsvcid", "%s %s service %s is also used by %s", p.Trtype, p.Traddr, p.Trsvcid, other)
+			} else {
+				listen[key] = path
+			}
+		}
+	}
+}
+
+func (p *Port) validate(c *collector, path string, subsystems map[string]bool) {
+	add := func(attr, format string, args ...any) { c.add(p.src, portHCLNames, path, attr, format, args...) }
+	if !validPortName(p.ID) {
+		add("", "port name %q: use 1-64 letters, digits, '_', '.' or '-'", p.ID)
+	}
+	switch p.Trtype {
+	case TransportRDMA:
+		switch p.Provider {
+		case "", ProviderSoft, ProviderIBVerbs:
+		default:
+			add("provider", "unknown provider %q (want soft or ibverbs)", p.Provider)
+		}
+		addr, err := netip.ParseAddr(p.Traddr)
+		switch {
+		case p.Traddr == "":
+			add("addr_traddr", "an IP address is required for transport rdma")
+		case err != nil:
+			add("addr_traddr", "%q is not an IPv4 or IPv6 address", p.Traddr)
+		case addr.Zone() != "":
+			add("addr_traddr", "%q: zones are not allowed (an RDMA device address is global)", p.Traddr)
+		case p.Adrfam != "" && p.Adrfam != p.DerivedAdrfam():
+			add("addr_adrfam", "%q does not match address %s (an %s address)", p.Adrfam, p.Traddr, p.DerivedAdrfam())
+		}
+		if p.Adrfam != "" && p.Adrfam != AdrfamIPv4 && p.Adrfam != AdrfamIPv6 {
+			add("addr_adrfam", "unknown address family %q (want ipv4 or ipv6)", p.Adrfam)
+		}
+		if n, err := strconv.ParseUint(p.Trsvcid, 10, 16); err != nil || n == 0 || p.Trsvcid[0] == '0' {
+			add("addr_trsvcid", "service %q is not a port number from 1 to 65535", p.Trsvcid)
+		}
+	case TransportLoop:
+	case TransportTCP:
+		add("addr_trtype", "transport tcp is not implemented yet (want rdma or loop)")
+	case "":
+		add("addr_trtype", "transport is required (rdma or loop)")
+	default:
+		add("addr_trtype", "unknown transport %q (want rdma or loop)", p.Trtype)
+	}
+	switch p.Treq {
+	case "", TreqNotSpecified, TreqRequired, TreqNotRequired:
+	default:
+		add("addr_treq", "unknown value %q (want \"not specified\", \"required\" or \"not required\")", p.Treq)
+	}
+	if p.InlineDataSize > MaxInlineDataSize {
+		add("param_inline_data_size", "%d is more than %d bytes", p.InlineDataSize, MaxInlineDataSize)
+	}
+	seen := make(map[string]bool)
+	for _, nqn := range p.Subsystems {
+		if seen[nqn] {
+			add("subsystems", "subsystem %q listed twice", nqn)
+		}
+		seen[nqn] = true
+		if !subsystems[nqn] {
+			add("subsystems", "unknown subsystem %q (no subsystem block declares it)", nqn)
+		}
+	}
+}
+
+func validPortName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validASCII checks a subsystem string attribute like the kernel: at most
+// max bytes of printable ASCII (0x20..0x7e).
+func validASCII(s string, max int) error {
+	if len(s) > max {
+		return fmt.Errorf("%q is %d bytes long, more than %d", s, len(s), max)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return fmt.Errorf("%q: only printable ASCII characters are allowed", s)
+		}
+	}
+	return nil
+}
+
+// ParseVersion parses attr_version ("major.minor" or
+// "major.minor.tertiary") into the NVMe VS register layout.
+func ParseVersion(s string) (uint32, error) {
+	parts := strings.Split(s, ".")
+	if len(parts) != 2 && len(parts) != 3 {
+		return 0, fmt.Errorf("version %q: want major.minor or major.minor.tertiary", s)
+	}
+	var v [3]uint64
+	limits := [3]uint64{0xffff, 0xff, 0xff}
+	for i, p := range parts {
+		n, err := strconv.ParseUint(p, 10, 32)
+		if err != nil || n > limits[i] || !allDigits(p) {
+			return 0, fmt.Errorf("version %q: want major (0-65535).minor (0-255)[.tertiary (0-255)]", s)
+		}
+		v[i] = n
+	}
+	return uint32(v[0]<<16 | v[1]<<8 | v[2]), nil
+}
+
+func (s *Subsystem) validate(c *collector, path string, hosts map[string]bool) {
+	add := func(attr, format string, args ...any) { c.add(s.src, subsysHCLNames, path, attr, format, args...) }
+	if err := ValidateNQN(s.NQN); err != nil {
+		add("", "%v", err)
+	} else if s.NQN == DiscoveryNQN {
+		add("", "the discovery NQN cannot name a subsystem")
+	}
+	if err := validASCII(s.Serial, MaxSerialLen); err != nil {
+		add("attr_serial", "%v", err)
+	}
+	if err := validASCII(s.Model, MaxModelLen); err != nil {
+		add("attr_model", "%v", err)
+	}
+	if err := validASCII(s.Firmware, MaxFirmwareLen); err != nil {
+		add("attr_firmware", "%v", err)
+	}
+	if s.Version != "" {
+		if _, err := ParseVersion(s.Version); err != nil {
+			add("attr_version", "%v", err)
+		}
+	}
+	lo, hi := s.EffectiveCntlidRange()
+	if hi > DefaultCntlidMax {
+		add("attr_cntlid_max", "%d is more than %d (NVME_CNTLID_MAX)", hi, DefaultCntlidMax)
+	}
+	if lo > hi {
+		add("attr_cntlid_min", "%d is more than cntlid_max %d", lo, hi)
+	}
+	if s.AllowAnyHost && len(s.AllowedHosts) > 0 {
+		add("allowed_hosts", "cannot list allowed hosts when allow_any_host is set")
+	}
+	seen := make(map[string]bool)
+	for _, h := range s.AllowedHosts {
+		switch {
+		case seen[h]:
+			add("allowed_hosts", "host %q listed twice", h)
+		case ValidateNQN(h) != nil:
+			add("allowed_hosts", "%v", ValidateNQN(h))
+		case !hosts[h]:
+			add("allowed_hosts", "unknown host %q (declare it with host %q {})", h, h)
+		}
+		seen[h] = true
+	}
+	nsids := make(map[uint32]bool)
+	for _, ns := range s.Namespaces {
+		nspath := path + "/namespaces/" + strconv.FormatUint(uint64(ns.NSID), 10)
+		if nsids[ns.NSID] {
+			c.add(ns.src, nsHCLNames, nspath, "", "namespace %d declared twice", ns.NSID)
+		}
+		nsids[ns.NSID] = true
+		ns.validate(c, nspath)
+	}
+}
+
+func (ns *Namespace) validate(c *collector, path string) {
+	add := func(attr, format string, args ...any) { c.add(ns.src, nsHCLNames, path, attr, format, args...) }
+	if ns.NSID == 0 || ns.NSID > MaxNSID {
+		add("", "NSID %d is not from 1 to %d", ns.NSID, uint32(MaxNSID))
+	}
+	switch ns.Backend {
+	case BackendFile, BackendBlock:
+		if ns.DevicePath == "" {
+			add("device_path", "a path is required for backend %s", ns.Backend)
+		}
+	case BackendMemory, BackendNull:
+		if ns.DevicePath != "" {
+			add("device_path", "backend %s takes no path", ns.Backend)
+		}
+		if ns.Size == 0 {
+			add("size", "a size is required for backend %s", ns.Backend)
+		}
+	case "":
+		add("backend", "a backend is required (file, block, memory or null)")
+	default:
+		add("backend", "unknown backend %q (want file, block, memory or null)", ns.Backend)
+	}
+	bs := ns.BlockSize
+	if bs != 0 && (bs < 512 || bs > 65536 || bs&(bs-1) != 0) {
+		add("block_size", "%d is not a power of two from 512 to 65536", bs)
+		bs = 0
+	}
+	if bs == 0 {
+		bs = 512
+	}
+	switch {
+	case ns.Size < 0:
+		add("size", "negative size %d", ns.Size)
+	case ns.Size%int64(bs) != 0:
+		add("size", "%d bytes is not a multiple of the block size %d", ns.Size, bs)
+	}
+}

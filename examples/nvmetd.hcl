@@ -1,0 +1,169 @@
+# nvmetd configuration: every option, with its default.
+#
+# The file maps one-to-one onto the kernel nvmet configfs tree
+# (/sys/kernel/config/nvmet): port blocks are ports/, subsystem blocks are
+# subsystems/ (namespace blocks inside them are namespaces/), host blocks are
+# hosts/. Block labels are quoted strings. Unknown attributes are errors, and
+# every error is reported as FILE:LINE:COL with the attribute's name.
+#
+# nvmetcli's JSON (nvmetcli save) is accepted too: a file ending in .json.
+
+# Logging: trace, debug, info, warn, error or off. Default "info".
+log_level = "info"
+
+# A port: an address the target listens on. The label names it; subsystems
+# refer to it by that name.
+port "rdma0" {
+  # addr_trtype: "rdma" (RoCEv2) or "loop" (in-process, for tests).
+  # "tcp" is reserved for later. Default "rdma".
+  transport = "rdma"
+
+  # RDMA implementation: "soft" (pure Go RoCEv2 over UDP port 4791, needs
+  # no RDMA hardware) or "ibverbs" (libibverbs + librdmacm: a real RNIC or
+  # the kernel's rxe/siw; needs a binary built with -tags ibverbs).
+  # Default "soft".
+  provider = "soft"
+
+  # addr_traddr: the IPv4 or IPv6 address to listen on; for RDMA it is the
+  # device's address, and its GID. Required for rdma.
+  address = "127.0.0.1"
+
+  # addr_adrfam: "ipv4" or "ipv6". Default: the family of address.
+  address_family = "ipv4"
+
+  # addr_trsvcid: the NVMe-oF service ID (the RDMA CM port), 1..65535, as a
+  # number or a string. Default 4420.
+  service = 4420
+
+  # addr_treq: transport requirements announced in the discovery log:
+  # "not specified", "required" or "not required". Default "not specified".
+  treq = "not specified"
+
+  # param_inline_data_size: bytes of write data a host may send inside the
+  # command capsule, 0..16384 (16 KiB, the kernel's RDMA maximum). The
+  # host's IOCCSZ is (64 + this) / 16. Default 8192.
+  inline_data_size = 8192
+
+  # addr_portid: the PORTID in discovery log entries, 1..65535. Default:
+  # the label when it is a number, else the next free number from 1.
+  portid = 1
+
+  # subsystems: the subsystems exported on this port. The same links can be
+  # written from the subsystem side (its ports attribute); both are merged.
+  # Default: none.
+  # subsystems = ["nqn.2026-11.io.nvmeof:disk0"]
+}
+
+# A second port on IPv6, exporting the same subsystem.
+port "rdma6" {
+  transport = "rdma"
+  address   = "::1"
+  service   = "4421"
+}
+
+# A host that may connect to subsystems listing it in allowed_hosts. Hosts
+# named in allowed_hosts must be declared here. The label is the host NQN
+# (nvme-cli's /etc/nvme/hostnqn).
+host "nqn.2014-08.org.nvmexpress:uuid:5a3c6b1e-8f2d-4c7a-9e01-3b5d7f9a1c2e" {}
+
+# A subsystem. The label is its NQN: nqn.yyyy-mm.reverse.domain:name, or
+# nqn.2014-08.org.nvmexpress:uuid:<uuid>; at most 223 bytes.
+subsystem "nqn.2026-11.io.nvmeof:disk0" {
+  # The ports (by label) this subsystem is exported on. Default: none.
+  ports = ["rdma0", "rdma6"]
+
+  # attr_allow_any_host: let every host connect. Cannot be true while
+  # allowed_hosts lists hosts. Default false.
+  allow_any_host = false
+
+  # allowed_hosts: host NQNs allowed to connect (each declared by a host
+  # block). Default: none.
+  allowed_hosts = ["nqn.2014-08.org.nvmexpress:uuid:5a3c6b1e-8f2d-4c7a-9e01-3b5d7f9a1c2e"]
+
+  # attr_serial: Identify Controller serial number, at most 20 printable
+  # ASCII characters. Default: chosen by the target.
+  serial = "NVMEOF0001"
+
+  # attr_model: Identify Controller model number, at most 40 printable ASCII
+  # characters. Default: the target's name.
+  model = "nvmeof"
+
+  # attr_firmware: firmware revision, at most 8 printable ASCII characters.
+  # Default: the target's version.
+  firmware = "0.1"
+
+  # attr_version: the NVMe version reported (VS), "major.minor" or
+  # "major.minor.tertiary". Default "1.3".
+  version = "1.3"
+
+  # attr_cntlid_min / attr_cntlid_max: the range controller IDs are taken
+  # from, 1..65519 (0xffef), min <= max. Defaults 1 and 65519.
+  cntlid_min = 1
+  cntlid_max = 65519
+
+  # A namespace. The label is its NSID, 1..4294967294.
+  namespace "1" {
+    # backend: "file" (a regular file), "block" (a block device node),
+    # "memory" (a sparse RAM disk) or "null" (reads zeroes, drops writes).
+    # Default: "block" when path is under /dev/, else "file".
+    backend = "file"
+
+    # device_path: the file or device node. Required for file and block;
+    # not allowed for memory and null. A missing file is created (sparse).
+    path = "/var/lib/nvmetd/disk0.img"
+
+    # size: bytes, as a number or a string with a unit: KiB, MiB, GiB, TiB
+    # (or K, M, G, T) are powers of 1024, KB, MB, GB, TB powers of 1000.
+    # Required for memory and null and to create a file; for an existing
+    # file it must match the file's size (see grow); for a block device it
+    # may be smaller than the device. Default: the file's or device's size.
+    size = "1GiB"
+
+    # block_size: the logical block size, a power of two from 512 to 65536.
+    # Default 512 (a block device: its logical block size).
+    block_size = 512
+
+    # grow: extend an existing file smaller than size (files are never
+    # shrunk). Default false: a size mismatch is an error.
+    grow = false
+
+    # device_uuid, device_nguid, device_eui64: the namespace identifiers
+    # hosts see (/dev/disk/by-id). Default: derived from the subsystem NQN
+    # and the NSID, so they stay the same across restarts.
+    uuid  = "2a7e4e3c-61f1-4f0d-8b1e-8d9f0c6a1b27"
+    nguid = "6e1b0d2c-4f5a-4b3c-9d8e-7f6a5b4c3d2e"
+    eui64 = "0225b3c4d5e6f708"
+
+    # enable: expose the namespace. Default true.
+    enabled = true
+
+    # buffered_io: go through the page cache instead of O_DIRECT (block
+    # backend). Default false.
+    buffered_io = false
+  }
+
+  # A 64 GiB RAM-backed namespace: costs memory only for what is written.
+  namespace "2" {
+    backend    = "memory"
+    size       = "64GiB"
+    block_size = 4096
+  }
+
+  # A whole disk (hosts may see its SMART data through this namespace).
+  namespace "3" {
+    backend = "block"
+    path    = "/dev/disk/by-id/nvme-EXAMPLE_SERIAL"
+    enabled = false
+  }
+}
+
+# A subsystem any host may use, on the first port only.
+subsystem "nqn.2026-11.io.nvmeof:scratch" {
+  ports          = ["rdma0"]
+  allow_any_host = true
+
+  namespace "1" {
+    backend = "null"
+    size    = "1TiB"
+  }
+}

@@ -1,0 +1,231 @@
+package bdev
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// File is the file backend: a regular file accessed with pread/pwrite.
+type File struct {
+	f      *os.File
+	fd     int
+	path   string
+	size   int64
+	bs     uint32
+	closed atomic.Bool
+	// noFallocate makes WriteZeroes and Discard skip fallocate (tests
+	// use it to exercise the fallback).
+	noFallocate bool
+}
+
+var (
+	_ Device     = (*File)(nil)
+	_ Identifier = (*File)(nil)
+)
+
+// OpenFile opens (or creates) the file backend; see Spec for the size rules.
+func OpenFile(spec Spec) (*File, error) {
+	if spec.Path == "" {
+		return nil, errors.New("bdev: file: no path given")
+	}
+	bs := spec.BlockSize
+	if bs == 0 {
+		bs = DefaultBlockSize
+	}
+	if !ValidBlockSize(bs) {
+		return nil, fmt.Errorf("bdev: file %q: block size %d is not a power of two from 512 to 65536", spec.Path, bs)
+	}
+	if spec.Size < 0 || spec.Size%int64(bs) != 0 {
+		return nil, fmt.Errorf("bdev: file %q: size %d is not a non-negative multiple of the block size %d", spec.Path, spec.Size, bs)
+	}
+	f, err := os.OpenFile(spec.Path, os.O_RDWR|unix.O_CLOEXEC, 0)
+	created := false
+	if errors.Is(err, fs.ErrNotExist) {
+		if spec.Size == 0 {
+			return nil, fmt.Errorf("bdev: file %q does not exist and no size was given to create it", spec.Path)
+		}
+		f, err = os.OpenFile(spec.Path, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, 0o600)
+		created = err == nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bdev: file: %w", err)
+	}
+	fail := func(err error) (*File, error) {
+		f.Close()
+		if created {
+			os.Remove(spec.Path)
+		}
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fail(fmt.Errorf("bdev: file: %w", err))
+	}
+	if !st.Mode().IsRegular() {
+		return fail(fmt.Errorf("bdev: file %q is not a regular file (mode %v); use backend \"block\" for device nodes", spec.Path, st.Mode()))
+	}
+	size := st.Size()
+	switch {
+	case created:
+		if err := f.Truncate(spec.Size); err != nil {
+			return fail(fmt.Errorf("bdev: file %q: set size %d: %w", spec.Path, spec.Size, err))
+		}
+		size = spec.Size
+	case spec.Size == 0:
+		size -= size % int64(bs)
+		if size == 0 {
+			return fail(fmt.Errorf("bdev: file %q is smaller than one block (%d bytes)", spec.Path, bs))
+		}
+	case size == spec.Size:
+	case size < spec.Size && spec.Grow:
+		if err := f.Truncate(spec.Size); err != nil {
+			return fail(fmt.Errorf("bdev: file %q: grow from %d to %d bytes: %w", spec.Path, size, spec.Size, err))
+		}
+		size = spec.Size
+	case size < spec.Size:
+		return fail(fmt.Errorf("bdev: file %q has %d bytes, configured size is %d (set grow to extend it)", spec.Path, size, spec.Size))
+	default:
+		return fail(fmt.Errorf("bdev: file %q has %d bytes, more than the configured size %d (files are never shrunk)", spec.Path, size, spec.Size))
+	}
+	return &File{f: f, fd: int(f.Fd()), path: spec.Path, size: size, bs: bs}, nil
+}
+
+// ReadAt implements Device.
+func (d *File) ReadAt(p []byte, off int64) (int, error) {
+	if d.closed.Load() {
+		return 0, ErrClosed
+	}
+	if err := checkRange("read", off, int64(len(p)), d.size); err != nil {
+		return 0, err
+	}
+	n, err := d.f.ReadAt(p, off)
+	if err == io.EOF && n < len(p) {
+		// The file shrank under us: report it rather than return stale
+		// bytes from the caller's buffer.
+		return n, fmt.Errorf("bdev: file %q: read at %d: %w", d.path, off, io.ErrUnexpectedEOF)
+	}
+	return n, err
+}
+
+// WriteAt implements Device.
+func (d *File) WriteAt(p []byte, off int64) (int, error) {
+	if d.closed.Load() {
+		return 0, ErrClosed
+	}
+	if err := checkRange("write", off, int64(len(p)), d.size); err != nil {
+		return 0, err
+	}
+	return d.f.WriteAt(p, off)
+}
+
+// Flush implements Device with fdatasync.
+func (d *File) Flush() error {
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	if err := unix.Fdatasync(d.fd); err != nil {
+		return fmt.Errorf("bdev: file %q: fdatasync: %w", d.path, err)
+	}
+	return nil
+}
+
+// WriteZeroes implements Device with fallocate(FALLOC_FL_ZERO_RANGE),
+// falling back to writing zeroes.
+func (d *File) WriteZeroes(off, n int64) error {
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	if err := checkRange("write zeroes", off, n, d.size); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	if !d.noFallocate {
+		err := unix.Fallocate(d.fd, unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+		if err == nil {
+			return nil
+		}
+		if !fallocateUnsupported(err) {
+			return fmt.Errorf("bdev: file %q: zero range %d+%d: %w", d.path, off, n, err)
+		}
+	}
+	return writeZeroes(d.f, off, n)
+}
+
+// Discard implements Device with fallocate(FALLOC_FL_PUNCH_HOLE), falling
+// back to WriteZeroes. Reads of the range return zeroes afterwards.
+func (d *File) Discard(off, n int64) error {
+	if d.closed.Load() {
+		return ErrClosed
+	}
+	if err := checkRange("discard", off, n, d.size); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	if !d.noFallocate {
+		err := unix.Fallocate(d.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
+		if err == nil {
+			return nil
+		}
+		if !fallocateUnsupported(err) {
+			return fmt.Errorf("bdev: file %q: punch hole %d+%d: %w", d.path, off, n, err)
+		}
+	}
+	return d.WriteZeroes(off, n)
+}
+
+// Size implements Device.
+func (d *File) Size() int64 { return d.size }
+
+// BlockSize implements Device.
+func (d *File) BlockSize() uint32 { return d.bs }
+
+// ID implements Identifier: the file's device and inode numbers, stable
+// while the file is not replaced.
+func (d *File) ID() (string, error) {
+	if d.closed.Load() {
+		return "", ErrClosed
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(d.fd, &st); err != nil {
+		return "", fmt.Errorf("bdev: file %q: fstat: %w", d.path, err)
+	}
+	return fmt.Sprintf("file:%d:%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino), nil
+}
+
+// Close implements Device.
+func (d *File) Close() error {
+	if d.closed.Swap(true) {
+		return ErrClosed
+	}
+	return d.f.Close()
+}
+
+// fallocateUnsupported reports whether a fallocate error means the file
+// system or device lacks the mode (as opposed to an I/O error).
+func fallocateUnsupported(err error) bool {
+	return errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOTTY)
+}
+
+// writeZeroes writes n zero bytes at off through w, in chunks of the shared
+// zero buffer.
+func writeZeroes(w io.WriterAt, off, n int64) error {
+	for n > 0 {
+		chunk := min(n, int64(len(zeroes)))
+		if _, err := w.WriteAt(zeroes[:chunk], off); err != nil {
+			return fmt.Errorf("bdev: write zeroes at %d: %w", off, err)
+		}
+		off += chunk
+		n -= chunk
+	}
+	return nil
+}
