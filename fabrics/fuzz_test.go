@@ -1,0 +1,231 @@
+package fabrics
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// Fuzz targets for every decoder that reads bytes from the network. Under
+// plain `go test` they run their seed corpus only.
+
+func FuzzConnectData(f *testing.F) {
+	d := NewConnectData()
+	d.SetCntlID(CntlIDDynamic)
+	_ = d.SetSubNQN(DiscoveryNQN)
+	_ = d.SetHostNQN("nqn.2014-08.org.nvmexpress:uuid:6b706565-7200-4000-8000-000000000000")
+	f.Add([]byte(d))
+	f.Add(bytes.Repeat([]byte{'n'}, 1024))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := ParseConnectData(b)
+		if err != nil {
+			if len(b) >= ConnectDataLen {
+				t.Fatalf("%d bytes rejected: %v", len(b), err)
+			}
+			return
+		}
+		id, cntlid, sub, host := d.HostID(), d.CntlID(), d.SubNQN(), d.HostNQN()
+		_ = ValidateNQN(sub)
+		_ = ValidateNQN(host)
+		e := NewConnectData()
+		e.SetHostID(id)
+		e.SetCntlID(cntlid)
+		errS, errH := e.SetSubNQN(sub), e.SetHostNQN(host)
+		if (errS != nil) != (len(sub) == NQNFieldLen) || (errH != nil) != (len(host) == NQNFieldLen) {
+			t.Fatalf("re-encoding %d- and %d-byte NQNs: %v %v", len(sub), len(host), errS, errH)
+		}
+		if errS != nil || errH != nil {
+			return
+		}
+		if e.HostID() != id || e.CntlID() != cntlid || e.SubNQN() != sub || e.HostNQN() != host {
+			t.Fatal("decode(encode(x)) != x")
+		}
+	})
+}
+
+func FuzzCommand(f *testing.F) {
+	c := NewCommand(FCTypeConnect)
+	c.Connect().SetSQSize(31)
+	c.SGL1().PutKeyed(0xff45c9860c117c00, 1024, 0x3c5, true)
+	f.Add([]byte(c))
+	p := NewCommand(FCTypePropertySet)
+	p.PropertySet().SetOffset(PropCC)
+	p.PropertySet().SetValue(0x460061)
+	f.Add([]byte(p))
+	f.Add(make([]byte, 64))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := ParseCommand(b)
+		if err != nil {
+			return
+		}
+		_ = c.FCType().String()
+		_ = c.FCType().Direction()
+		_, _, _ = c.CID(), c.PSDT(), c.SGL1().String()
+		cc := c.Connect()
+		n := NewCommand(c.FCType())
+		n.SetCID(c.CID())
+		n.SetPSDT(c.PSDT())
+		nc := n.Connect()
+		nc.SetRecFmt(cc.RecFmt())
+		nc.SetQID(cc.QID())
+		nc.SetSQSize(cc.SQSize())
+		nc.SetCAttr(cc.CAttr())
+		nc.SetKATO(cc.KATO())
+		if nc.RecFmt() != cc.RecFmt() || nc.QID() != cc.QID() || nc.SQSize() != cc.SQSize() || nc.CAttr() != cc.CAttr() ||
+			nc.KATO() != cc.KATO() || n.CID() != c.CID() || n.PSDT() != c.PSDT() || n.FCType() != c.FCType() {
+			t.Fatal("Connect decode(encode(x)) != x")
+		}
+		ps, pg := c.PropertySet(), c.PropertyGet()
+		_, _ = PropertySize(ps.Offset())
+		_, _, _ = ps.Size(), pg.Size(), pg.Attrib()
+		np := NewCommand(FCTypePropertySet).PropertySet()
+		np.SetAttrib(ps.Attrib())
+		np.SetOffset(ps.Offset())
+		np.SetValue(ps.Value())
+		if np.Attrib() != ps.Attrib() || np.Offset() != ps.Offset() || np.Value() != ps.Value() {
+			t.Fatal("Property Set decode(encode(x)) != x")
+		}
+		a := c.Auth()
+		na := NewCommand(FCTypeAuthSend).Auth()
+		na.SetSPSP0(a.SPSP0())
+		na.SetSPSP1(a.SPSP1())
+		na.SetSECP(a.SECP())
+		na.SetTL(a.TL())
+		if na.SPSP0() != a.SPSP0() || na.SPSP1() != a.SPSP1() || na.SECP() != a.SECP() || na.AL() != a.AL() {
+			t.Fatal("Auth decode(encode(x)) != x")
+		}
+		_ = c.Disconnect().RecFmt()
+	})
+}
+
+func FuzzSGL(f *testing.F) {
+	for _, s := range []SGL{NewKeyed(0xff45c9860c117c00, 1024, 0x3c5, true), NewInCapsule(0, 4096),
+		NewTransportDataBlock(65536), NewBitBucket(1), NewSegment(1, 2, 1), NewLastSegment(3, 4, 0), NewDataBlock(5, 6)} {
+		f.Add([]byte(s), uint16(8192), uint8(1))
+	}
+	f.Add(mustHex(f, "00000000000000000010000044000001"), uint16(4096), uint8(1))
+	f.Fuzz(func(t *testing.T, b []byte, inCapsule uint16, dir uint8) {
+		s, err := ParseSGL(b)
+		if err != nil {
+			return
+		}
+		_ = s.String()
+		for _, lim := range []SGLLimits{RDMASGLLimits(int(inCapsule), 1<<20), TCPSGLLimits(int(inCapsule), 0), {}} {
+			_ = s.Validate(lim, DataDirection(dir&3))
+		}
+		n := make(SGL, SGLLen)
+		switch s.Type() {
+		case SGLTypeKeyedDataBlock:
+			n.PutKeyed(s.Address(), s.KeyedLength(), s.Key(), s.Invalidate())
+			if s.Subtype() != SGLSubtypeAddress && s.Subtype() != SGLSubtypeInvalidateKey {
+				n.SetIdentifier(s.Type(), s.Subtype())
+			}
+		default:
+			n.put(s.Type(), s.Subtype(), s.Address(), s.Length())
+		}
+		if n.Type() != s.Type() || n.Subtype() != s.Subtype() || n.Address() != s.Address() || n.Length() != s.Length() ||
+			(s.Type() == SGLTypeKeyedDataBlock && n.Key() != s.Key()) {
+			t.Fatalf("decode(encode(x)) != x: %v / %v", s, n)
+		}
+	})
+}
+
+func FuzzDiscoveryLog(f *testing.F) {
+	l := sampleLog()
+	b, _ := l.Encode()
+	f.Add(b)
+	f.Add(b[:1024])
+	f.Add(b[:2000])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l, err := ParseDiscoveryLog(b)
+		if err != nil {
+			return
+		}
+		for _, e := range l.Entries {
+			_ = e.TRType.String() + e.AdrFam.String() + e.SubType.String()
+		}
+		enc, err := l.Encode()
+		if err != nil {
+			for _, e := range l.Entries {
+				if len(e.SubNQN) == NQNFieldLen {
+					return // a SUBNQN without NUL cannot be written back
+				}
+			}
+			t.Fatalf("re-encode: %v", err)
+		}
+		m, err := ParseDiscoveryLog(enc)
+		if err != nil || m.GenCtr != l.GenCtr || m.RecFmt != l.RecFmt || m.NumRec != uint64(len(l.Entries)) ||
+			len(m.Entries) != len(l.Entries) {
+			t.Fatalf("decode(encode(x)): %v", err)
+		}
+		for i := range m.Entries {
+			if m.Entries[i] != l.Entries[i] {
+				t.Fatalf("entry %d: %+v != %+v", i, m.Entries[i], l.Entries[i])
+			}
+		}
+	})
+}
+
+func FuzzProperties(f *testing.F) {
+	f.Add(uint32(PropCAP), uint64(0x00000820_0f00007f))
+	f.Add(uint32(PropCC), uint64(0x460061))
+	f.Add(uint32(PropCSTS), uint64(0x9))
+	f.Add(uint32(PropVS), uint64(0x10300))
+	f.Fuzz(func(t *testing.T, off uint32, v uint64) {
+		size, err := PropertySize(off)
+		if (err == nil) != (size == 4 || size == 8) {
+			t.Fatalf("size %d err %v", size, err)
+		}
+		_ = PropertyName(off)
+		const capMask = 0x023f_ffff_ff07_ffff // the fields CAPFields covers
+		c := CAP(v)
+		if got := MakeCAP(c.Fields()); uint64(got) != v&capMask {
+			t.Fatalf("CAP %#x: MakeCAP(Fields) = %#x", v, uint64(got))
+		}
+		cc := CC(v)
+		const ccMask = 0x00ff_fff1
+		re := CC(0).WithEN(cc.EN()).WithCSS(cc.CSS()).WithMPS(cc.MPS()).WithAMS(cc.AMS()).WithSHN(cc.SHN()).
+			WithIOSQES(cc.IOSQES()).WithIOCQES(cc.IOCQES())
+		if re != cc&ccMask {
+			t.Fatalf("CC %#x: rebuilt %#x", uint32(cc), uint32(re))
+		}
+		s := CSTS(v)
+		rs := CSTS(0).WithRDY(s.RDY()).WithCFS(s.CFS()).WithSHST(s.SHST()).WithNSSRO(s.NSSRO()).WithPP(s.PP())
+		if rs != s&0x3f {
+			t.Fatalf("CSTS %#x: rebuilt %#x", uint32(s), uint32(rs))
+		}
+		vs := VS(v)
+		if MakeVS(vs.Major(), vs.Minor(), vs.Tertiary()) != vs || vs.String() == "" {
+			t.Fatalf("VS %#x", uint32(vs))
+		}
+		lo, hi := PropertyGetResult(v)
+		if PropertyGetValue(lo, hi) != v {
+			t.Fatal("PropertyGetValue(PropertyGetResult(v)) != v")
+		}
+	})
+}
+
+func FuzzValidateNQN(f *testing.F) {
+	for _, s := range []string{DiscoveryNQN, "nqn.2014-08.org.nvmexpress:kpeer-target",
+		"nqn.2014-08.org.nvmexpress:uuid:6b706565-7200-4000-8000-000000000000", "nqn.2016-06.io.spdk:cnode1",
+		"nqn.2014-13.x:y", "", "nqn.2014-08.org.nvmexpress:uuid:zz"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		err := ValidateNQN(s)
+		if err != nil {
+			return
+		}
+		if len(s) > MaxNQNLen || !strings.HasPrefix(s, "nqn.") || strings.IndexByte(s, 0) >= 0 {
+			t.Fatalf("%q accepted", s)
+		}
+		if u, ok := UUIDFromNQN(s); ok {
+			if HostNQNFromUUID(u) != strings.ToLower(s) {
+				t.Fatalf("%q: UUID round trip gives %q", s, HostNQNFromUUID(u))
+			}
+		} else if strings.HasPrefix(s, UUIDNQNPrefix) {
+			t.Fatalf("%q accepted with a bad UUID", s)
+		}
+	})
+}
