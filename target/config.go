@@ -1,0 +1,339 @@
+package target
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/nvmeof/nvmeof/configfs"
+	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/target/bdev"
+)
+
+// PortListener is a port whose transport listener the caller runs: listen
+// at Address (with Provider and InlineDataSize for the transport) and pass
+// the listener to Target.Serve with ID.
+type PortListener struct {
+	Name           string
+	ID             uint16
+	Address        fabrics.Address
+	Provider       string
+	InlineDataSize int
+}
+
+// ConfigChanges says what ApplyConfig did to ports.
+type ConfigChanges struct {
+	// Start lists the ports to serve: new ones, and ports whose address
+	// or transport parameters changed (their old Serve has returned).
+	Start []PortListener
+	// Stopped lists the names of ports removed or restarted: their Serve
+	// has returned.
+	Stopped []string
+}
+
+// ApplyConfig makes the target match a validated configfs tree: the first
+// call builds everything, later calls (a reload) apply the difference from
+// the tree applied before (configfs.Diff) without disturbing what did not
+// change. Namespace backends are opened with bdev.Open. It goes on past
+// failures (a backend that does not open, say) and returns them all; what
+// failed is left out of the applied tree, so the next call tries again.
+func (t *Target) ApplyConfig(tree *configfs.Tree) (ConfigChanges, error) {
+	t.cfgMu.Lock()
+	defer t.cfgMu.Unlock()
+	var res ConfigChanges
+	if err := tree.Validate(); err != nil {
+		return res, fmt.Errorf("target: configuration: %w", err)
+	}
+	old := t.applied
+	if old == nil {
+		old = &configfs.Tree{}
+	}
+	oldIDs := t.portIDs
+	newIDs := tree.PortIDs()
+	ch := configfs.Diff(old, tree)
+	applied := tree.Clone()
+	var errs []error
+	fail := func(err error) {
+		errs = append(errs, err)
+		t.log.Error("configuration not applied", "err", err)
+	}
+
+	// Ports whose listener changes go away first, with removed ports.
+	restart := map[string]bool{}
+	for _, pc := range ch.Ports {
+		if pc.Listener || oldIDs[pc.ID] != newIDs[pc.ID] {
+			restart[pc.ID] = true
+		}
+	}
+	for _, name := range ch.PortsRemoved {
+		if err := t.RemovePort(oldIDs[name]); err != nil && !errors.Is(err, ErrNotFound) {
+			fail(err)
+		}
+		res.Stopped = append(res.Stopped, name)
+	}
+	for name := range restart {
+		if err := t.RemovePort(oldIDs[name]); err != nil && !errors.Is(err, ErrNotFound) {
+			fail(err)
+		}
+		res.Stopped = append(res.Stopped, name)
+	}
+
+	for _, nqn := range ch.SubsystemsRemoved {
+		if err := t.RemoveSubsystem(nqn); err != nil && !errors.Is(err, ErrNotFound) {
+			fail(err)
+		}
+	}
+	for _, nqn := range ch.SubsystemsAdded {
+		s := tree.Subsystem(nqn)
+		if err := t.AddSubsystem(subsystemConfig(s)); err != nil {
+			fail(err)
+			dropSubsystem(applied, nqn)
+			continue
+		}
+		for _, ns := range s.Namespaces {
+			if err := t.addConfigNamespace(nqn, ns); err != nil {
+				fail(err)
+				dropNamespace(applied, nqn, ns.NSID)
+			}
+		}
+	}
+	for _, sc := range ch.Subsystems {
+		s := tree.Subsystem(sc.NQN)
+		if sc.Attrs || sc.Access {
+			if err := t.UpdateSubsystem(subsystemConfig(s)); err != nil {
+				fail(err)
+			}
+		}
+		for _, nsid := range sc.NamespacesRemoved {
+			if err := t.RemoveNamespace(sc.NQN, nsid); err != nil && !errors.Is(err, ErrNotFound) {
+				fail(err)
+			}
+		}
+		for _, nsid := range sc.NamespacesChanged {
+			was := old.Subsystem(sc.NQN).Namespace(nsid)
+			now := s.Namespace(nsid)
+			if onlyEnableDiffers(was, now) {
+				if err := t.SetNamespaceEnabled(sc.NQN, nsid, now.Enable); err != nil {
+					fail(err)
+					dropNamespace(applied, sc.NQN, nsid)
+				}
+				continue
+			}
+			if err := t.RemoveNamespace(sc.NQN, nsid); err != nil && !errors.Is(err, ErrNotFound) {
+				fail(err)
+			}
+			if err := t.addConfigNamespace(sc.NQN, now); err != nil {
+				fail(err)
+				dropNamespace(applied, sc.NQN, nsid)
+			}
+		}
+		for _, nsid := range sc.NamespacesAdded {
+			if err := t.addConfigNamespace(sc.NQN, s.Namespace(nsid)); err != nil {
+				fail(err)
+				dropNamespace(applied, sc.NQN, nsid)
+			}
+		}
+	}
+
+	// Ports: links of ports that stay, then new and restarted ports.
+	for _, pc := range ch.Ports {
+		if restart[pc.ID] {
+			continue
+		}
+		id := newIDs[pc.ID]
+		for _, nqn := range pc.SubsystemsRemoved {
+			if err := t.UnlinkSubsystem(id, nqn); err != nil && !errors.Is(err, ErrNotFound) {
+				fail(err)
+			}
+		}
+		for _, nqn := range pc.SubsystemsAdded {
+			if err := t.LinkSubsystem(id, nqn); err != nil {
+				fail(err)
+				dropLink(applied, pc.ID, nqn)
+			}
+		}
+	}
+	start := append([]string(nil), ch.PortsAdded...)
+	for _, p := range tree.Ports {
+		if restart[p.ID] {
+			start = append(start, p.ID)
+		}
+	}
+	for _, name := range start {
+		p := tree.Port(name)
+		cfg, err := t.portConfig(p, newIDs[name])
+		if err == nil {
+			err = t.AddPort(cfg)
+		}
+		if err != nil {
+			fail(err)
+			dropPort(applied, name)
+			continue
+		}
+		res.Start = append(res.Start, PortListener{Name: name, ID: cfg.ID, Address: cfg.Address,
+			Provider: p.Provider, InlineDataSize: cfg.InlineDataSize})
+	}
+
+	t.applied = applied
+	t.portIDs = applied.PortIDs()
+	for name := range t.portIDs {
+		t.portIDs[name] = newIDs[name]
+	}
+	return res, errors.Join(errs...)
+}
+
+// subsystemConfig maps a configfs subsystem onto a SubsystemConfig.
+func subsystemConfig(s *configfs.Subsystem) SubsystemConfig {
+	lo, hi := s.EffectiveCntlidRange()
+	v, _ := parseVersion(s.EffectiveVersion())
+	return SubsystemConfig{
+		NQN:              s.NQN,
+		Serial:           s.Serial,
+		Model:            s.Model,
+		FirmwareRevision: s.Firmware,
+		Version:          v,
+		AllowAnyHost:     s.AllowAnyHost,
+		AllowedHosts:     s.AllowedHosts,
+		CntlIDMin:        lo,
+		CntlIDMax:        hi,
+	}
+}
+
+// parseVersion parses "major.minor[.tertiary]".
+func parseVersion(s string) (fabrics.VS, error) {
+	parts := strings.Split(s, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return 0, fmt.Errorf("version %q: want major.minor[.tertiary]", s)
+	}
+	var n [3]uint64
+	for i, p := range parts {
+		v, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || (i > 0 && v > 255) {
+			return 0, fmt.Errorf("version %q: bad number %q", s, p)
+		}
+		n[i] = v
+	}
+	return fabrics.MakeVS(uint16(n[0]), uint8(n[1]), uint8(n[2])), nil
+}
+
+// addConfigNamespace opens a namespace's backend and adds it.
+func (t *Target) addConfigNamespace(nqn string, ns *configfs.Namespace) error {
+	dev, err := bdev.Open(bdev.Spec{Kind: ns.Backend, Path: ns.DevicePath, Size: ns.Size, BlockSize: ns.BlockSize,
+		Grow: ns.Grow, BufferedIO: ns.BufferedIO})
+	if err != nil {
+		return fmt.Errorf("target: subsystem %s namespace %d: %w", nqn, ns.NSID, err)
+	}
+	uuid, nguid, eui := ns.IDs(nqn)
+	err = t.AddNamespace(nqn, NamespaceConfig{
+		NSID:     ns.NSID,
+		Device:   dev,
+		UUID:     [16]byte(uuid),
+		NGUID:    [16]byte(nguid),
+		EUI64:    [8]byte(eui),
+		Disabled: !ns.Enable,
+	})
+	if err != nil {
+		dev.Close()
+	}
+	return err
+}
+
+// onlyEnableDiffers reports whether two versions of a namespace differ in
+// their enable attribute alone: then the backend stays open.
+func onlyEnableDiffers(a, b *configfs.Namespace) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	x := *a
+	x.Enable = b.Enable
+	return x.NSID == b.NSID && x.Backend == b.Backend && x.DevicePath == b.DevicePath && x.Size == b.Size &&
+		x.BlockSize == b.BlockSize && x.Grow == b.Grow && x.DeviceUUID == b.DeviceUUID &&
+		x.DeviceNGUID == b.DeviceNGUID && x.DeviceEUI64 == b.DeviceEUI64 && x.BufferedIO == b.BufferedIO
+}
+
+// portConfig maps a configfs port onto a PortConfig.
+func (t *Target) portConfig(p *configfs.Port, id uint16) (PortConfig, error) {
+	cfg := PortConfig{ID: id, Name: p.ID, InlineDataSize: p.EffectiveInlineDataSize()}
+	cfg.Address.Transport = p.Trtype
+	if p.Traddr != "" {
+		a, err := netip.ParseAddr(p.Traddr)
+		if err != nil {
+			return cfg, fmt.Errorf("target: port %s: address %q: %w", p.ID, p.Traddr, ErrInvalid)
+		}
+		cfg.Address.Addr = a
+	}
+	svc := p.Trsvcid
+	if svc == "" {
+		svc = configfs.DefaultTrsvcid
+	}
+	n, err := strconv.ParseUint(svc, 10, 16)
+	if err != nil {
+		return cfg, fmt.Errorf("target: port %s: service %q: %w", p.ID, p.Trsvcid, ErrInvalid)
+	}
+	cfg.Address.ServiceID = uint16(n)
+	switch p.Treq {
+	case configfs.TreqRequired:
+		cfg.TREQ = fabrics.TREQRequired | fabrics.TREQDisableSQFlow
+	case configfs.TreqNotRequired:
+		cfg.TREQ = fabrics.TREQNotRequired | fabrics.TREQDisableSQFlow
+	default:
+		cfg.TREQ = fabrics.TREQDisableSQFlow
+	}
+	t.mu.RLock()
+	for _, nqn := range p.Subsystems {
+		if _, ok := t.subsys[nqn]; ok {
+			cfg.Subsystems = append(cfg.Subsystems, nqn)
+		}
+	}
+	t.mu.RUnlock()
+	return cfg, nil
+}
+
+func dropSubsystem(tr *configfs.Tree, nqn string) {
+	for i, s := range tr.Subsystems {
+		if s.NQN == nqn {
+			tr.Subsystems = append(tr.Subsystems[:i:i], tr.Subsystems[i+1:]...)
+			break
+		}
+	}
+	for _, p := range tr.Ports {
+		dropLink(tr, p.ID, nqn)
+	}
+}
+
+func dropNamespace(tr *configfs.Tree, nqn string, nsid uint32) {
+	s := tr.Subsystem(nqn)
+	if s == nil {
+		return
+	}
+	for i, ns := range s.Namespaces {
+		if ns.NSID == nsid {
+			s.Namespaces = append(s.Namespaces[:i:i], s.Namespaces[i+1:]...)
+			return
+		}
+	}
+}
+
+func dropLink(tr *configfs.Tree, port, nqn string) {
+	p := tr.Port(port)
+	if p == nil {
+		return
+	}
+	for i, n := range p.Subsystems {
+		if n == nqn {
+			p.Subsystems = append(p.Subsystems[:i:i], p.Subsystems[i+1:]...)
+			return
+		}
+	}
+}
+
+func dropPort(tr *configfs.Tree, name string) {
+	for i, p := range tr.Ports {
+		if p.ID == name {
+			tr.Ports = append(tr.Ports[:i:i], tr.Ports[i+1:]...)
+			return
+		}
+	}
+}

@@ -1,0 +1,204 @@
+package target
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/nvmeof/nvmeof/configfs"
+	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/fabrics/loop"
+	"github.com/nvmeof/nvmeof/nvme"
+)
+
+const configV1 = `
+port "p1" {
+  transport        = "loop"
+  address          = "127.0.0.1"
+  inline_data_size = 4096
+  portid           = 7
+}
+
+host "` + testHostNQN + `" {}
+
+subsystem "` + testSubNQN + `" {
+  ports         = ["p1"]
+  allowed_hosts = ["` + testHostNQN + `"]
+  serial        = "CFG0001"
+  model         = "configured"
+  version       = "1.4"
+  namespace "1" {
+    backend    = "memory"
+    size       = "1MiB"
+  }
+  namespace "2" {
+    backend    = "memory"
+    size       = "2MiB"
+    block_size = 4096
+  }
+}
+
+subsystem "nqn.2026-11.io.nvmeof:gone" {
+  ports          = ["p1"]
+  allow_any_host = true
+}
+`
+
+const configV2 = `
+port "p1" {
+  transport        = "loop"
+  address          = "127.0.0.1"
+  inline_data_size = 4096
+  portid           = 7
+}
+
+port "p2" {
+  transport = "loop"
+  address   = "127.0.0.2"
+}
+
+host "` + testHostNQN + `" {}
+
+subsystem "` + testSubNQN + `" {
+  ports          = ["p1", "p2"]
+  allow_any_host = true
+  serial         = "CFG0001"
+  model          = "configured"
+  version        = "1.4"
+  namespace "1" {
+    backend    = "memory"
+    size       = "1MiB"
+    enabled    = false
+  }
+  namespace "2" {
+    backend    = "memory"
+    size       = "2MiB"
+    block_size = 4096
+  }
+  namespace "3" {
+    backend    = "memory"
+    size       = "1MiB"
+  }
+  namespace "4" {
+    backend    = "file"
+    path       = "/nonexistent/dir/disk.img"
+    size       = "1MiB"
+  }
+}
+`
+
+func serveConfigured(t *testing.T, tgt *Target, net *loop.Network, starts []PortListener) {
+	t.Helper()
+	for _, p := range starts {
+		l, err := net.Listen(p.Address)
+		must(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { tgt.Serve(ctx, p.ID, l); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+}
+
+func TestApplyConfig(t *testing.T) {
+	tree1, err := configfs.ParseHCL([]byte(configV1), "v1.hcl")
+	must(t, err)
+	tgt := New(Options{Logger: testLogger(t)})
+	t.Cleanup(func() { tgt.Close() })
+	res, err := tgt.ApplyConfig(tree1)
+	must(t, err)
+	if len(res.Start) != 1 || res.Start[0].ID != 7 || res.Start[0].InlineDataSize != 4096 || res.Start[0].Name != "p1" {
+		t.Fatalf("ports to start: %+v", res.Start)
+	}
+	net := loop.NewNetwork()
+	serveConfigured(t, tgt, net, res.Start)
+	f := &fixture{t: t, tgt: tgt, net: net, addr: res.Start[0].Address}
+
+	a := f.connectAdmin(testSubNQN, 0)
+	a.enable()
+	id := nvme.IdentifyController(a.identify(nvme.CNSController, 0, 0).data)
+	if id.SN() != "CFG0001" || id.MN() != "configured" || id.VER() != nvme.Version1_4 || id.IOCCSZ() != (64+4096)/16 {
+		t.Errorf("Identify: SN %q MN %q VER %#x IOCCSZ %d", id.SN(), id.MN(), id.VER(), id.IOCCSZ())
+	}
+	r := a.identify(nvme.CNSNamespace, 2, 0)
+	if ns := nvme.IdentifyNamespace(r.data); ns.LBADataSize() != 4096 || ns.NSZE() != 512 {
+		t.Errorf("namespace 2: %d-byte blocks, NSZE %d", ns.LBADataSize(), ns.NSZE())
+	}
+	uuid, _, _ := tree1.Subsystem(testSubNQN).Namespace(1).IDs(testSubNQN)
+	ds, _ := nvme.DecodeNSDescriptors(a.identify(nvme.CNSNSDescriptorList, 1, 0).data)
+	if !slices.ContainsFunc(ds, func(d nvme.NSDescriptor) bool { return d.NIDT == nvme.NIDTUUID && [16]byte(d.NID) == uuid }) {
+		t.Errorf("namespace 1 descriptors %v lack the derived UUID %v", ds, uuid)
+	}
+	d := f.connectDiscovery(testHostNQN, 0)
+	l, _ := d.discoveryLog(4096, 0)
+	if l.NumRec != 3 || l.Entries[1].PortID != 7 {
+		t.Fatalf("discovery: %d records, port %d", l.NumRec, l.Entries[1].PortID)
+	}
+	aer := a.submit(newSQE(uint8(nvme.AdminAsyncEventRequest), 0), nil, fabrics.DirNone)
+
+	// Reload: namespace 1 disabled, 3 added, 4 fails to open; the second
+	// subsystem goes; a port appears; any host allowed.
+	tree2, err := configfs.ParseHCL([]byte(configV2), "v2.hcl")
+	must(t, err)
+	res, err = tgt.ApplyConfig(tree2)
+	if err == nil {
+		t.Fatal("reload with a namespace that cannot open: no error")
+	}
+	t.Logf("expected reload error: %v", err)
+	if len(res.Start) != 1 || res.Start[0].Name != "p2" || len(res.Stopped) != 0 {
+		t.Fatalf("reload: start %+v, stopped %v", res.Start, res.Stopped)
+	}
+	serveConfigured(t, tgt, net, res.Start)
+
+	expect(t, a.wait(aer), 0, "namespace change event")
+	r = a.identify(nvme.CNSActiveNSList, 0, 0)
+	if ids, _ := nvme.DecodeNSIDList(r.data); !slices.Equal(ids, []uint32{2, 3}) {
+		t.Errorf("active namespaces %v, want [2 3]", ids)
+	}
+	l, _ = d.discoveryLog(4096, 0)
+	if l.NumRec != 2 {
+		t.Errorf("discovery after reload: %d records, want 2", l.NumRec)
+	}
+	// The controller survived the reload; a second host may connect now.
+	f2 := &fixture{t: t, tgt: tgt, net: net, addr: fabrics.Address{Transport: fabrics.TransportLoop,
+		Addr: netip.MustParseAddr("127.0.0.2"), ServiceID: 4420}}
+	h := f2.dial(0, 8)
+	expect(t, h.connectRaw(8, 0, 0, testSubNQN, otherHost, 0xffff), 0, "any host on the new port")
+
+	// Applying the same tree again retries only what failed.
+	res, err = tgt.ApplyConfig(tree2)
+	if err == nil || len(res.Start) != 0 || len(res.Stopped) != 0 {
+		t.Fatalf("second reload: start %+v stopped %v err %v", res.Start, res.Stopped, err)
+	}
+
+	// Back to v1: p2 stops, the gone subsystem returns, namespace 3 goes.
+	res, err = tgt.ApplyConfig(tree1)
+	must(t, err)
+	if len(res.Stopped) != 1 || res.Stopped[0] != "p2" {
+		t.Fatalf("back to v1: stopped %v", res.Stopped)
+	}
+	r = a.identify(nvme.CNSActiveNSList, 0, 0)
+	if ids, _ := nvme.DecodeNSIDList(r.data); !slices.Equal(ids, []uint32{1, 2}) {
+		t.Errorf("active namespaces %v, want [1 2]", ids)
+	}
+}
+
+func TestParseVersion(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want fabrics.VS
+		ok   bool
+	}{
+		{"1.3", fabrics.VS13, true},
+		{"2.0", fabrics.VS20, true},
+		{"1.4.1", fabrics.MakeVS(1, 4, 1), true},
+		{"1", 0, false},
+		{"1.300", 0, false},
+		{"a.b", 0, false},
+	} {
+		v, err := parseVersion(tc.in)
+		if (err == nil) != tc.ok || v != tc.want {
+			t.Errorf("parseVersion(%q) = %v, %v", tc.in, v, err)
+		}
+	}
+}

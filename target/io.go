@@ -1,0 +1,245 @@
+package target
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"syscall"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/nvme"
+	"github.com/nvmeof/nvmeof/target/bdev"
+)
+
+// ioCmd is an I/O command on its way to a namespace's workers. Queues
+// keep a free list of them: the I/O path allocates nothing per command.
+type ioCmd struct {
+	q     *queue
+	r     *fabrics.Request
+	ns    *namespace
+	op    nvme.IOOpcode
+	off   int64 // byte offset
+	n     int64 // byte count (Read, Write, Compare, Write Zeroes)
+	slba  uint64
+	nr    int  // Dataset Management ranges
+	flush bool // Write: flush after (FUA, or the write cache disabled)
+	all   bool // Flush of every namespace (NSID FFFFFFFFh)
+}
+
+// handleIO validates an I/O command and hands it to the namespace's
+// workers (Linux nvmet_parse_io_cmd and the bdev/file executors).
+func (c *controller) handleIO(q *queue, r *fabrics.Request) {
+	if !c.ready() {
+		q.complete(r, dnr(nvme.StatusCommandSequenceError), locOpcode, 0)
+		return
+	}
+	sqe := nvme.SQE(r.SQE[:])
+	op := nvme.IOOpcode(sqe.Opcode())
+	nsid := sqe.NSID()
+	if op == nvme.IOFlush && nsid == nvme.NSIDAll {
+		c.flushAll(q, r)
+		return
+	}
+	ns := c.subsys.activeNamespace(nsid)
+	if ns == nil {
+		q.complete(r, dnr(nvme.StatusInvalidNamespaceOrFormat), locNSID, 0)
+		return
+	}
+	rw := nvme.RWCommand{SQE: sqe}
+	var slba, nlb uint64
+	switch op {
+	case nvme.IORead, nvme.IOWrite, nvme.IOCompare, nvme.IOWriteZeroes:
+		if ns.ro && (op == nvme.IOWrite || op == nvme.IOWriteZeroes) {
+			q.complete(r, st(nvme.StatusNamespaceWriteProtected), locNSID, 0)
+			return
+		}
+		slba, nlb = rw.SLBA(), uint64(rw.Blocks())
+		want := 0
+		if op != nvme.IOWriteZeroes {
+			n := nlb << ns.bsShift
+			if c.maxXfer != 0 && n > uint64(c.maxXfer) {
+				q.complete(r, dnr(nvme.StatusInvalidField), locLength, slba)
+				return
+			}
+			want = int(n)
+		}
+		if !q.checkLen(r, want) {
+			return
+		}
+		if nb := ns.nblocks.Load(); slba > nb || nlb > nb-slba {
+			q.complete(r, dnr(nvme.StatusLBAOutOfRange), locSLBA, slba)
+			return
+		}
+	case nvme.IOFlush:
+		if !q.checkLen(r, 0) {
+			return
+		}
+	case nvme.IODatasetManagement:
+		if ns.ro {
+			q.complete(r, st(nvme.StatusNamespaceWriteProtected), locNSID, 0)
+			return
+		}
+		dsm := nvme.DSMCommand{SQE: sqe}
+		if !q.checkLen(r, dsm.DataLength()) {
+			return
+		}
+		if !dsm.AD() {
+			q.ok(r) // only hints: nothing to do (Linux)
+			return
+		}
+		nb := ns.nblocks.Load()
+		for i := range dsm.Ranges() {
+			rg := r.Data[i*nvme.DSMRangeSize:]
+			l, s := uint64(binary.LittleEndian.Uint32(rg[4:])), binary.LittleEndian.Uint64(rg[8:])
+			if s > nb || l > nb-s {
+				q.complete(r, dnr(nvme.StatusLBAOutOfRange), locDPTR, s)
+				return
+			}
+		}
+		nlb = uint64(dsm.Ranges())
+	default:
+		q.complete(r, dnr(nvme.StatusInvalidOpcode), locOpcode, 0)
+		return
+	}
+	if !ns.acquire() {
+		q.complete(r, dnr(nvme.StatusInvalidNamespaceOrFormat), locNSID, 0)
+		return
+	}
+	cmd := q.getCmd()
+	cmd.r, cmd.ns, cmd.op, cmd.slba = r, ns, op, slba
+	switch op {
+	case nvme.IODatasetManagement:
+		cmd.nr = int(nlb)
+	default:
+		cmd.off = int64(slba << ns.bsShift)
+		cmd.n = int64(nlb << ns.bsShift)
+	}
+	cmd.flush = op == nvme.IOWrite && (rw.FUA() || !c.vwc.Load())
+	ns.pool.push(cmd)
+}
+
+// flushAll runs Flush with NSID FFFFFFFFh: every active namespace.
+func (c *controller) flushAll(q *queue, r *fabrics.Request) {
+	if !q.checkLen(r, 0) {
+		return
+	}
+	active := c.subsys.table().active
+	if len(active) == 0 {
+		q.ok(r)
+		return
+	}
+	ns := active[0]
+	if !ns.acquire() {
+		q.ok(r) // going away; nothing left to flush there
+		return
+	}
+	cmd := q.getCmd()
+	cmd.r, cmd.ns, cmd.op, cmd.all = r, ns, nvme.IOFlush, true
+	ns.pool.push(cmd)
+}
+
+// worker is the state of one I/O goroutine of a namespace.
+type worker struct {
+	buf []byte // Compare's read buffer, grown as needed
+}
+
+// run executes an I/O command on the backend and completes it.
+func (w *worker) run(c *ioCmd) {
+	ns, r, q := c.ns, c.r, c.q
+	dev := ns.dev
+	var err error
+	var s status
+	switch c.op {
+	case nvme.IORead:
+		if _, err = dev.ReadAt(r.Data, c.off); err == nil {
+			ns.stats.hostReads.Add(1)
+			ns.stats.bytesRead.Add(uint64(c.n))
+		}
+	case nvme.IOWrite:
+		_, err = dev.WriteAt(r.Data, c.off)
+		if err == nil && c.flush {
+			err = dev.Flush()
+		}
+		if err == nil {
+			ns.stats.hostWrites.Add(1)
+			ns.stats.bytesWritten.Add(uint64(c.n))
+		}
+	case nvme.IOCompare:
+		if cap(w.buf) < len(r.Data) {
+			w.buf = make([]byte, len(r.Data))
+		}
+		buf := w.buf[:len(r.Data)]
+		if _, err = dev.ReadAt(buf, c.off); err == nil {
+			ns.stats.hostReads.Add(1)
+			if !bytes.Equal(buf, r.Data) {
+				s = dnr(nvme.StatusCompareFailure)
+			}
+		}
+	case nvme.IOWriteZeroes:
+		if err = dev.WriteZeroes(c.off, c.n); err == nil {
+			ns.stats.hostWrites.Add(1)
+		}
+	case nvme.IODatasetManagement:
+		for i := range c.nr {
+			rg := r.Data[i*nvme.DSMRangeSize:]
+			l, slba := int64(binary.LittleEndian.Uint32(rg[4:])), binary.LittleEndian.Uint64(rg[8:])
+			if l == 0 {
+				continue
+			}
+			if err = dev.Discard(int64(slba<<ns.bsShift), l<<ns.bsShift); err != nil {
+				c.slba = slba
+				break
+			}
+		}
+	case nvme.IOFlush:
+		err = dev.Flush()
+		if c.all {
+			for _, other := range c.q.ctrlSubsys().table().active {
+				if other == ns || !other.acquire() {
+					continue
+				}
+				if ferr := other.dev.Flush(); ferr != nil && err == nil {
+					err = ferr
+				}
+				other.release()
+			}
+		}
+	}
+	loc := uint16(noLoc)
+	if err != nil {
+		s, loc = ioStatus(c.op, err)
+		if s.Code() == st(nvme.StatusUnrecoveredReadError) || s.Code() == st(nvme.StatusWriteFault) {
+			ns.stats.mediaErrors.Add(1)
+		}
+		q.log.Debug("backend error", "nsid", ns.nsid, "op", c.op.String(), "slba", c.slba, "err", err)
+	} else if s != 0 {
+		loc = locSLBA
+	}
+	slba := c.slba
+	ns.release()
+	q.putCmd(c)
+	q.complete(r, s, loc, slba)
+}
+
+// ctrlSubsys returns the subsystem of the queue's controller.
+func (q *queue) ctrlSubsys() *Subsystem { return q.ctrl.Load().subsys }
+
+// ioStatus maps a backend error to a completion status (Linux
+// errno_to_nvme_status and blk_to_nvme_status, with EIO reported as the
+// media error it is).
+func ioStatus(op nvme.IOOpcode, err error) (status, uint16) {
+	switch {
+	case errors.Is(err, bdev.ErrOutOfRange):
+		return dnr(nvme.StatusLBAOutOfRange), locSLBA
+	case errors.Is(err, bdev.ErrNotSupported), errors.Is(err, syscall.EOPNOTSUPP):
+		return dnr(nvme.StatusInvalidOpcode), locOpcode
+	case errors.Is(err, syscall.ENOSPC):
+		return dnr(nvme.StatusCapacityExceeded), locLength
+	case errors.Is(err, syscall.EIO), errors.Is(err, syscall.ENODATA):
+		if op == nvme.IORead || op == nvme.IOCompare {
+			return dnr(nvme.StatusUnrecoveredReadError), locSLBA
+		}
+		return dnr(nvme.StatusWriteFault), locSLBA
+	}
+	return dnr(nvme.StatusInternalError), locOpcode
+}

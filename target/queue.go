@@ -1,0 +1,191 @@
+package target
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/nvme"
+)
+
+// queue serves one transport queue: it is the fabrics.CommandHandler the
+// transport delivers the queue's commands to.
+type queue struct {
+	t    *Target
+	port *Port
+	tq   fabrics.TargetQueue
+	log  hclog.Logger
+
+	// Set by a successful Connect, before ctrl is published; read-only
+	// afterwards.
+	qid     uint16
+	size    uint32 // SQ entries (SQSIZE + 1)
+	sqhdOff bool   // SQ flow control disabled (Connect CATTR bit 2)
+
+	ctrl atomic.Pointer[controller]
+	sqhd atomic.Uint32
+
+	freeMu sync.Mutex
+	free   []*ioCmd
+}
+
+var _ fabrics.CommandHandler = (*queue)(nil)
+
+func newQueue(p *Port, tq fabrics.TargetQueue) *queue {
+	return &queue{t: p.t, port: p, tq: tq, log: p.t.log.With("port", p.id)}
+}
+
+// Parameter error locations (byte offsets in the SQE, for the Error
+// Information log page; Linux req->error_loc).
+const (
+	locOpcode  = 0
+	locFlags   = 1
+	locFCType  = 4 // Fabrics commands
+	locNSID    = 4
+	locDPTR    = 24
+	locCDW10   = 40
+	locCDW11   = 44
+	locSLBA    = 40 // Read, Write, Compare, Write Zeroes
+	locLength  = 48 // NLB
+	locLPO     = 48 // Get Log Page offset
+	locRecFmt  = fabrics.ConnectOffRecFmt
+	locQID     = fabrics.ConnectOffQID
+	locSQSize  = fabrics.ConnectOffSQSize
+	locAttrib  = 40 // Property Get/Set
+	locPropOff = 44
+	noLoc      = 0xffff
+)
+
+// status is a completion status as Linux keeps it (NVME_SC_*): SCT<<8 |
+// SC, with More in bit 13 and Do Not Retry in bit 14; the CQE status field
+// is this shifted left by one past the phase tag.
+type status uint16
+
+const (
+	statusMore status = 1 << 13
+	statusDNR  status = 1 << 14
+)
+
+// dnr returns s with Do Not Retry; st returns s without.
+func dnr(s nvme.Status) status { return status(s&0x7ff) | statusDNR }
+func st(s nvme.Status) status  { return status(s & 0x7ff) }
+
+// Code returns the status code type and code.
+func (s status) Code() status { return s & 0x7ff }
+
+// CQEField returns the CQE status field (bytes 15:14) with phase tag 0.
+func (s status) CQEField() uint16 { return uint16(s) << 1 }
+
+// HandleCommand implements fabrics.CommandHandler. It never blocks:
+// admin commands run here, I/O goes to the namespace's workers.
+func (q *queue) HandleCommand(r *fabrics.Request) {
+	// The transport owns CID and SQID (bytes 13:10); the rest is ours.
+	clear(r.CQE[:10])
+	r.CQE[14], r.CQE[15] = 0, 0
+
+	c := q.ctrl.Load()
+	if c == nil {
+		q.handleUnconnected(r)
+		return
+	}
+	c.touch()
+	if nvme.SQE(r.SQE[:]).Fuse() != nvme.FuseNone {
+		// No fused operations (Linux nvmet_req_init).
+		q.complete(r, dnr(nvme.StatusInvalidField), locFlags, 0)
+		return
+	}
+	if r.SQE[0] == fabrics.OpcodeFabrics {
+		c.handleFabrics(q, r)
+		return
+	}
+	if q.qid == 0 {
+		c.handleAdmin(q, r)
+		return
+	}
+	c.handleIO(q, r)
+}
+
+// QueueClosed implements fabrics.CommandHandler.
+func (q *queue) QueueClosed(err error) {
+	q.port.detach(q)
+	c := q.ctrl.Load()
+	if c == nil {
+		q.log.Debug("unconnected queue closed", "err", err)
+		return
+	}
+	if q.qid == 0 {
+		c.shutdown("admin queue closed")
+		return
+	}
+	c.ioQueueClosed(q)
+}
+
+// advanceSQHD moves the SQ head pointer past one command and returns it
+// (Linux nvmet_update_sq_head: per completion, modulo the queue size).
+func (q *queue) advanceSQHD() uint32 {
+	for {
+		old := q.sqhd.Load()
+		n := (old + 1) % q.size
+		if q.sqhd.CompareAndSwap(old, n) {
+			return n
+		}
+	}
+}
+
+// complete finishes r with status s (0 = success): it sets SQHD and the
+// status, records an error in the controller's Error Information log, and
+// hands r back to the transport. loc is the parameter error location and
+// lba the LBA the error concerns.
+func (q *queue) complete(r *fabrics.Request, s status, loc uint16, lba uint64) {
+	cqe := nvme.CQE(r.CQE[:])
+	if !q.sqhdOff && q.size != 0 {
+		cqe.SetSQHD(uint16(q.advanceSQHD()))
+	}
+	if s.Code() != 0 {
+		if c := q.ctrl.Load(); c != nil {
+			c.logError(q.qid, r, s, loc, lba)
+			s |= statusMore
+		}
+		cqe.SetStatusRaw(s.CQEField())
+	}
+	r.Complete()
+}
+
+// ok completes r successfully.
+func (q *queue) ok(r *fabrics.Request) { q.complete(r, 0, noLoc, 0) }
+
+// getCmd takes an I/O command context from the queue's free list.
+func (q *queue) getCmd() *ioCmd {
+	q.freeMu.Lock()
+	n := len(q.free)
+	if n == 0 {
+		q.freeMu.Unlock()
+		return &ioCmd{q: q}
+	}
+	c := q.free[n-1]
+	q.free = q.free[:n-1]
+	q.freeMu.Unlock()
+	return c
+}
+
+func (q *queue) putCmd(c *ioCmd) {
+	*c = ioCmd{q: q}
+	q.freeMu.Lock()
+	q.free = append(q.free, c)
+	q.freeMu.Unlock()
+}
+
+// preallocate fills the free list for a queue of depth commands.
+func (q *queue) preallocate(depth int) {
+	depth = min(max(depth, 1), 4096)
+	cmds := make([]ioCmd, depth)
+	q.freeMu.Lock()
+	q.free = make([]*ioCmd, 0, depth)
+	for i := range cmds {
+		cmds[i].q = q
+		q.free = append(q.free, &cmds[i])
+	}
+	q.freeMu.Unlock()
+}
