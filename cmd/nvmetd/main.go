@@ -136,4 +136,3 @@ func announce(log hclog.Logger, tree *configfs.Tree) {
 		}
 	}
 }
-

@@ -1,2 +1,28 @@
-// Package soft is a RoCEv2 host channel adapter in software over UDP port 4791: RC requester and responder, UD on QP1 with the connection manager agent, memory-region checks, batching and fault injection.
+// Package soft is a RoCEv2 host channel adapter in software over UDP port
+// 4791: RC requester and responder, UD on QP1 for the connection manager,
+// memory-region checks, batching and fault injection. It implements the
+// rdma package's verbs API.
+//
+// One Device serves one IPv4 address. It sends from an unconnected UDP
+// socket bound to addr:4791 (IP_PMTUDISC_DO, so the kernel sends DF and IP
+// ID 0, which the ICRC covers) and receives through a raw socket with a
+// BPF filter, so that it sees the sender's IP header and can verify every
+// packet's ICRC (see net_linux.go). Opening a device needs CAP_NET_RAW.
+//
+// One goroutine per device reads batches with recvmmsg and demultiplexes
+// by destination QP; the responder and the completer run in it to
+// completion, under the QP's lock. The requester runs in the goroutine
+// that posts, in the receive goroutine when acknowledgements open the
+// window, and in the retransmission timer.
+//
+// The RC protocol follows Linux rxe (drivers/infiniband/sw/rxe): go-back-N
+// from the oldest unacknowledged PSN on a NAK sequence error, a lost READ
+// response or a timeout; one NAK sequence error per gap; duplicates
+// re-acknowledged and duplicate READs re-executed; RNR NAKs with the
+// responder's min RNR timer. Differences: the requester sets AckReq on the
+// last packet of every burst as well as at message ends and every
+// Config.AckReqEvery packets; a large RDMA READ work request is issued as
+// several READ requests of Config.ReadChunk packets (paced by max_rd_atomic
+// and the window); the retry count 7 means 7 retries (the IBA rule; rxe
+// treats it as infinite), the RNR retry count 7 means infinite.
 package soft
