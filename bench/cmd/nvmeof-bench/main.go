@@ -1,0 +1,158 @@
+// Command nvmeof-bench measures, in one run on loopback, the UDP ceilings,
+// fio through nbdkit's memory plugin, and fio through our NVMe-oF engine
+// against nvmetd (when that engine is built), and prints one table with the
+// ratios, writes it as JSON and draws it as a PNG chart.
+//
+//	go run ./bench/cmd/nvmeof-bench            # 10 s per job
+//	go run ./bench/cmd/nvmeof-bench -quick     # 3 s per job
+//	go run ./bench/cmd/nvmeof-bench -smoke     # 1 s per job: does it all run?
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/nvmeof/nvmeof/bench/runner"
+)
+
+// listFlag collects a repeatable, comma-separated flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(s string) error {
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l = append(*l, v)
+		}
+	}
+	return nil
+}
+
+// repeatFlag collects a repeatable flag, one value per use (values may hold
+// commas).
+type repeatFlag []string
+
+func (l *repeatFlag) String() string { return strings.Join(*l, " ") }
+
+func (l *repeatFlag) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	def := runner.DefaultNvmeofConfig()
+	var (
+		quick     = flag.Bool("quick", false, "3 s per job instead of 10 s")
+		smoke     = flag.Bool("smoke", false, "1 s per job and tiny ceilings: check that everything runs")
+		rt        = flag.Duration("runtime", 0, "time per fio job (overrides -quick/-smoke)")
+		jobsDir   = flag.String("jobs", "examples/fio", "directory of fio job files")
+		mem       = flag.String("mem", "1G", "memory backend size on both sides")
+		prefill   = flag.Bool("prefill", true, "write the whole device once before the jobs")
+		jsonPath  = flag.String("json", "bench-results.json", "where to write the JSON results (a PNG chart goes beside it)")
+		outDir    = flag.String("out", "bench-out", "directory for dated copies of the JSON and PNG (empty: none)")
+		fioBin    = flag.String("fio", "fio", "fio binary")
+		nbdkitBin = flag.String("nbdkit", "nbdkit", "nbdkit binary")
+		noCeil    = flag.Bool("skip-ceilings", false, "do not measure the UDP ceilings")
+		noNbdkit  = flag.Bool("skip-nbdkit", false, "do not run the nbdkit side")
+		engine    = flag.String("nvmeof-engine", def.Engine, "nvmeof side: fio external engine .so (or $NVMEOF_FIO_ENGINE); the side is skipped while it does not exist")
+		nvmetd    = flag.String("nvmetd", def.Nvmetd, "nvmeof side: nvmetd binary to start with a generated memory-namespace config (empty: a target is already listening)")
+		addr      = flag.String("nvmeof-addr", def.Address, "nvmeof side: target address")
+		port      = flag.Int("nvmeof-port", def.Port, "nvmeof side: target service id")
+		nqn       = flag.String("nvmeof-nqn", def.NQN, "nvmeof side: subsystem NQN")
+		only      listFlag
+		engOpts   repeatFlag
+		nvmetdArg repeatFlag
+	)
+	flag.Var(&only, "only", "run only these jobs (names without .fio; repeat or comma-separate)")
+	flag.Var(&engOpts, "nvmeof-opt", "nvmeof side: engine option name=value, once per option; {address} {port} {nqn} are substituted (default "+strings.Join(def.Options, " ")+")")
+	flag.Var(&nvmetdArg, "nvmetd-arg", "nvmeof side: nvmetd argument, once per argument; {config} is the generated config (default "+strings.Join(def.NvmetdArgs, " ")+")")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), `Usage: nvmeof-bench [flags]
+
+Measures on loopback, in one run: UDP ceilings (64 B ping-pong RTT, 4 KiB
+datagrams with sendmmsg, UDP GSO+GRO), every fio job in -jobs against
+'nbdkit memory' with fio's nbd engine, and the same jobs against nvmetd
+through our fio engine. Prints one table with the ratios nvmeof/nbdkit and
+nvmeof/ceiling, writes -json and a PNG chart beside it.
+Needs fio and nbdkit (apt-get install fio nbdkit).
+
+Flags:
+`)
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "nvmeof-bench: unexpected arguments %q\n", flag.Args())
+		return 2
+	}
+
+	cfg := runner.Config{
+		Mode:         runner.ModeFull,
+		Runtime:      *rt,
+		JobsDir:      *jobsDir,
+		Only:         only,
+		MemSize:      *mem,
+		Prefill:      *prefill,
+		Fio:          *fioBin,
+		Nbdkit:       *nbdkitBin,
+		SkipCeilings: *noCeil,
+		SkipNbdkit:   *noNbdkit,
+		Log:          os.Stderr,
+	}
+	switch {
+	case *smoke:
+		cfg.Mode = runner.ModeSmoke
+	case *quick:
+		cfg.Mode = runner.ModeQuick
+	}
+	cfg.Nvmeof = def
+	cfg.Nvmeof.Engine, cfg.Nvmeof.Nvmetd = *engine, *nvmetd
+	cfg.Nvmeof.Address, cfg.Nvmeof.Port, cfg.Nvmeof.NQN = *addr, *port, *nqn
+	if len(engOpts) > 0 {
+		cfg.Nvmeof.Options = engOpts
+	}
+	if len(nvmetdArg) > 0 {
+		cfg.Nvmeof.NvmetdArgs = nvmetdArg
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r, err := runner.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nvmeof-bench: %v\n", err)
+		if errors.Is(err, runner.ErrMissingTools) {
+			return 3
+		}
+		return 1
+	}
+	fmt.Println()
+	if err := r.WriteTable(os.Stdout); err != nil {
+		fmt.Fprintf(os.Stderr, "nvmeof-bench: %v\n", err)
+		return 1
+	}
+	paths, err := runner.WriteResults(r, *jsonPath, *outDir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nvmeof-bench: %v\n", err)
+		return 1
+	}
+	fmt.Printf("\nwrote %s\n", strings.Join(paths, ", "))
+	for _, j := range r.Jobs {
+		if (j.Nbdkit != nil && j.Nbdkit.Error != "") || (j.Nvmeof != nil && j.Nvmeof.Error != "") {
+			fmt.Fprintf(os.Stderr, "nvmeof-bench: job %s failed on a side (see the table and %s)\n", j.Name, filepath.Base(*jsonPath))
+			return 1
+		}
+	}
+	return 0
+}

@@ -1,0 +1,132 @@
+package fio
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// Command is one fio invocation: a job file run with the engine, target and
+// time bounds given on the command line. fio applies command-line options
+// before the job file, as defaults the file's [global] and job sections may
+// override (the verify job files set time_based=0 that way).
+type Command struct {
+	// Fio is the fio binary (default "fio").
+	Fio string
+	// JobFile is the job file to run. When it is empty, Extra must define a
+	// command-line job (for example "name=prefill", "rw=write").
+	JobFile string
+	// Engine holds the engine and its options as name=value, in order:
+	// {"ioengine=nbd", "uri=nbd+unix:///?socket=/tmp/nbd.sock"} or
+	// {"ioengine=external:/path/engine.so", "traddr=127.0.0.1", ...}.
+	Engine []string
+	// Runtime, when set, bounds every job (fio's runtime); TimeBased makes
+	// jobs loop over their area until then (time_based=1).
+	Runtime   time.Duration
+	TimeBased bool
+	// Extra holds more name=value options, placed after the engine's.
+	Extra []string
+}
+
+// Args returns fio's arguments for c, without the binary.
+func (c Command) Args() []string {
+	args := []string{"--output-format=json"}
+	if c.Runtime > 0 {
+		args = append(args, fmt.Sprintf("--runtime=%dms", c.Runtime.Milliseconds()))
+	}
+	if c.TimeBased {
+		args = append(args, "--time_based=1")
+	}
+	for _, o := range c.Engine {
+		args = append(args, "--"+o)
+	}
+	for _, o := range c.Extra {
+		args = append(args, "--"+o)
+	}
+	if c.JobFile != "" {
+		args = append(args, c.JobFile)
+	}
+	return args
+}
+
+func (c Command) binary() string {
+	if c.Fio == "" {
+		return "fio"
+	}
+	return c.Fio
+}
+
+// String returns the command line as a shell would take it (for logs).
+func (c Command) String() string {
+	parts := []string{c.binary()}
+	for _, a := range c.Args() {
+		if strings.ContainsAny(a, " ?&;'\"$") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		parts = append(parts, a)
+	}
+	return strings.Join(parts, " ")
+}
+
+// Run runs c and parses its report. When fio exits non-zero but still wrote a
+// report (a verify failure does), Run returns both the report and an error.
+// raw is fio's standard output as it was.
+func Run(ctx context.Context, c Command) (out *Output, raw []byte, err error) {
+	cmd := exec.CommandContext(ctx, c.binary(), c.Args()...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	runErr := cmd.Run()
+	raw = stdout.Bytes()
+	out, parseErr := Parse(raw)
+	if runErr != nil {
+		return out, raw, fmt.Errorf("fio %s: %w%s", c.JobFile, runErr, tail(stderr.Bytes(), raw))
+	}
+	if parseErr != nil {
+		return nil, raw, fmt.Errorf("fio %s: %w%s", c.JobFile, parseErr, tail(stderr.Bytes(), raw))
+	}
+	for _, j := range out.Jobs {
+		if j.Error != 0 {
+			return out, raw, fmt.Errorf("fio %s: job %s: error %d%s", c.JobFile, j.Name, j.Error, tail(stderr.Bytes(), raw))
+		}
+	}
+	return out, raw, nil
+}
+
+// tail returns the last lines of fio's messages (stderr, and stdout lines
+// starting with "fio:"), prefixed for an error message.
+func tail(stderr, stdout []byte) string {
+	var lines []string
+	for _, l := range strings.Split(string(stdout), "\n") {
+		if strings.HasPrefix(l, "fio:") && !strings.Contains(l, "connected to NBD server") {
+			lines = append(lines, l)
+		}
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(stderr)), "\n") {
+		if l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > 4 {
+		lines = lines[len(lines)-4:]
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(lines, "; ")
+}
+
+// Version returns fio's version string ("fio-3.33").
+func Version(ctx context.Context, fio string) (string, error) {
+	if fio == "" {
+		fio = "fio"
+	}
+	b, err := exec.CommandContext(ctx, fio, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("fio --version: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}

@@ -1,0 +1,359 @@
+// Package runner runs the side-by-side benchmark: the UDP loopback ceilings,
+// every fio job of examples/fio against `nbdkit memory` with fio's nbd
+// engine, and the same jobs against nvmetd with our fio engine (the nvmeof
+// side, see NvmeofConfig), then builds the report.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nvmeof/nvmeof/bench/ceiling"
+	"github.com/nvmeof/nvmeof/bench/fio"
+	"github.com/nvmeof/nvmeof/bench/report"
+)
+
+// Modes set the default run time per job and the ceiling bounds.
+const (
+	ModeFull  = "full"  // 10 s per job
+	ModeQuick = "quick" // 3 s per job
+	ModeSmoke = "smoke" // 1 s per job, tiny ceilings: checks that everything runs
+)
+
+// Config is one benchmark run.
+type Config struct {
+	// Mode is ModeFull, ModeQuick or ModeSmoke; Runtime, when set,
+	// overrides the mode's time per job.
+	Mode    string
+	Runtime time.Duration
+	// JobsDir holds the *.fio job files; Only, when set, keeps the jobs
+	// with these names (file names without .fio).
+	JobsDir string
+	Only    []string
+	// MemSize is the memory backend's size on both sides ("1G").
+	MemSize string
+	// Prefill writes the whole device once before the jobs, so reads do
+	// not hit never-written (sparse) memory.
+	Prefill bool
+	// Fio and Nbdkit are the binaries (default "fio", "nbdkit").
+	Fio    string
+	Nbdkit string
+	// SkipCeilings and SkipNbdkit leave those parts out.
+	SkipCeilings bool
+	SkipNbdkit   bool
+	// Nvmeof configures the nvmeof side (the hook).
+	Nvmeof NvmeofConfig
+	// WorkDir holds sockets, logs and generated configs (default: a new
+	// temporary directory, removed at the end).
+	WorkDir string
+	// Log receives progress lines (default: discarded).
+	Log io.Writer
+}
+
+// runtime returns the time per job for c.
+func (c Config) runtime() time.Duration {
+	if c.Runtime > 0 {
+		return c.Runtime
+	}
+	switch c.Mode {
+	case ModeQuick:
+		return 3 * time.Second
+	case ModeSmoke:
+		return time.Second
+	}
+	return 10 * time.Second
+}
+
+// ceilingOptions bounds the ceilings by mode.
+func (c Config) ceilingOptions() ceiling.Options {
+	switch c.Mode {
+	case ModeSmoke:
+		return ceiling.Options{PingPongCount: 2000, Duration: 200 * time.Millisecond}
+	case ModeQuick:
+		return ceiling.Options{Duration: time.Second}
+	}
+	return ceiling.Options{PingPongCount: 100000, Duration: 3 * time.Second}
+}
+
+func (c Config) logf(format string, args ...any) {
+	if c.Log != nil {
+		fmt.Fprintf(c.Log, format+"\n", args...)
+	}
+}
+
+// ErrMissingTools is returned (wrapped) by CheckTools.
+var ErrMissingTools = errors.New("missing tools")
+
+// CheckTools checks that fio and nbdkit (unless skipNbdkit) are installed.
+// The error names the Debian packages to install.
+func CheckTools(fioBin, nbdkitBin string, skipNbdkit bool) error {
+	if fioBin == "" {
+		fioBin = "fio"
+	}
+	if nbdkitBin == "" {
+		nbdkitBin = "nbdkit"
+	}
+	var missing, pkgs []string
+	if _, err := exec.LookPath(fioBin); err != nil {
+		missing, pkgs = append(missing, fioBin), append(pkgs, "fio")
+	}
+	if !skipNbdkit {
+		if _, err := exec.LookPath(nbdkitBin); err != nil {
+			missing, pkgs = append(missing, nbdkitBin), append(pkgs, "nbdkit")
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s not found; install with: apt-get install %s (or run scripts/bench.sh as root, which does)",
+			ErrMissingTools, strings.Join(missing, ", "), strings.Join(pkgs, " "))
+	}
+	return nil
+}
+
+// jobOrder is the order of the table: the issue's list, then the verify
+// variants in the same order, then other job files in name order.
+var jobOrder = []string{
+	"randread-4k-qd1", "randread-4k-qd32", "randwrite-4k-qd32", "randrw70-4k-qd32",
+	"seqread-128k-qd8", "seqwrite-128k-qd8",
+}
+
+// JobFile is one fio job file.
+type JobFile struct {
+	Name string // file name without .fio
+	Path string
+}
+
+// ListJobs returns dir's *.fio files in table order, keeping only the names
+// in only when it is not empty.
+func ListJobs(dir string, only []string) ([]JobFile, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.fio"))
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	rank := func(name string) int {
+		base := strings.TrimSuffix(name, "-verify")
+		i := slices.Index(jobOrder, base)
+		if i < 0 {
+			return len(jobOrder) * 2
+		}
+		if base != name {
+			i += len(jobOrder)
+		}
+		return i
+	}
+	var jobs []JobFile
+	for _, p := range paths {
+		name := strings.TrimSuffix(filepath.Base(p), ".fio")
+		if len(only) > 0 && !slices.Contains(only, name) {
+			continue
+		}
+		jobs = append(jobs, JobFile{Name: name, Path: p})
+	}
+	slices.SortStableFunc(jobs, func(a, b JobFile) int {
+		if ra, rb := rank(a.Name), rank(b.Name); ra != rb {
+			return ra - rb
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("jobs: no *.fio files in %s (only: %v)", dir, only)
+	}
+	for _, name := range only {
+		if !slices.ContainsFunc(jobs, func(j JobFile) bool { return j.Name == name }) {
+			return nil, fmt.Errorf("jobs: no %s.fio in %s", name, dir)
+		}
+	}
+	return jobs, nil
+}
+
+// side is a target the jobs run against: engine options for fio and the
+// server whose CPU time counts (nil when unknown).
+type side struct {
+	name   string
+	engine []string
+	server *Server
+}
+
+// runJob runs one job file against s and returns its metrics; a failure is
+// recorded in Metrics.Error.
+func (c Config) runJob(ctx context.Context, s side, j JobFile) *report.Metrics {
+	rt := c.runtime()
+	cmd := fio.Command{Fio: c.Fio, JobFile: j.Path, Engine: s.engine, Runtime: rt, TimeBased: true}
+	cpu0 := -1.0
+	if s.server != nil {
+		if v, err := s.server.CPUSeconds(); err == nil {
+			cpu0 = v
+		}
+	}
+	// Each job of a file is bounded by the run time, except a verify
+	// job's read-back phase; leave generous room.
+	jctx, cancel := context.WithTimeout(ctx, 4*rt+2*time.Minute)
+	defer cancel()
+	out, _, err := fio.Run(jctx, cmd)
+	server := -1.0
+	if s.server != nil && cpu0 >= 0 {
+		if v, err := s.server.CPUSeconds(); err == nil {
+			server = v - cpu0
+		}
+	}
+	m := &report.Metrics{}
+	if out != nil {
+		mm, ferr := report.FromFio(out, server)
+		if ferr == nil {
+			m = &mm
+		} else if err == nil {
+			err = ferr
+		}
+	}
+	m.Command = cmd.String()
+	if err != nil {
+		m.Error = err.Error()
+		c.logf("   %-26s %s: %v", j.Name, s.name, err)
+		return m
+	}
+	c.logf("   %-26s %s: %8.0f IOPS %8.1f MB/s  p50 %7.1f µs  p99 %8.1f µs  CPU %.2f s/GB",
+		j.Name, s.name, m.IOPS, m.MBps, m.P50us, m.P99us, m.CPUsPerGB)
+	return m
+}
+
+// prefill writes the whole device once with 1 MiB sequential writes.
+func (c Config) prefill(ctx context.Context, s side) error {
+	if !c.Prefill {
+		return nil
+	}
+	cmd := fio.Command{Fio: c.Fio, Engine: s.engine,
+		Extra: []string{"name=prefill", "rw=write", "bs=1m", "iodepth=8"}}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	if _, _, err := fio.Run(pctx, cmd); err != nil {
+		return fmt.Errorf("prefill %s: %w", s.name, err)
+	}
+	c.logf("   prefill %s: %v", s.name, time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// Run runs the benchmark and returns the computed report.
+func Run(ctx context.Context, c Config) (*report.Report, error) {
+	if c.Mode == "" {
+		c.Mode = ModeFull
+	}
+	if c.MemSize == "" {
+		c.MemSize = "1G"
+	}
+	if err := CheckTools(c.Fio, c.Nbdkit, c.SkipNbdkit); err != nil {
+		return nil, err
+	}
+	jobs, err := ListJobs(c.JobsDir, c.Only)
+	if err != nil {
+		return nil, err
+	}
+	if c.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "nvmeof-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("work dir: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		c.WorkDir = dir
+	}
+
+	r := &report.Report{
+		Started:  time.Now(),
+		CPUs:     runtime.NumCPU(),
+		Mode:     c.Mode,
+		RuntimeS: c.runtime().Seconds(),
+		MemSize:  c.MemSize,
+	}
+	r.Host, _ = os.Hostname()
+	var uts unix.Utsname
+	if unix.Uname(&uts) == nil {
+		r.Kernel = unix.ByteSliceToString(uts.Release[:])
+	}
+	r.Fio, _ = fio.Version(ctx, c.Fio)
+	if !c.SkipNbdkit {
+		r.Nbdkit = nbdkitVersion(ctx, c.Nbdkit)
+	}
+	for _, j := range jobs {
+		r.Jobs = append(r.Jobs, report.Job{Name: j.Name, File: j.Path})
+	}
+
+	if !c.SkipCeilings {
+		c.logf("== ceilings: UDP on loopback, %s <-> %s", ceiling.AddrA, ceiling.AddrB)
+		res, err := ceiling.Measure(ctx, c.ceilingOptions())
+		if err != nil {
+			return nil, err
+		}
+		r.Ceilings = res
+		c.logf("   ping-pong p50 %v p99 %v; 4 KiB sendmmsg %.0f/s %.2f GB/s; GSO+GRO %.2f GB/s",
+			res.PingPong.Median, res.PingPong.P99, res.Datagram.PerSecond, res.Datagram.GBps, res.GSO.GBps)
+		for _, e := range []string{res.PingPongError, res.DatagramError, res.GSOError} {
+			if e != "" {
+				c.logf("   %s", e)
+			}
+		}
+	}
+
+	if !c.SkipNbdkit {
+		c.logf("== nbdkit memory %s, fio nbd engine, %v per job", c.MemSize, c.runtime())
+		nbd, err := StartNbdkit(ctx, c.Nbdkit, c.WorkDir, c.MemSize)
+		if err != nil {
+			return nil, err
+		}
+		err = c.runSide(ctx, side{name: report.SideNbdkit, engine: nbd.Engine(), server: nbd.Server}, jobs, r,
+			func(j *report.Job, m *report.Metrics) { j.Nbdkit = m })
+		if serr := nbd.Stop(); serr != nil && err == nil {
+			err = serr
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	c.logf("== nvmeof: nvmetd memory %s, fio engine %s", c.MemSize, c.Nvmeof.Engine)
+	skip, err := c.runNvmeof(ctx, jobs, r)
+	if err != nil {
+		return nil, err
+	}
+	if skip != "" {
+		r.NvmeofSkipped = skip
+		c.logf("   skipped: %s", skip)
+	}
+	r.Compute()
+	return r, nil
+}
+
+// runSide prefills and runs every job against s, storing each result with
+// set. Only a canceled context stops it early.
+func (c Config) runSide(ctx context.Context, s side, jobs []JobFile, r *report.Report, set func(*report.Job, *report.Metrics)) error {
+	if err := c.prefill(ctx, s); err != nil {
+		return err
+	}
+	for i, j := range jobs {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		set(&r.Jobs[i], c.runJob(ctx, s, j))
+	}
+	return nil
+}
+
+func nbdkitVersion(ctx context.Context, bin string) string {
+	if bin == "" {
+		bin = "nbdkit"
+	}
+	b, err := exec.CommandContext(ctx, bin, "--version").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(b)), "nbdkit "))
+}

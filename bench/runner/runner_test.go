@@ -1,0 +1,223 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvmeof/nvmeof/bench/report"
+)
+
+const jobsDir = "../../examples/fio"
+
+func TestParseStatCPU(t *testing.T) {
+	// Fields after the name: state ppid pgrp session tty tpgid flags minflt
+	// cminflt majflt cmajflt utime stime ...
+	for _, c := range []struct {
+		stat string
+		want float64
+		err  bool
+	}{
+		{"1234 (nbdkit) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 130 0 0 20 0 17 0", 3.8, false},
+		{"42 (a (weird) name) R 1 1 1 0 -1 0 0 0 0 0 7 3 0 0", 0.1, false},
+		{"42 nbdkit S 1", 0, true},
+		{"42 (x) S 1 2 3", 0, true},
+		{"42 (x) S 1 1 1 0 -1 0 0 0 0 0 x 3 0 0", 0, true},
+	} {
+		got, err := parseStatCPU(c.stat)
+		if (err != nil) != c.err || (err == nil && (got < c.want-1e-9 || got > c.want+1e-9)) {
+			t.Errorf("parseStatCPU(%q) = %v, %v; want %v, error %v", c.stat, got, err, c.want, c.err)
+		}
+	}
+}
+
+func TestServerCPUOfSelf(t *testing.T) {
+	s := &Server{Name: "self", PID: os.Getpid()}
+	if v, err := s.CPUSeconds(); err != nil || v < 0 {
+		t.Errorf("CPUSeconds of this process = %v, %v", v, err)
+	}
+}
+
+func TestListJobs(t *testing.T) {
+	jobs, err := ListJobs(jobsDir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, j := range jobs {
+		names = append(names, j.Name)
+	}
+	want := append([]string{}, jobOrder...)
+	for _, n := range jobOrder {
+		want = append(want, n+"-verify")
+	}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("jobs %v\nwant %v", names, want)
+	}
+	jobs, err = ListJobs(jobsDir, []string{"seqread-128k-qd8-verify", "randread-4k-qd1"})
+	if err != nil || len(jobs) != 2 || jobs[0].Name != "randread-4k-qd1" {
+		t.Errorf("ListJobs(only) = %v, %v", jobs, err)
+	}
+	if _, err := ListJobs(jobsDir, []string{"no-such-job"}); err == nil {
+		t.Error("ListJobs with an unknown job: no error")
+	}
+	if _, err := ListJobs(t.TempDir(), nil); err == nil {
+		t.Error("ListJobs of an empty directory: no error")
+	}
+}
+
+// TestJobFiles checks every example job file with fio's own parser
+// (--parse-only) when fio is installed.
+func TestJobFiles(t *testing.T) {
+	if _, err := exec.LookPath("fio"); err != nil {
+		t.Skip("fio not installed")
+	}
+	jobs, err := ListJobs(jobsDir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		out, err := exec.Command("fio", "--parse-only", "--ioengine=null", "--size=1m", j.Path).CombinedOutput()
+		if err != nil {
+			t.Errorf("fio --parse-only %s: %v\n%s", j.Path, err, out)
+		}
+		b, _ := os.ReadFile(j.Path)
+		for _, banned := range []string{"ioengine=", "filename=", "uri="} {
+			if strings.Contains(string(b), "\n"+banned) {
+				t.Errorf("%s sets %s: job files are engine-agnostic", j.Path, banned)
+			}
+		}
+	}
+}
+
+func TestCheckTools(t *testing.T) {
+	err := CheckTools("/nonexistent/fio", "/nonexistent/nbdkit", false)
+	if !errors.Is(err, ErrMissingTools) || !strings.Contains(err.Error(), "apt-get install fio nbdkit") {
+		t.Errorf("CheckTools with missing tools: %v", err)
+	}
+	err = CheckTools("/nonexistent/fio", "/nonexistent/nbdkit", true)
+	if err == nil || strings.Contains(err.Error(), "nbdkit") {
+		t.Errorf("CheckTools skipping nbdkit: %v", err)
+	}
+}
+
+func TestNvmeofHook(t *testing.T) {
+	n := DefaultNvmeofConfig()
+	n.Engine = filepath.Join(t.TempDir(), "missing.so")
+	if ok, why := n.Available(); ok || !strings.Contains(why, "not built") {
+		t.Errorf("Available() with no engine = %v, %q", ok, why)
+	}
+	n.Engine = "/engines/e.so"
+	want := []string{"ioengine=external:/engines/e.so", "traddr=127.0.0.1", "trsvcid=4420", "subnqn=nqn.2026-11.io.nvmeof:bench", "nsid=1"}
+	if got := n.EngineArgs(); !reflect.DeepEqual(got, want) {
+		t.Errorf("EngineArgs() = %q\nwant %q", got, want)
+	}
+	cfg := n.NvmetdConfig("1G")
+	for _, s := range []string{`backend    = "memory"`, `size       = "1GiB"`, `address   = "127.0.0.1"`, `subsystem "nqn.2026-11.io.nvmeof:bench"`} {
+		if !strings.Contains(cfg, s) {
+			t.Errorf("nvmetd config lacks %s:\n%s", s, cfg)
+		}
+	}
+	for in, want := range map[string]string{"1G": "1GiB", "512M": "512MiB", "1073741824": "1073741824", "": ""} {
+		if got := hclSize(in); got != want {
+			t.Errorf("hclSize(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestConfigRuntime(t *testing.T) {
+	for _, c := range []struct {
+		c    Config
+		want time.Duration
+	}{
+		{Config{}, 10 * time.Second},
+		{Config{Mode: ModeQuick}, 3 * time.Second},
+		{Config{Mode: ModeSmoke}, time.Second},
+		{Config{Mode: ModeQuick, Runtime: 5 * time.Second}, 5 * time.Second},
+	} {
+		if got := c.c.runtime(); got != c.want {
+			t.Errorf("%+v: runtime %v, want %v", c.c, got, c.want)
+		}
+	}
+}
+
+// TestRunSmoke runs two jobs for half a second each against a real nbdkit,
+// and the nvmeof side with a file that is not a fio engine: its jobs must
+// fail or be skipped, never produce numbers.
+func TestRunSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	if err := CheckTools("", "", false); err != nil {
+		t.Skip(err)
+	}
+	notEngine := filepath.Join(t.TempDir(), "not-an-engine.so")
+	if err := os.WriteFile(notEngine, []byte("not ELF"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nv := DefaultNvmeofConfig()
+	nv.Engine = notEngine
+	var log bytes.Buffer
+	r, err := Run(context.Background(), Config{
+		Mode:    ModeSmoke,
+		Runtime: 500 * time.Millisecond,
+		JobsDir: jobsDir,
+		Only:    []string{"randread-4k-qd1", "seqwrite-128k-qd8-verify"},
+		MemSize: "512M",
+		Nvmeof:  nv,
+		Log:     &log,
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if len(r.Jobs) != 2 {
+		t.Fatalf("%d jobs", len(r.Jobs))
+	}
+	for _, j := range r.Jobs {
+		m := j.Nbdkit
+		if m == nil || m.Error != "" || m.IOPS <= 0 || m.MBps <= 0 || m.P50us <= 0 || m.ServerCPUs < 0 {
+			t.Errorf("job %s nbdkit metrics %+v", j.Name, m)
+		}
+		if j.Nvmeof != nil && j.Nvmeof.Error == "" {
+			t.Errorf("job %s: nvmeof numbers from a file that is no engine: %+v", j.Name, j.Nvmeof)
+		}
+	}
+	if r.NvmeofSkipped == "" && r.Jobs[0].Nvmeof == nil {
+		t.Error("nvmeof side neither skipped nor failed")
+	}
+	t.Logf("nvmeof side: skipped %q, first job %+v", r.NvmeofSkipped, r.Jobs[0].Nvmeof)
+	if r.Ceilings.PingPong.Count == 0 {
+		t.Errorf("no ping-pong measured: %+v", r.Ceilings)
+	}
+	if len(r.Goals) != 3 || r.Goals[0].Pass != nil {
+		t.Errorf("goals %+v", r.Goals)
+	}
+
+	dir := t.TempDir()
+	paths, err := WriteResults(r, filepath.Join(dir, "res.json"), filepath.Join(dir, "out"))
+	if err != nil || len(paths) != 4 {
+		t.Fatalf("WriteResults = %v, %v", paths, err)
+	}
+	f, err := os.Open(filepath.Join(dir, "res.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Errorf("chart: %v", err)
+	}
+	var back report.Report
+	b, _ := os.ReadFile(paths[0])
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Jobs) != 2 {
+		t.Errorf("JSON read back: %v, %d jobs", err, len(back.Jobs))
+	}
+}
