@@ -6,8 +6,8 @@
 // validation follows the kernel's store handlers where it has rules
 // (serial ≤ 20 printable ASCII bytes, model ≤ 40, firmware ≤ 8, cntlid
 // range, nsid neither 0 nor 0xffffffff, allow_any_host exclusive with
-// allowed_hosts), plus rules of our own (NQN syntax, backends, sizes,
-// addresses, references).
+// allowed_hosts), plus rules of our own (NQN syntax, as warnings: see
+// NQNs below; backends, sizes, addresses, references).
 //
 // A Tree is loaded from nvmetd's HCL file (ParseHCL, LoadFile) or from the
 // JSON nvmetcli saves (ParseNvmetcliJSON), validated as a whole
@@ -32,12 +32,12 @@
 //	  subsystems       = ["nqn…"]    # optional: the same links as a subsystem's ports
 //	}
 //
-//	host "nqn.2014-08.org.nvmexpress:uuid:…" {}
+//	host "nqn.2014-08.org.nvmexpress:uuid:…" {} # optional, see below
 //
 //	subsystem "nqn.2026-11.io.nvmeof:disk0" {
 //	  ports          = ["rdma0"]
 //	  allow_any_host = false         # attr_allow_any_host
-//	  allowed_hosts  = ["nqn.2014-08.org.nvmexpress:uuid:…"] # each declared by a host block
+//	  allowed_hosts  = ["nqn.2014-08.org.nvmexpress:uuid:…"] # hosts/ links
 //	  serial         = "NVMEOF0001"  # attr_serial
 //	  model          = "nvmeof"      # attr_model
 //	  firmware       = "1.0"         # attr_firmware
@@ -60,6 +60,23 @@
 //	}
 //
 // See examples/nvmetd.hcl for every option with its default.
+//
+// The kernel's tree needs hosts/<nqn> for each allowed_hosts link; the HCL
+// loader creates the host for a name in allowed_hosts that no host block
+// declares (Tree.HCL leaves it implied again), so host blocks are needed
+// only for hosts no subsystem lists. nvmetcli JSON and trees built in code
+// must list their hosts, as configfs does.
+//
+// # NQNs
+//
+// Subsystem and host names follow CheckNQN: the Linux target accepts any
+// configfs directory name, and nvmetcli configurations use names like
+// "testnqn", so a name that is not a conforming NQN (fabrics.ValidateNQN)
+// loads with a warning (Tree.Warnings) as long as it is safe: 1 to 223
+// bytes of printable UTF-8 without whitespace or '/'. Other names are
+// errors, and so is a name in the UUID form
+// (nqn.2014-08.org.nvmexpress:uuid:…) without a valid UUID, or the
+// discovery NQN as a subsystem.
 //
 // # Defaults and derived values
 //

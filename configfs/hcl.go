@@ -189,6 +189,17 @@ func (d *hclDecoder) tree(body hcl.Body) *Tree {
 			}
 		}
 	}
+	// Hosts named in allowed_hosts without a host block get one, as the
+	// configfs tree needs hosts/<nqn> for each allowed_hosts link.
+	for _, s := range t.Subsystems {
+		for _, nqn := range s.AllowedHosts {
+			if t.Host(nqn) == nil {
+				src := newSource(nil)
+				src.block = s.src.attrs["allowed_hosts"].rng
+				t.Hosts = append(t.Hosts, &Host{NQN: nqn, implicit: true, src: src})
+			}
+		}
+	}
 	// A subsystem's ports become links in the ports, as in configfs.
 	for _, l := range links {
 		seen := make(map[string]bool)
@@ -519,6 +530,9 @@ func (t *Tree) HCL() []byte {
 	}
 
 	for _, h := range t.Hosts {
+		if h.implicit {
+			continue // allowed_hosts declares it
+		}
 		root.AppendNewline()
 		root.AppendNewBlock("host", []string{h.NQN})
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+
+	"github.com/nvmeof/nvmeof/fabrics"
 )
 
 // UUID is a namespace UUID (device_uuid; NVMe NIDT 3). The zero UUID means
@@ -30,49 +32,18 @@ func (g NGUID) IsZero() bool { return g == NGUID{} }
 func (e EUI64) IsZero() bool { return e == EUI64{} }
 
 // String formats u as 8-4-4-4-12 lower-case hex digits.
-func (u UUID) String() string { return uuidString(u) }
+func (u UUID) String() string { return fabrics.FormatUUID(u) }
 
 // String formats g like a UUID, as the kernel shows device_nguid.
-func (g NGUID) String() string { return uuidString(g) }
+func (g NGUID) String() string { return fabrics.FormatUUID(g) }
 
 // String formats e as 16 lower-case hex digits.
 func (e EUI64) String() string { return hex.EncodeToString(e[:]) }
 
-func uuidString(b [16]byte) string {
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
-}
-
-// ParseUUID parses a UUID in 8-4-4-4-12 hex form.
+// ParseUUID parses a UUID in 8-4-4-4-12 hex form (fabrics.ParseUUID).
 func ParseUUID(s string) (UUID, error) {
-	var u UUID
-	if !isUUIDForm(s) {
-		return u, fmt.Errorf("%q is not a UUID (want 8-4-4-4-12 hex digits)", s)
-	}
-	if _, err := hex.Decode(u[:], []byte(s[0:8]+s[9:13]+s[14:18]+s[19:23]+s[24:36])); err != nil {
-		return u, fmt.Errorf("%q is not a UUID: %v", s, err)
-	}
-	return u, nil
-}
-
-// isUUIDForm reports whether s has the 8-4-4-4-12 hex digit layout.
-func isUUIDForm(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		switch i {
-		case 8, 13, 18, 23:
-			if s[i] != '-' {
-				return false
-			}
-		default:
-			if !isHex(s[i]) {
-				return false
-			}
-		}
-	}
-	return true
+	u, err := fabrics.ParseUUID(s)
+	return UUID(u), err
 }
 
 func isHex(c byte) bool {

@@ -269,15 +269,10 @@ func ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 	}
 	t.validate(c)
 	if len(c.errs) > 0 {
-		for _, e := range c.errs {
-			if e.Path != "" {
-				e.Path = filename + ": " + e.Path
-			} else {
-				e.Path = filename
-			}
-		}
+		c.errs.inFile(filename)
 		return nil, c.errs
 	}
+	t.file = filename
 	return t, nil
 }
 

@@ -190,6 +190,20 @@ func TestNvmetcliJSONRoundTrip(t *testing.T) {
 	}
 }
 
+// TestNvmetcliJSONWarnings loads nvmetcli's own example names: accepted,
+// with warnings that name the file.
+func TestNvmetcliJSONWarnings(t *testing.T) {
+	tree, err := ParseNvmetcliJSON([]byte(`{"hosts": [{"nqn": "hostnqn"}], "subsystems": [{"nqn": "testnqn", "allowed_hosts": ["hostnqn"]}]}`), "c.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := tree.Warnings()
+	if len(ws) != 2 || !strings.HasPrefix(ws[0].Error(), `c.json: hosts/hostnqn: NQN "hostnqn": does not start with "nqn."`) ||
+		!strings.HasPrefix(ws[1].Error(), `c.json: subsystems/testnqn: NQN "testnqn": does not start with "nqn."`) {
+		t.Errorf("warnings %v", ws)
+	}
+}
+
 func TestNvmetcliJSONErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -199,7 +213,7 @@ func TestNvmetcliJSONErrors(t *testing.T) {
 		{"syntax error", "{\n  \"hosts\": [\n    {\"nqn\": }\n", []string{"c.json:3:13:", "invalid character"}},
 		{"wrong type", `{"hosts": {"nqn": "x"}}`, []string{"c.json:1:", "cannot unmarshal"}},
 		{"bad attr value", `{"subsystems": [{"nqn": "` + nqnA + `", "attr": {"serial": [1]}}]}`, []string{"not a string, number or boolean"}},
-		{"bad NQN", `{"subsystems": [{"nqn": "testnqn", "attr": {"allow_any_host": "1"}}]}`, []string{`c.json: subsystems/testnqn: NQN "testnqn" does not start with "nqn."`}},
+		{"bad NQN", `{"subsystems": [{"nqn": "test nqn", "attr": {"allow_any_host": "1"}}]}`, []string{`c.json: subsystems/test nqn: NQN "test nqn": character ' ' not allowed`}},
 		{"missing nqn", `{"subsystems": [{"attr": {}}]}`, []string{"c.json: subsystems[0]: nqn: missing"}},
 		{"bad allow_any_host", `{"subsystems": [{"nqn": "` + nqnA + `", "attr": {"allow_any_host": "perhaps"}}]}`, []string{"attr_allow_any_host: \"perhaps\" is not a boolean"}},
 		{"serial too long", `{"subsystems": [{"nqn": "` + nqnA + `", "attr": {"serial": "123456789012345678901"}}]}`, []string{"c.json: subsystems/" + nqnA + ": attr_serial: ", "more than 20"}},

@@ -78,7 +78,8 @@ type Tree struct {
 	Subsystems []*Subsystem
 	Hosts      []*Host
 
-	src *source
+	src  *source
+	file string // the nvmetcli JSON file loaded, for Warnings
 }
 
 // Port is ports/<id>: a transport address the target listens on and the
@@ -152,7 +153,11 @@ type Namespace struct {
 type Host struct {
 	NQN string
 
-	src *source
+	// implicit marks a host the HCL loader created because a subsystem's
+	// allowed_hosts names it without a host block; Tree.HCL leaves it
+	// out again.
+	implicit bool
+	src      *source
 }
 
 // source remembers where an object and its attributes were written, so
@@ -331,7 +336,7 @@ func (t *Tree) Clone() *Tree {
 	if t == nil {
 		return nil
 	}
-	c := &Tree{LogLevel: t.LogLevel, src: t.src}
+	c := &Tree{LogLevel: t.LogLevel, src: t.src, file: t.file}
 	for _, p := range t.Ports {
 		cp := *p
 		cp.Subsystems = slices.Clone(p.Subsystems)

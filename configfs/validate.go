@@ -75,6 +75,21 @@ func (es Errors) errorOrNil() error {
 	return es
 }
 
+// inFile names the file in errors that have no position (trees from
+// nvmetcli JSON): "file: path: …".
+func (es Errors) inFile(filename string) {
+	for _, e := range es {
+		if e.Range != nil {
+			continue
+		}
+		if e.Path != "" {
+			e.Path = filename + ": " + e.Path
+		} else {
+			e.Path = filename
+		}
+	}
+}
+
 // sortByPosition orders errors by file position; errors without one keep
 // their order after the others.
 func (es Errors) sortByPosition() {
@@ -111,14 +126,29 @@ var (
 	}
 )
 
-// collector accumulates errors.
-type collector struct{ errs Errors }
+// collector accumulates errors and warnings.
+type collector struct{ errs, warns Errors }
 
 // add records an error about attribute attr (a configfs name, or "" for
 // the object) of the object at path, placing it with the object's source.
 func (c *collector) add(src *source, names map[string]string, path, attr, format string, args ...any) {
+	if e := newError(src, names, path, attr, format, args...); e != nil {
+		c.errs = append(c.errs, e)
+	}
+}
+
+// warn records a warning as add records an error.
+func (c *collector) warn(src *source, names map[string]string, path, attr, format string, args ...any) {
+	if e := newError(src, names, path, attr, format, args...); e != nil {
+		c.warns = append(c.warns, e)
+	}
+}
+
+// newError returns an Error placed with the object's source, or nil when
+// the attribute's value already failed to decode.
+func newError(src *source, names map[string]string, path, attr, format string, args ...any) *Error {
 	if src != nil && src.bad[attr] {
-		return
+		return nil
 	}
 	e := &Error{Path: path, Attr: attr, Msg: fmt.Sprintf(format, args...)}
 	if src != nil {
@@ -137,18 +167,34 @@ func (c *collector) add(src *source, names map[string]string, path, attr, format
 			}
 		}
 	}
-	c.errs = append(c.errs, e)
+	return e
 }
 
 // LogLevels lists the accepted log_level values.
 var LogLevels = []string{"trace", "debug", "info", "warn", "error", "off"}
 
 // Validate checks the whole tree and returns every error found as Errors,
-// or nil.
+// or nil. What it accepts with a warning, Warnings returns.
 func (t *Tree) Validate() error {
 	c := &collector{}
 	t.validate(c)
 	return c.errs.errorOrNil()
+}
+
+// Warnings returns what validation accepts but reports, like errors with
+// their positions: subsystem and host names that are safe but not
+// conforming NQNs (see CheckNQN), which the Linux target accepts. The
+// loaders return trees with warnings without error; callers should show
+// the warnings (target.Target.ApplyConfig logs them). Nil when there are
+// none.
+func (t *Tree) Warnings() Errors {
+	c := &collector{}
+	t.validate(c)
+	c.warns.sortByPosition()
+	if t.file != "" {
+		c.warns.inFile(t.file)
+	}
+	return c.warns
 }
 
 func (t *Tree) validate(c *collector) {
@@ -159,8 +205,13 @@ func (t *Tree) validate(c *collector) {
 	hosts := make(map[string]bool)
 	for _, h := range t.Hosts {
 		path := "hosts/" + h.NQN
-		if err := ValidateNQN(h.NQN); err != nil {
+		// The NQN errors of a host created for allowed_hosts are reported
+		// there.
+		switch warn, err := CheckNQN(h.NQN); {
+		case err != nil && !h.implicit:
 			c.add(h.src, nil, path, "", "%v", err)
+		case warn != nil:
+			c.warn(h.src, nil, path, "", "%v", warn)
 		}
 		if hosts[h.NQN] {
 			c.add(h.src, nil, path, "", "host declared twice")
@@ -343,11 +394,23 @@ func ParseVersion(s string) (uint32, error) {
 	return uint32(v[0]<<16 | v[1]<<8 | v[2]), nil
 }
 
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
 func (s *Subsystem) validate(c *collector, path string, hosts map[string]bool) {
 	add := func(attr, format string, args ...any) { c.add(s.src, subsysHCLNames, path, attr, format, args...) }
-	if err := ValidateNQN(s.NQN); err != nil {
+	switch warn, err := CheckNQN(s.NQN); {
+	case err != nil:
 		add("", "%v", err)
-	} else if s.NQN == DiscoveryNQN {
+	case warn != nil:
+		c.warn(s.src, subsysHCLNames, path, "", "%v", warn)
+	case s.NQN == DiscoveryNQN:
 		add("", "the discovery NQN cannot name a subsystem")
 	}
 	if err := validASCII(s.Serial, MaxSerialLen); err != nil {
@@ -376,13 +439,15 @@ func (s *Subsystem) validate(c *collector, path string, hosts map[string]bool) {
 	}
 	seen := make(map[string]bool)
 	for _, h := range s.AllowedHosts {
+		// Warnings about the name are the host's (hosts/).
+		_, err := CheckNQN(h)
 		switch {
 		case seen[h]:
 			add("allowed_hosts", "host %q listed twice", h)
-		case ValidateNQN(h) != nil:
-			add("allowed_hosts", "%v", ValidateNQN(h))
+		case err != nil:
+			add("allowed_hosts", "%v", err)
 		case !hosts[h]:
-			add("allowed_hosts", "unknown host %q (declare it with host %q {})", h, h)
+			add("allowed_hosts", "unknown host %q (hosts/ has no such host)", h)
 		}
 		seen[h] = true
 	}

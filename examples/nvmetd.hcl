@@ -61,13 +61,17 @@ port "rdma6" {
   service   = "4421"
 }
 
-# A host that may connect to subsystems listing it in allowed_hosts. Hosts
-# named in allowed_hosts must be declared here. The label is the host NQN
-# (nvme-cli's /etc/nvme/hostnqn).
+# A host (configfs hosts/). The label is the host NQN (nvme-cli's
+# /etc/nvme/hostnqn). Optional: a host named in a subsystem's allowed_hosts
+# is created without a block; declare one here to keep a host that no
+# subsystem lists yet (it is kept in hosts/, as with nvmetcli).
 host "nqn.2014-08.org.nvmexpress:uuid:5a3c6b1e-8f2d-4c7a-9e01-3b5d7f9a1c2e" {}
 
 # A subsystem. The label is its NQN: nqn.yyyy-mm.reverse.domain:name, or
-# nqn.2014-08.org.nvmexpress:uuid:<uuid>; at most 223 bytes.
+# nqn.2014-08.org.nvmexpress:uuid:<uuid>; at most 223 bytes. Other names
+# the Linux target accepts (like nvmetcli's "testnqn": printable, without
+# spaces or '/') load with a warning, as hosts that check NQNs may refuse
+# them; a name in the uuid form must hold a valid UUID.
 subsystem "nqn.2026-11.io.nvmeof:disk0" {
   # The ports (by label) this subsystem is exported on. Default: none.
   ports = ["rdma0", "rdma6"]
@@ -76,8 +80,8 @@ subsystem "nqn.2026-11.io.nvmeof:disk0" {
   # allowed_hosts lists hosts. Default false.
   allow_any_host = false
 
-  # allowed_hosts: host NQNs allowed to connect (each declared by a host
-  # block). Default: none.
+  # allowed_hosts: host NQNs allowed to connect. A host without a host block
+  # gets one implicitly. Default: none.
   allowed_hosts = ["nqn.2014-08.org.nvmexpress:uuid:5a3c6b1e-8f2d-4c7a-9e01-3b5d7f9a1c2e"]
 
   # attr_serial: Identify Controller serial number, at most 20 printable

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Fuzz targets for every decoder that reads bytes from the network. Under
@@ -209,11 +211,18 @@ func FuzzProperties(f *testing.F) {
 func FuzzValidateNQN(f *testing.F) {
 	for _, s := range []string{DiscoveryNQN, "nqn.2014-08.org.nvmexpress:kpeer-target",
 		"nqn.2014-08.org.nvmexpress:uuid:6b706565-7200-4000-8000-000000000000", "nqn.2016-06.io.spdk:cnode1",
-		"nqn.2014-13.x:y", "", "nqn.2014-08.org.nvmexpress:uuid:zz"} {
+		"nqn.2014-13.x:y", "", "nqn.2014-08.org.nvmexpress:uuid:zz", "testnqn", "test nqn"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		err := ValidateNQN(s)
+		warn, cerr := CheckNQN(s)
+		if warn != nil && cerr != nil || (err == nil) != (warn == nil && cerr == nil) {
+			t.Fatalf("%q: ValidateNQN %v, CheckNQN %v, %v", s, err, warn, cerr)
+		}
+		if cerr == nil && (s == "" || len(s) > MaxNQNLen || !utf8.ValidString(s) || strings.ContainsFunc(s, unicode.IsSpace)) {
+			t.Fatalf("%q: unsafe name passes CheckNQN", s)
+		}
 		if err != nil {
 			return
 		}

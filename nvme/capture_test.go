@@ -1,25 +1,15 @@
 package nvme_test
 
-// Test-only access to the golden captures: pcapng frames, the RoCEv2 and
-// NVMe/TCP payload framing needed to get at SQEs, CQEs and data, and the
-// decode oracle. It is deliberately self-contained (gopacket's pcapgo and the
-// standard library) so that the nvme package's tests depend on no other
-// package of the module.
+// Test-only access to the golden captures through internal/capture: the
+// RoCEv2 messages and NVMe/TCP PDUs that carry SQEs, CQEs and data, and the
+// decode oracle records they are checked against.
 
 import (
-	"bufio"
-	"compress/gzip"
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 
-	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/nvmeof/nvmeof/internal/capture"
 )
 
 const (
@@ -27,173 +17,132 @@ const (
 	tcpCapture  = "kernel-nvme-tcp"
 )
 
-// frame is one captured frame with its IPv4 and UDP/TCP fields located.
-type frame struct {
-	number       int
-	src, dst     netip.Addr
-	proto        uint8
-	sport, dport uint16
-	payload      []byte // UDP or TCP payload
-	tcpSeq       uint32
-	tcpSYN       bool
-	parsedOkay   bool
-}
-
-func testdataPath(name string) string {
-	return filepath.Join("..", "testdata", "pcap", name)
-}
-
-func openMaybeGzip(t testing.TB, path string) io.ReadCloser {
+// loadFrames returns the frames of testdata/pcap/<name>.pcapng.gz: frame
+// number n is frames[n-1].
+func loadFrames(t testing.TB, name string) []capture.Frame {
 	t.Helper()
-	f, err := os.Open(path)
+	frames, err := capture.Load(name + ".pcapng.gz")
 	if err != nil {
-		t.Fatalf("open %s: %v", path, err)
+		t.Fatal(err)
 	}
-	zr, err := gzip.NewReader(bufio.NewReader(f))
+	for i := range frames {
+		if frames[i].Number != i+1 {
+			t.Fatalf("%s: frame %d at index %d", name, frames[i].Number, i)
+		}
+	}
+	return frames
+}
+
+// frameAt returns frame number n.
+func frameAt(t testing.TB, frames []capture.Frame, n int) *capture.Frame {
+	t.Helper()
+	if n < 1 || n > len(frames) {
+		t.Fatalf("frame %d of %d", n, len(frames))
+	}
+	return &frames[n-1]
+}
+
+// loadOracle returns the records of testdata/pcap/<name>.decoded.jsonl.gz.
+func loadOracle(t testing.TB, name string) []capture.Record {
+	t.Helper()
+	recs, err := capture.LoadOracle(name + ".decoded.jsonl.gz")
 	if err != nil {
-		f.Close()
-		t.Fatalf("%s: %v", path, err)
+		t.Fatal(err)
 	}
-	return struct {
-		io.Reader
-		io.Closer
-	}{zr, f}
-}
-
-func parseFrame(n int, d []byte) frame {
-	f := frame{number: n}
-	if len(d) < 14 || binary.BigEndian.Uint16(d[12:]) != 0x0800 {
-		return f
-	}
-	ip := d[14:]
-	if len(ip) < 20 {
-		return f
-	}
-	ihl := int(ip[0]&0xf) * 4
-	total := int(binary.BigEndian.Uint16(ip[2:]))
-	if ihl < 20 || total < ihl || total > len(ip) {
-		return f
-	}
-	f.src = netip.AddrFrom4([4]byte(ip[12:16]))
-	f.dst = netip.AddrFrom4([4]byte(ip[16:20]))
-	f.proto = ip[9]
-	l4 := ip[ihl:total]
-	switch f.proto {
-	case 17:
-		if len(l4) < 8 {
-			return f
-		}
-		f.sport, f.dport = binary.BigEndian.Uint16(l4), binary.BigEndian.Uint16(l4[2:])
-		f.payload = l4[8:]
-	case 6:
-		if len(l4) < 20 {
-			return f
-		}
-		doff := int(l4[12]>>4) * 4
-		if doff < 20 || doff > len(l4) {
-			return f
-		}
-		f.sport, f.dport = binary.BigEndian.Uint16(l4), binary.BigEndian.Uint16(l4[2:])
-		f.tcpSeq = binary.BigEndian.Uint32(l4[4:])
-		f.tcpSYN = l4[13]&0x02 != 0
-		f.payload = l4[doff:]
-	default:
-		return f
-	}
-	f.parsedOkay = true
-	return f
-}
-
-var (
-	framesOnce  sync.Map // capture name -> *framesResult
-	oracleCache sync.Map // capture name -> *oracleResult
-)
-
-type framesResult struct {
-	once   sync.Once
-	frames []frame
-	err    error
-}
-
-// loadFrames returns the frames of testdata/pcap/<name>.pcapng.gz, indexed
-// by frame number (frames[0] is unused).
-func loadFrames(t testing.TB, name string) []frame {
-	t.Helper()
-	v, _ := framesOnce.LoadOrStore(name, &framesResult{})
-	r := v.(*framesResult)
-	r.once.Do(func() {
-		rc := openMaybeGzip(t, testdataPath(name+".pcapng.gz"))
-		defer rc.Close()
-		ng, err := pcapgo.NewNgReader(rc, pcapgo.DefaultNgReaderOptions)
-		if err != nil {
-			r.err = err
-			return
-		}
-		r.frames = []frame{{}}
-		for n := 1; ; n++ {
-			data, _, err := ng.ReadPacketData()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				r.err = fmt.Errorf("frame %d: %w", n, err)
-				return
-			}
-			r.frames = append(r.frames, parseFrame(n, data))
-		}
-	})
-	if r.err != nil {
-		t.Fatalf("%s: %v", name, r.err)
-	}
-	return r.frames
-}
-
-type oracleResult struct {
-	once sync.Once
-	recs []json.RawMessage
-	err  error
-}
-
-// loadOracle returns the lines of testdata/pcap/<name>.decoded.jsonl.gz.
-func loadOracle(t testing.TB, name string) []json.RawMessage {
-	t.Helper()
-	v, _ := oracleCache.LoadOrStore(name, &oracleResult{})
-	r := v.(*oracleResult)
-	r.once.Do(func() {
-		rc := openMaybeGzip(t, testdataPath(name+".decoded.jsonl.gz"))
-		defer rc.Close()
-		sc := bufio.NewScanner(rc)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			r.recs = append(r.recs, append(json.RawMessage(nil), sc.Bytes()...))
-		}
-		r.err = sc.Err()
-	})
-	if r.err != nil {
-		t.Fatalf("%s oracle: %v", name, r.err)
-	}
-	return r.recs
+	return recs
 }
 
 // oracleRecords decodes the records of one kind into T.
-func oracleRecords[T any](t testing.TB, name, kind string) []T {
+func oracleRecords[T any](t testing.TB, recs []capture.Record, kind string) []T {
 	t.Helper()
 	var out []T
-	for _, raw := range loadOracle(t, name) {
-		var k struct {
-			Kind string `json:"kind"`
-		}
-		if err := json.Unmarshal(raw, &k); err != nil {
-			t.Fatal(err)
-		}
-		if k.Kind != kind {
+	for _, r := range recs {
+		if r.Kind != kind {
 			continue
 		}
 		var v T
-		if err := json.Unmarshal(raw, &v); err != nil {
-			t.Fatalf("%s %s record: %v", name, kind, err)
+		if err := r.Decode(&v); err != nil {
+			t.Fatalf("%s record: %v", kind, err)
 		}
 		out = append(out, v)
+	}
+	return out
+}
+
+// frameKey names a list of frames as map keys do here: the oracle's
+// frames and for_frames lists, and capture.Message.Frames.
+func frameKey(frames []int) string { return fmt.Sprint(frames) }
+
+// roceMessages reassembles the RC SEND, RDMA WRITE and READ response
+// messages of a capture, by their frames.
+func roceMessages(t testing.TB, frames []capture.Frame) map[string]*capture.Message {
+	t.Helper()
+	msgs, err := capture.Messages(frames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]*capture.Message, len(msgs))
+	for i := range msgs {
+		out[frameKey(msgs[i].Frames)] = &msgs[i]
+	}
+	return out
+}
+
+// roceMessage returns the message of the given kind made of exactly these
+// frames.
+func roceMessage(t testing.TB, msgs map[string]*capture.Message, kind capture.MessageKind, frames []int) *capture.Message {
+	t.Helper()
+	m := msgs[frameKey(frames)]
+	if m == nil || m.Kind != kind {
+		t.Fatalf("frames %v are not one RoCEv2 message of kind %d", frames, kind)
+	}
+	return m
+}
+
+// streamKey names one direction of a TCP connection.
+type streamKey struct{ src, dst netip.AddrPort }
+
+// tcpPDU is one NVMe/TCP PDU cut from the capture with its oracle record.
+type tcpPDU struct {
+	capture.TCPPDU
+	rec oracleTCPPDU
+}
+
+// key returns the PDU's stream.
+func (p *tcpPDU) key() streamKey { return streamKey{p.Stream.Src, p.Stream.Dst} }
+
+// tcpPDUs reassembles the NVMe/TCP streams of the capture, cuts them into
+// PDUs by PLEN and pairs each PDU with its tcp_pdu oracle record, in the
+// oracle's order. The cut must agree with the record (stream, frames of the
+// first and last byte, PDU type, PLEN) and the capture must be clean: every
+// stream starts with its SYN and has no retransmitted, reordered or missing
+// segment.
+func tcpPDUs(t testing.TB, frames []capture.Frame, recs []capture.Record) []tcpPDU {
+	t.Helper()
+	cut, err := capture.NVMeTCPPDUs(frames, 4420)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oracle := oracleRecords[oracleTCPPDU](t, recs, "tcp_pdu")
+	if len(cut) != len(oracle) {
+		t.Fatalf("%d PDUs cut from the capture, the oracle has %d", len(cut), len(oracle))
+	}
+	out := make([]tcpPDU, len(cut))
+	for i, r := range oracle {
+		p := cut[i]
+		s := p.Stream
+		if !s.SYN || s.Duplicate != 0 || s.Reordered != 0 || s.Missing != 0 {
+			t.Fatalf("%v: SYN %v, %d duplicate bytes, %d reordered segments, %d missing bytes (the capture should be clean)",
+				s, s.SYN, s.Duplicate, s.Reordered, s.Missing)
+		}
+		src := netip.AddrPortFrom(netip.MustParseAddr(r.Src), r.Sport)
+		dst := netip.AddrPortFrom(netip.MustParseAddr(r.Dst), r.Dport)
+		if s.Src != src || s.Dst != dst || p.FirstFrame != r.FrameFirst || p.LastFrame != r.FrameLast ||
+			p.Data[0] != r.Hdr.Type || uint32(len(p.Data)) != r.Hdr.PLen {
+			t.Fatalf("oracle %s %v -> %v frames %d-%d: stream cut gives type %d, %d bytes in frames %d-%d of %v",
+				r.TypeName, src, dst, r.FrameFirst, r.FrameLast, p.Data[0], len(p.Data), p.FirstFrame, p.LastFrame, s)
+		}
+		out[i] = tcpPDU{p, r}
 	}
 	return out
 }
@@ -305,119 +254,4 @@ type oracleTCPPDU struct {
 	ForOpcode   *uint64            `json:"for_opcode"`
 	ForFrames   []int              `json:"for_frames"`
 	ConnectData *oracleConnectData `json:"connect_data"`
-}
-
-// rocePayload returns the message payload of a RoCEv2 RC packet (the
-// bytes after the BTH and the extended headers of its opcode, without pad
-// and ICRC) and the BTH opcode. Only the RC opcodes of the capture are
-// known here.
-func rocePayload(t testing.TB, f frame) ([]byte, uint8) {
-	t.Helper()
-	p := f.payload
-	if !f.parsedOkay || f.proto != 17 || f.dport != 4791 || len(p) < 12+4 {
-		t.Fatalf("frame %d is not a RoCEv2 packet", f.number)
-	}
-	op := p[0]
-	pad := int(p[1] >> 4 & 0x3)
-	// Extended header bytes after the 12-byte BTH (IBTA vol. 1 table 38):
-	// RETH 16, AETH 4, ImmDt 4, IETH 4.
-	ext, ok := map[uint8]int{
-		0x00: 0, 0x01: 0, 0x02: 0, 0x03: 4, 0x04: 0, 0x05: 4, // SEND First, Middle, Last, Last+Imm, Only, Only+Imm
-		0x06: 16, 0x07: 0, 0x08: 0, 0x09: 4, 0x0a: 16, 0x0b: 20, // RDMA WRITE First .. Only with Immediate
-		0x0d: 4, 0x0e: 0, 0x0f: 4, 0x10: 4, // RDMA READ Response First, Middle, Last, Only
-		0x16: 4, 0x17: 4, // SEND Last / Only with Invalidate
-	}[op]
-	if !ok {
-		t.Fatalf("frame %d: BTH opcode 0x%02x carries no message payload", f.number, op)
-	}
-	end := len(p) - 4 - pad
-	if 12+ext > end {
-		t.Fatalf("frame %d: %d bytes, too short for opcode 0x%02x", f.number, len(p), op)
-	}
-	return p[12+ext : end], op
-}
-
-// roceMessage concatenates the payloads of the frames of one message.
-func roceMessage(t testing.TB, frames []frame, numbers []int) []byte {
-	t.Helper()
-	var msg []byte
-	for _, n := range numbers {
-		p, _ := rocePayload(t, frames[n])
-		msg = append(msg, p...)
-	}
-	return msg
-}
-
-// tcpPDU is one NVMe/TCP PDU cut from a reassembled stream.
-type tcpPDU struct {
-	src, dst              netip.AddrPort
-	frameFirst, frameLast int
-	bytes                 []byte // the whole PDU (header and data)
-}
-
-type tcpStreamKey struct{ src, dst netip.AddrPort }
-
-// tcpPDUs reassembles every TCP stream of the capture in sequence order and
-// cuts it into NVMe/TCP PDUs by their PLEN. The golden captures are clean
-// (no loss or retransmission); a gap or overlap fails the test.
-func tcpPDUs(t testing.TB, frames []frame) map[tcpStreamKey][]tcpPDU {
-	t.Helper()
-	type stream struct {
-		next    uint32
-		started bool
-		buf     []byte
-		owner   []int // frame number of each byte in buf
-	}
-	streams := map[tcpStreamKey]*stream{}
-	var order []tcpStreamKey
-	for _, f := range frames[1:] {
-		if !f.parsedOkay || f.proto != 6 {
-			continue
-		}
-		k := tcpStreamKey{netip.AddrPortFrom(f.src, f.sport), netip.AddrPortFrom(f.dst, f.dport)}
-		s := streams[k]
-		if s == nil {
-			s = &stream{}
-			streams[k] = s
-			order = append(order, k)
-		}
-		if f.tcpSYN {
-			s.next, s.started = f.tcpSeq+1, true
-			continue
-		}
-		if len(f.payload) == 0 {
-			continue
-		}
-		if !s.started {
-			t.Fatalf("frame %d: TCP data before the SYN of %v", f.number, k)
-		}
-		if f.tcpSeq != s.next {
-			t.Fatalf("frame %d: TCP sequence %d, expected %d (the capture should be clean)", f.number, f.tcpSeq, s.next)
-		}
-		s.next += uint32(len(f.payload))
-		s.buf = append(s.buf, f.payload...)
-		for range f.payload {
-			s.owner = append(s.owner, f.number)
-		}
-	}
-	out := map[tcpStreamKey][]tcpPDU{}
-	for _, k := range order {
-		s := streams[k]
-		for off := 0; off < len(s.buf); {
-			if len(s.buf)-off < 8 {
-				t.Fatalf("%v: %d bytes left after the last PDU", k, len(s.buf)-off)
-			}
-			plen := int(binary.LittleEndian.Uint32(s.buf[off+4:]))
-			if plen < 8 || off+plen > len(s.buf) {
-				t.Fatalf("%v: PDU at stream byte %d has PLEN %d, %d bytes left", k, off, plen, len(s.buf)-off)
-			}
-			out[k] = append(out[k], tcpPDU{
-				src: k.src, dst: k.dst,
-				frameFirst: s.owner[off], frameLast: s.owner[off+plen-1],
-				bytes: s.buf[off : off+plen],
-			})
-			off += plen
-		}
-	}
-	return out
 }

@@ -4,10 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net/netip"
 	"testing"
 
+	"github.com/nvmeof/nvmeof/internal/capture"
 	"github.com/nvmeof/nvmeof/nvme"
+	"github.com/nvmeof/nvmeof/rdma/wire"
 )
 
 // checkSQE compares every SQE field the oracle decodes with our view.
@@ -179,23 +180,24 @@ func checkCommand(t *testing.T, where string, qid uint64, s nvme.SQE, sgl oracle
 const captureBlockSize = 512
 
 func TestGoldenRDMACapsules(t *testing.T) {
-	frames := loadFrames(t, rdmaCapture)
-	caps := oracleRecords[oracleCapsule](t, rdmaCapture, "capsule")
+	msgs := roceMessages(t, loadFrames(t, rdmaCapture))
+	caps := oracleRecords[oracleCapsule](t, loadOracle(t, rdmaCapture), "capsule")
 	if len(caps) != 206 {
 		t.Fatalf("%d capsule records, ORACLE.md says 206", len(caps))
 	}
 	single := 0
 	for _, c := range caps {
 		where := fmt.Sprintf("capsule frames %v", c.Frames)
-		msg := roceMessage(t, frames, c.Frames)
+		m := roceMessage(t, msgs, capture.MsgSend, c.Frames)
+		msg := m.Payload
 		if len(msg) != nvme.SQESize+c.IncapsuleLen {
 			t.Errorf("%s: %d bytes, oracle says SQE + %d", where, len(msg), c.IncapsuleLen)
 			continue
 		}
 		if len(c.Frames) == 1 {
 			single++
-			if _, op := rocePayload(t, frames[c.Frames[0]]); op != 0x04 && op != 0x05 && op != 0x17 {
-				t.Errorf("%s: BTH opcode 0x%02x is not a SEND Only", where, op)
+			if op := m.LastOpcode; op != wire.RCSendOnly && op != wire.RCSendOnlyWithImmediate && op != wire.RCSendOnlyWithInvalidate {
+				t.Errorf("%s: BTH opcode 0x%02x is not a SEND Only", where, uint8(op))
 			}
 		}
 		s, err := nvme.ParseSQE(msg)
@@ -215,18 +217,19 @@ func TestGoldenRDMACapsules(t *testing.T) {
 }
 
 func TestGoldenRDMACompletions(t *testing.T) {
-	frames := loadFrames(t, rdmaCapture)
-	cqes := oracleRecords[oracleCQERecord](t, rdmaCapture, "cqe")
+	msgs := roceMessages(t, loadFrames(t, rdmaCapture))
+	recs := loadOracle(t, rdmaCapture)
+	cqes := oracleRecords[oracleCQERecord](t, recs, "cqe")
 	if len(cqes) != 204 {
 		t.Fatalf("%d cqe records, ORACLE.md says 204", len(cqes))
 	}
 	caps := map[string]oracleCapsule{}
-	for _, c := range oracleRecords[oracleCapsule](t, rdmaCapture, "capsule") {
-		caps[fmt.Sprint(c.Frames)] = c
+	for _, c := range oracleRecords[oracleCapsule](t, recs, "capsule") {
+		caps[frameKey(c.Frames)] = c
 	}
 	for _, r := range cqes {
 		where := fmt.Sprintf("cqe frames %v", r.Frames)
-		msg := roceMessage(t, frames, r.Frames)
+		msg := roceMessage(t, msgs, capture.MsgSend, r.Frames).Payload
 		if len(msg) != nvme.CQESize {
 			t.Errorf("%s: %d bytes", where, len(msg))
 			continue
@@ -236,7 +239,7 @@ func TestGoldenRDMACompletions(t *testing.T) {
 			t.Fatalf("%s: %v", where, err)
 		}
 		checkCQE(t, where, c, r.CQE)
-		cmd, ok := caps[fmt.Sprint(r.ForFrames)]
+		cmd, ok := caps[frameKey(r.ForFrames)]
 		if !ok {
 			t.Errorf("%s: no capsule at %v", where, r.ForFrames)
 			continue
@@ -270,29 +273,15 @@ func checkCompletionResult(t *testing.T, where string, cmd oracleCapsule, c nvme
 
 func TestGoldenTCPCapsules(t *testing.T) {
 	frames := loadFrames(t, tcpCapture)
-	streams := tcpPDUs(t, frames)
-	pdus := oracleRecords[oracleTCPPDU](t, tcpCapture, "tcp_pdu")
+	pdus := tcpPDUs(t, frames, loadOracle(t, tcpCapture))
 	if len(pdus) != 595 {
 		t.Fatalf("%d tcp_pdu records, ORACLE.md says 595", len(pdus))
 	}
-	next := map[tcpStreamKey]int{}
 	var cmds, resps, singleCmds, singleResps int
 	commands := map[string]oracleTCPPDU{}
-	for _, r := range pdus {
-		k := tcpStreamKey{
-			netip.AddrPortFrom(netip.MustParseAddr(r.Src), r.Sport),
-			netip.AddrPortFrom(netip.MustParseAddr(r.Dst), r.Dport),
-		}
-		i := next[k]
-		next[k]++
-		if i >= len(streams[k]) {
-			t.Fatalf("oracle PDU %d of %v (frame %d) is not in the capture", i, k, r.FrameLast)
-		}
-		p := streams[k][i]
+	for _, p := range pdus {
+		r := p.rec
 		where := fmt.Sprintf("%s frames %d-%d", r.TypeName, r.FrameFirst, r.FrameLast)
-		if p.frameFirst != r.FrameFirst || p.frameLast != r.FrameLast || p.bytes[0] != r.Hdr.Type || uint32(len(p.bytes)) != r.Hdr.PLen {
-			t.Fatalf("%s: stream cut gives type %d, %d bytes in frames %d-%d", where, p.bytes[0], len(p.bytes), p.frameFirst, p.frameLast)
-		}
 		switch r.TypeName {
 		case "CapsuleCmd":
 			cmds++
@@ -300,15 +289,15 @@ func TestGoldenTCPCapsules(t *testing.T) {
 				singleCmds++
 				// A PDU in one segment: the brief's shortcut (PDU at the
 				// TCP payload start) must agree for the first PDU of it.
-				f := frames[r.FrameFirst]
-				if len(f.payload) >= len(p.bytes) && string(f.payload[:len(p.bytes)]) == string(p.bytes) {
-					if _, err := nvme.ParseSQE(f.payload[8:]); err != nil {
+				f := frameAt(t, frames, r.FrameFirst)
+				if len(f.Payload) >= len(p.Data) && string(f.Payload[:len(p.Data)]) == string(p.Data) {
+					if _, err := nvme.ParseSQE(f.Payload[8:]); err != nil {
 						t.Errorf("%s: %v", where, err)
 					}
 				}
 			}
 			// Common header (8 bytes), then the SQE; no header digest here.
-			s, err := nvme.ParseSQE(p.bytes[8:])
+			s, err := nvme.ParseSQE(p.Data[8:])
 			if err != nil {
 				t.Fatalf("%s: %v", where, err)
 			}
@@ -316,18 +305,18 @@ func TestGoldenTCPCapsules(t *testing.T) {
 			if r.QID != nil {
 				checkCommand(t, where, *r.QID, s, r.SQE.SGL, r.IncapsuleLen, captureBlockSize)
 			}
-			commands[fmt.Sprint(pduFrames(r))] = r
+			commands[frameKey(pduFrames(r))] = r
 		case "CapsuleResp":
 			resps++
 			if r.FrameFirst == r.FrameLast {
 				singleResps++
 			}
-			c, err := nvme.ParseCQE(p.bytes[8:])
+			c, err := nvme.ParseCQE(p.Data[8:])
 			if err != nil {
 				t.Fatalf("%s: %v", where, err)
 			}
 			checkCQE(t, where, c, r.CQE)
-			if cmd, ok := commands[fmt.Sprint(r.ForFrames)]; ok {
+			if cmd, ok := commands[frameKey(r.ForFrames)]; ok {
 				if uint64(c.CID()) != cmd.SQE.CID {
 					t.Errorf("%s: CID %d completes CID %d", where, c.CID(), cmd.SQE.CID)
 				}
@@ -339,11 +328,6 @@ func TestGoldenTCPCapsules(t *testing.T) {
 	}
 	if cmds != 206 || resps != 206 || singleCmds != 169 || singleResps != 202 {
 		t.Errorf("%d CapsuleCmd (%d in one segment), %d CapsuleResp (%d in one segment)", cmds, singleCmds, resps, singleResps)
-	}
-	for k, ps := range streams {
-		if next[k] != len(ps) {
-			t.Errorf("%v: %d PDUs cut, oracle has %d", k, len(ps), next[k])
-		}
 	}
 }
 
@@ -370,15 +354,16 @@ type identifyData struct {
 // Get Log Page commands, checked against the oracle's SHA-256.
 func rdmaAdminData(t *testing.T) []identifyData {
 	t.Helper()
-	frames := loadFrames(t, rdmaCapture)
+	msgs := roceMessages(t, loadFrames(t, rdmaCapture))
+	recs := loadOracle(t, rdmaCapture)
 	caps := map[string]oracleCapsule{}
-	for _, c := range oracleRecords[oracleCapsule](t, rdmaCapture, "capsule") {
-		caps[fmt.Sprint(c.Frames)] = c
+	for _, c := range oracleRecords[oracleCapsule](t, recs, "capsule") {
+		caps[frameKey(c.Frames)] = c
 	}
 	// Which controller a queue belongs to: the SUBNQN of the Connect on
 	// that QP (admin-queue Connect data comes by RDMA READ, I/O-queue
 	// Connect data in the capsule).
-	rdata := oracleRecords[oracleRDMAData](t, rdmaCapture, "rdma_data")
+	rdata := oracleRecords[oracleRDMAData](t, recs, "rdma_data")
 	subnqn := map[uint64]string{} // target QP -> subsystem NQN
 	for _, c := range caps {
 		if c.ConnectData != nil {
@@ -387,7 +372,7 @@ func rdmaAdminData(t *testing.T) []identifyData {
 	}
 	for _, r := range rdata {
 		if r.ConnectData != nil {
-			subnqn[caps[fmt.Sprint(r.ForFrames)].DQPN] = r.ConnectData.SubNQN
+			subnqn[caps[frameKey(r.ForFrames)].DQPN] = r.ConnectData.SubNQN
 		}
 	}
 	var out []identifyData
@@ -398,11 +383,11 @@ func rdmaAdminData(t *testing.T) []identifyData {
 		if op := nvme.AdminOpcode(*r.ForOpcode); op != nvme.AdminIdentify && op != nvme.AdminGetLogPage {
 			continue
 		}
-		data := roceMessage(t, frames, r.Frames)
+		data := roceMessage(t, msgs, capture.MsgWrite, r.Frames).Payload
 		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != r.SHA256 || len(data) != r.Len || r.Offset != 0 {
 			t.Fatalf("RDMA WRITE frames %v: reassembly does not match the oracle", r.Frames)
 		}
-		c := caps[fmt.Sprint(r.ForFrames)]
+		c := caps[frameKey(r.ForFrames)]
 		nqn, ok := subnqn[c.DQPN]
 		if !ok {
 			t.Fatalf("RDMA WRITE frames %v: no Connect on QP %d", r.Frames, c.DQPN)
@@ -430,24 +415,16 @@ func rdmaAdminData(t *testing.T) []identifyData {
 // and Get Log Page commands of the NVMe/TCP capture, with the command.
 func tcpAdminData(t *testing.T) []identifyData {
 	t.Helper()
-	frames := loadFrames(t, tcpCapture)
-	streams := tcpPDUs(t, frames)
-	pdus := oracleRecords[oracleTCPPDU](t, tcpCapture, "tcp_pdu")
+	pdus := tcpPDUs(t, loadFrames(t, tcpCapture), loadOracle(t, tcpCapture))
 	cmds := map[string]oracleTCPPDU{}
-	next := map[tcpStreamKey]int{}
-	subnqn := map[tcpStreamKey]string{} // host -> target stream -> subsystem NQN
+	subnqn := map[streamKey]string{} // host -> target stream -> subsystem NQN
 	var out []identifyData
-	for _, r := range pdus {
-		k := tcpStreamKey{
-			netip.AddrPortFrom(netip.MustParseAddr(r.Src), r.Sport),
-			netip.AddrPortFrom(netip.MustParseAddr(r.Dst), r.Dport),
-		}
-		p := streams[k][next[k]]
-		next[k]++
+	for _, p := range pdus {
+		r := p.rec
 		if r.TypeName == "CapsuleCmd" {
-			cmds[fmt.Sprint(pduFrames(r))] = r
+			cmds[frameKey(pduFrames(r))] = r
 			if r.ConnectData != nil {
-				subnqn[k] = r.ConnectData.SubNQN
+				subnqn[p.key()] = r.ConnectData.SubNQN
 			}
 			continue
 		}
@@ -457,11 +434,12 @@ func tcpAdminData(t *testing.T) []identifyData {
 		if op := nvme.AdminOpcode(*r.ForOpcode); op != nvme.AdminIdentify && op != nvme.AdminGetLogPage {
 			continue
 		}
-		if r.Data.DataO != 0 || int(r.Hdr.PDO)+int(r.Data.DataL) != len(p.bytes) {
-			t.Fatalf("C2HData frames %d-%d: offset %d length %d in a %d-byte PDU", r.FrameFirst, r.FrameLast, r.Data.DataO, r.Data.DataL, len(p.bytes))
+		if r.Data.DataO != 0 || int(r.Hdr.PDO)+int(r.Data.DataL) != len(p.Data) {
+			t.Fatalf("C2HData frames %d-%d: offset %d length %d in a %d-byte PDU", r.FrameFirst, r.FrameLast, r.Data.DataO, r.Data.DataL, len(p.Data))
 		}
-		c := cmds[fmt.Sprint(r.ForFrames)]
-		nqn, ok := subnqn[tcpStreamKey{k.dst, k.src}]
+		c := cmds[frameKey(r.ForFrames)]
+		k := p.key()
+		nqn, ok := subnqn[streamKey{k.dst, k.src}]
 		if !ok {
 			t.Fatalf("C2HData frames %d-%d: no Connect on the connection", r.FrameFirst, r.FrameLast)
 		}
@@ -475,7 +453,7 @@ func tcpAdminData(t *testing.T) []identifyData {
 			cmd:    sqe,
 			ioCtrl: nqn != discoveryNQN,
 			first:  r.FrameFirst,
-			data:   p.bytes[r.Hdr.PDO:],
+			data:   p.Data[r.Hdr.PDO:],
 		})
 	}
 	return out

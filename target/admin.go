@@ -25,45 +25,24 @@ func (c *controller) handleAdmin(q *queue, r *fabrics.Request) {
 		return
 	}
 	op := nvme.AdminOpcode(r.SQE[0])
-	if c.subsys.disc {
-		c.handleDiscoveryAdmin(q, r, op)
-		return
-	}
-	switch op {
-	case nvme.AdminGetLogPage:
-		c.getLogPage(q, r)
-	case nvme.AdminIdentify:
-		c.identify(q, r)
-	case nvme.AdminAbort:
-		c.abort(q, r)
-	case nvme.AdminSetFeatures:
-		c.setFeatures(q, r)
-	case nvme.AdminGetFeatures:
-		c.getFeatures(q, r)
-	case nvme.AdminAsyncEventRequest:
-		c.asyncEventRequest(q, r)
-	case nvme.AdminKeepAlive:
-		c.keepAlive(q, r)
-	default:
+	switch {
+	case c.subsys.disc && op == nvme.AdminAbort:
+		// A discovery controller runs the same commands but Abort (Linux
+		// nvmet_parse_discovery_cmd).
 		q.complete(r, dnr(nvme.StatusInvalidOpcode), locOpcode, 0)
-	}
-}
-
-// handleDiscoveryAdmin runs an admin command on a discovery controller
-// (Linux nvmet_parse_discovery_cmd).
-func (c *controller) handleDiscoveryAdmin(q *queue, r *fabrics.Request, op nvme.AdminOpcode) {
-	switch op {
-	case nvme.AdminGetLogPage:
+	case op == nvme.AdminGetLogPage:
 		c.getLogPage(q, r)
-	case nvme.AdminIdentify:
+	case op == nvme.AdminIdentify:
 		c.identify(q, r)
-	case nvme.AdminSetFeatures:
+	case op == nvme.AdminAbort:
+		c.abort(q, r)
+	case op == nvme.AdminSetFeatures:
 		c.setFeatures(q, r)
-	case nvme.AdminGetFeatures:
+	case op == nvme.AdminGetFeatures:
 		c.getFeatures(q, r)
-	case nvme.AdminAsyncEventRequest:
+	case op == nvme.AdminAsyncEventRequest:
 		c.asyncEventRequest(q, r)
-	case nvme.AdminKeepAlive:
+	case op == nvme.AdminKeepAlive:
 		c.keepAlive(q, r)
 	default:
 		q.complete(r, dnr(nvme.StatusInvalidOpcode), locOpcode, 0)

@@ -36,7 +36,8 @@ type ConfigChanges struct {
 // ApplyConfig makes the target match a validated configfs tree: the first
 // call builds everything, later calls (a reload) apply the difference from
 // the tree applied before (configfs.Diff) without disturbing what did not
-// change. Namespace backends are opened with bdev.Open. It goes on past
+// change. Validation warnings (configfs.Tree.Warnings) are logged. Namespace
+// backends are opened with bdev.Open. It goes on past
 // failures (a backend that does not open, say) and returns them all; what
 // failed is left out of the applied tree, so the next call tries again.
 func (t *Target) ApplyConfig(tree *configfs.Tree) (ConfigChanges, error) {
@@ -45,6 +46,9 @@ func (t *Target) ApplyConfig(tree *configfs.Tree) (ConfigChanges, error) {
 	var res ConfigChanges
 	if err := tree.Validate(); err != nil {
 		return res, fmt.Errorf("target: configuration: %w", err)
+	}
+	for _, w := range tree.Warnings() {
+		t.log.Warn("configuration accepted with a warning", "warning", w.Error())
 	}
 	old := t.applied
 	if old == nil {

@@ -2,6 +2,7 @@ package target
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"testing"
@@ -181,6 +182,54 @@ func TestApplyConfig(t *testing.T) {
 	if ids, _ := nvme.DecodeNSIDList(r.data); !slices.Equal(ids, []uint32{1, 2}) {
 		t.Errorf("active namespaces %v, want [1 2]", ids)
 	}
+}
+
+// TestNonConformingNQNs serves names Linux nvmet accepts and nvmetcli
+// examples use: a subsystem "testnqn" and a host "testhost" (named only in
+// allowed_hosts) load with warnings and accept a Connect; unsafe names are
+// still refused.
+func TestNonConformingNQNs(t *testing.T) {
+	tree, err := configfs.ParseHCL([]byte(`
+port "p1" {
+  transport = "loop"
+  address   = "127.0.0.1"
+}
+subsystem "testnqn" {
+  ports         = ["p1"]
+  allowed_hosts = ["testhost"]
+  namespace "1" {
+    backend = "null"
+    size    = "1MiB"
+  }
+}
+`), "t.hcl")
+	must(t, err)
+	if ws := tree.Warnings(); len(ws) != 2 {
+		t.Errorf("warnings %v, want one for the host and one for the subsystem", ws)
+	}
+	tgt := New(Options{Logger: testLogger(t)})
+	t.Cleanup(func() { tgt.Close() })
+	res, err := tgt.ApplyConfig(tree)
+	must(t, err)
+	net := loop.NewNetwork()
+	serveConfigured(t, tgt, net, res.Start)
+	f := &fixture{t: t, tgt: tgt, net: net, addr: res.Start[0].Address}
+	h := f.dial(0, 31)
+	expect(t, h.connectRaw(31, 0, 0, "testnqn", "testhost", fabrics.CntlIDDynamic), 0, "Connect to testnqn as testhost")
+	h2 := f.dial(0, 31)
+	expect(t, h2.connectRaw(31, 0, 0, "testnqn", testHostNQN, fabrics.CntlIDDynamic),
+		fabrics.StatusConnectInvalidHost, "Connect by a host not allowed")
+
+	for _, err := range []error{
+		tgt.AddSubsystem(SubsystemConfig{NQN: "test nqn"}),
+		tgt.AddSubsystem(SubsystemConfig{NQN: "nqn.2026-11.io.nvmeof:x", AllowedHosts: []string{"nqn.2014-08.org.nvmexpress:uuid:zz"}}),
+		tgt.AllowHost("testnqn", "host\n1"),
+	} {
+		if !errors.Is(err, ErrInvalid) || !errors.Is(err, fabrics.ErrInvalidNQN) {
+			t.Errorf("unsafe name: %v", err)
+		}
+	}
+	must(t, tgt.AllowHost("testnqn", "otherhost"))
 }
 
 func TestParseVersion(t *testing.T) {

@@ -1,7 +1,6 @@
 package target
 
 import (
-	"encoding/binary"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -19,7 +18,6 @@ const (
 	errLogSlots    = 128 // Error Information log entries (Linux NVMET_ERROR_LOG_SLOTS)
 	maxChangedNS   = 1024
 	kasUnits       = 10 // KAS: keep-alive granularity in 100 ms units (1 s, Linux NVMET_KAS)
-	errEntrySize   = 64
 	discAQDepth    = 32 // ASQSZ of discovery log entries (Linux NVME_AQ_DEPTH)
 	capTimeout     = 15 // CAP.TO in 500 ms units (Linux)
 	featureEXHID   = 1  // Host Identifier: 128-bit
@@ -82,7 +80,7 @@ type controller struct {
 	changed  []uint32 // Changed Namespace List; nil with changedOverflow
 	overflow bool
 	errCount uint64
-	errLog   [errLogSlots][errEntrySize]byte
+	errLog   [errLogSlots][nvme.ErrorLogEntrySize]byte
 	arb      uint32 // Arbitration feature value
 	power    uint32 // Power Management feature value
 }
@@ -381,25 +379,27 @@ func (c *controller) completeAERs(done []aerDone) {
 	for _, d := range done {
 		nvme.CQE(d.a.r.CQE[:]).SetDW0(d.dw0)
 		c.log.Debug("asynchronous event", "dw0", d.dw0)
-		d.a.q.complete(d.a.r, 0, noLoc, 0)
+		d.a.q.ok(d.a.r)
 	}
 }
 
 // logError records a failed command in the Error Information log (Linux
-// nvmet_set_error).
-func (c *controller) logError(qid uint16, r *fabrics.Request, s status, loc uint16, lba uint64) {
+// nvmet_set_error). statusField is the CQE status field (phase tag and
+// More clear).
+func (c *controller) logError(qid uint16, r *fabrics.Request, statusField uint16, loc uint16, lba uint64) {
+	sqe := nvme.SQE(r.SQE[:])
 	c.mu.Lock()
 	c.errCount++
-	e := &c.errLog[c.errCount%errLogSlots]
-	clear(e[:])
-	binary.LittleEndian.PutUint64(e[0:], c.errCount)
-	binary.LittleEndian.PutUint16(e[8:], qid)
-	copy(e[10:12], r.SQE[2:4]) // CID
-	binary.LittleEndian.PutUint16(e[12:], (s &^ statusMore).CQEField())
-	binary.LittleEndian.PutUint16(e[14:], loc)
-	binary.LittleEndian.PutUint64(e[16:], lba)
-	if r.SQE[0] != fabrics.OpcodeFabrics {
-		copy(e[24:28], r.SQE[4:8]) // NSID
+	e := nvme.ErrorLogEntry(c.errLog[c.errCount%errLogSlots][:])
+	clear(e)
+	e.SetErrorCount(c.errCount)
+	e.SetSQID(qid)
+	e.SetCID(sqe.CID())
+	e.SetStatusRaw(statusField)
+	e.SetParameterErrorLocation(loc)
+	e.SetLBA(lba)
+	if sqe.Opcode() != fabrics.OpcodeFabrics {
+		e.SetNSID(sqe.NSID())
 	}
 	c.mu.Unlock()
 }

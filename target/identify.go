@@ -19,7 +19,7 @@ func (c *controller) identify(q *queue, r *fabrics.Request) {
 		q.complete(r, dnr(nvme.StatusInvalidField), locCDW10, 0)
 		return
 	}
-	var s status
+	var s nvme.Error
 	switch cns {
 	case nvme.CNSNamespace:
 		s = c.identifyNamespace(r, cmd.NSID())
@@ -50,9 +50,9 @@ func (c *controller) identify(q *queue, r *fabrics.Request) {
 		s = dnr(nvme.StatusInvalidField)
 	}
 	switch {
-	case s == 0:
+	case s.Status.Success():
 		q.ok(r)
-	case s.Code() == st(nvme.StatusInvalidNamespaceOrFormat):
+	case s.Status == nvme.StatusInvalidNamespaceOrFormat:
 		q.complete(r, s, locNSID, 0)
 	default:
 		q.complete(r, s, locCDW10, 0)
@@ -135,13 +135,13 @@ func (c *controller) identifyController(q *queue, r *fabrics.Request) {
 // identifyNamespace fills Identify Namespace. An NSID in range without an
 // active namespace gets a zeroed structure (Linux); 0, FFFFFFFFh and NSIDs
 // above NN are invalid (Linux: FFFFFFFFh only).
-func (c *controller) identifyNamespace(r *fabrics.Request, nsid uint32) status {
+func (c *controller) identifyNamespace(r *fabrics.Request, nsid uint32) nvme.Error {
 	if nsid == 0 || nsid > c.subsys.table().nn {
 		return dnr(nvme.StatusInvalidNamespaceOrFormat)
 	}
 	ns := c.subsys.activeNamespace(nsid)
 	if ns == nil {
-		return 0
+		return nvme.Error{}
 	}
 	id := nvme.IdentifyNamespace(r.Data)
 	n := ns.nblocks.Load()
@@ -162,17 +162,17 @@ func (c *controller) identifyNamespace(r *fabrics.Request, nsid uint32) status {
 	}
 	id.SetNGUID(ns.nguid)
 	id.SetEUI64(ns.eui64)
-	return 0
+	return nvme.Error{}
 }
 
 // identifyNSList returns the active NSIDs above nsid (CNS 02h, or 07h for
 // one command set).
-func (c *controller) identifyNSList(r *fabrics.Request, nsid uint32, bycsi bool, csi uint8) status {
+func (c *controller) identifyNSList(r *fabrics.Request, nsid uint32, bycsi bool, csi uint8) nvme.Error {
 	if nsid >= 0xfffffffe {
 		return dnr(nvme.StatusInvalidNamespaceOrFormat)
 	}
 	if bycsi && csi != nvme.CSINVM {
-		return 0 // every namespace is NVM: an empty list
+		return nvme.Error{} // every namespace is NVM: an empty list
 	}
 	ids := make([]uint32, 0, 16)
 	for _, ns := range c.subsys.table().active {
@@ -187,12 +187,12 @@ func (c *controller) identifyNSList(r *fabrics.Request, nsid uint32, bycsi bool,
 		c.log.Error("encode namespace list", "err", err)
 		return dnr(nvme.StatusInternalError)
 	}
-	return 0
+	return nvme.Error{}
 }
 
 // identifyDescriptors returns the Namespace Identification Descriptor
 // list: EUI64 and NGUID when set, the UUID, and the command set.
-func (c *controller) identifyDescriptors(r *fabrics.Request, nsid uint32) status {
+func (c *controller) identifyDescriptors(r *fabrics.Request, nsid uint32) nvme.Error {
 	ns := c.subsys.activeNamespace(nsid)
 	if ns == nil {
 		return dnr(nvme.StatusInvalidNamespaceOrFormat)
@@ -209,7 +209,7 @@ func (c *controller) identifyDescriptors(r *fabrics.Request, nsid uint32) status
 		c.log.Error("encode namespace descriptors", "err", err)
 		return dnr(nvme.StatusInternalError)
 	}
-	return 0
+	return nvme.Error{}
 }
 
 // Offsets of the I/O Command Set Independent Identify Namespace structure
@@ -222,7 +222,7 @@ const (
 	csiNSTAT    = 14
 )
 
-func (c *controller) identifyCSIndependent(r *fabrics.Request, nsid uint32) status {
+func (c *controller) identifyCSIndependent(r *fabrics.Request, nsid uint32) nvme.Error {
 	ns := c.subsys.activeNamespace(nsid)
 	if ns == nil {
 		return dnr(nvme.StatusInvalidNamespaceOrFormat)
@@ -234,5 +234,5 @@ func (c *controller) identifyCSIndependent(r *fabrics.Request, nsid uint32) stat
 	}
 	b[csiNSTAT] = 1 // namespace ready
 	binary.LittleEndian.PutUint32(b[csiANAGRPID:], 0)
-	return 0
+	return nvme.Error{}
 }

@@ -2,7 +2,6 @@ package target
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"syscall"
 
@@ -89,8 +88,8 @@ func (c *controller) handleIO(q *queue, r *fabrics.Request) {
 		}
 		nb := ns.nblocks.Load()
 		for i := range dsm.Ranges() {
-			rg := r.Data[i*nvme.DSMRangeSize:]
-			l, s := uint64(binary.LittleEndian.Uint32(rg[4:])), binary.LittleEndian.Uint64(rg[8:])
+			rg := nvme.DSMRange(r.Data[i*nvme.DSMRangeSize:])
+			l, s := uint64(rg.Length()), rg.SLBA()
 			if s > nb || l > nb-s {
 				q.complete(r, dnr(nvme.StatusLBAOutOfRange), locDPTR, s)
 				return
@@ -148,7 +147,7 @@ func (w *worker) run(c *ioCmd) {
 	ns, r, q := c.ns, c.r, c.q
 	dev := ns.dev
 	var err error
-	var s status
+	var s nvme.Error
 	switch c.op {
 	case nvme.IORead:
 		if _, err = dev.ReadAt(r.Data, c.off); err == nil {
@@ -181,8 +180,8 @@ func (w *worker) run(c *ioCmd) {
 		}
 	case nvme.IODatasetManagement:
 		for i := range c.nr {
-			rg := r.Data[i*nvme.DSMRangeSize:]
-			l, slba := int64(binary.LittleEndian.Uint32(rg[4:])), binary.LittleEndian.Uint64(rg[8:])
+			rg := nvme.DSMRange(r.Data[i*nvme.DSMRangeSize:])
+			l, slba := int64(rg.Length()), rg.SLBA()
 			if l == 0 {
 				continue
 			}
@@ -208,11 +207,11 @@ func (w *worker) run(c *ioCmd) {
 	loc := uint16(noLoc)
 	if err != nil {
 		s, loc = ioStatus(c.op, err)
-		if s.Code() == st(nvme.StatusUnrecoveredReadError) || s.Code() == st(nvme.StatusWriteFault) {
+		if s.Status == nvme.StatusUnrecoveredReadError || s.Status == nvme.StatusWriteFault {
 			ns.stats.mediaErrors.Add(1)
 		}
 		q.log.Debug("backend error", "nsid", ns.nsid, "op", c.op.String(), "slba", c.slba, "err", err)
-	} else if s != 0 {
+	} else if !s.Status.Success() {
 		loc = locSLBA
 	}
 	slba := c.slba
@@ -227,7 +226,7 @@ func (q *queue) ctrlSubsys() *Subsystem { return q.ctrl.Load().subsys }
 // ioStatus maps a backend error to a completion status (Linux
 // errno_to_nvme_status and blk_to_nvme_status, with EIO reported as the
 // media error it is).
-func ioStatus(op nvme.IOOpcode, err error) (status, uint16) {
+func ioStatus(op nvme.IOOpcode, err error) (nvme.Error, uint16) {
 	switch {
 	case errors.Is(err, bdev.ErrOutOfRange):
 		return dnr(nvme.StatusLBAOutOfRange), locSLBA

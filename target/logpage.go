@@ -35,7 +35,7 @@ func (c *controller) getLogPage(q *queue, r *fabrics.Request) {
 			return
 		}
 		page := c.discoveryLog()
-		if s := copyLog(r.Data, page, cmd.LPO()); s != 0 {
+		if s := copyLog(r.Data, page, cmd.LPO()); !s.Status.Success() {
 			q.complete(r, s, locLPO, 0)
 			return
 		}
@@ -81,7 +81,7 @@ func (c *controller) getLogPage(q *queue, r *fabrics.Request) {
 		q.complete(r, dnr(nvme.StatusInvalidField), locCDW10, 0)
 		return
 	}
-	if s := copyLog(r.Data, page, cmd.LPO()); s != 0 {
+	if s := copyLog(r.Data, page, cmd.LPO()); !s.Status.Success() {
 		q.complete(r, s, locLPO, 0)
 		return
 	}
@@ -90,23 +90,23 @@ func (c *controller) getLogPage(q *queue, r *fabrics.Request) {
 
 // copyLog copies the window of page at off into dst, zero-filling what
 // the page does not cover.
-func copyLog(dst, page []byte, off uint64) status {
+func copyLog(dst, page []byte, off uint64) nvme.Error {
 	if off > uint64(len(page)) {
 		return dnr(nvme.StatusInvalidField)
 	}
 	n := copy(dst, page[off:])
 	clear(dst[n:])
-	return 0
+	return nvme.Error{}
 }
 
 // errorLog returns the Error Information log, newest entry first (Linux
 // nvmet_execute_get_log_page_error).
 func (c *controller) errorLog() []byte {
-	page := make([]byte, errLogSlots*errEntrySize)
+	page := make([]byte, errLogSlots*nvme.ErrorLogEntrySize)
 	c.mu.Lock()
 	slot := c.errCount % errLogSlots
 	for i := range errLogSlots {
-		copy(page[i*errEntrySize:], c.errLog[slot][:])
+		copy(page[i*nvme.ErrorLogEntrySize:], c.errLog[slot][:])
 		if slot == 0 {
 			slot = errLogSlots - 1
 		} else {
@@ -129,7 +129,7 @@ func (c *controller) changedNSLog(q *queue, r *fabrics.Request, cmd nvme.GetLogP
 			binary.LittleEndian.PutUint32(page[4*i:], id)
 		}
 	}
-	if s := copyLog(r.Data, page, cmd.LPO()); s != 0 {
+	if s := copyLog(r.Data, page, cmd.LPO()); !s.Status.Success() {
 		c.mu.Unlock()
 		q.complete(r, s, locLPO, 0)
 		return
@@ -184,7 +184,7 @@ func (c *controller) smartLog(q *queue, r *fabrics.Request, cmd nvme.GetLogPageC
 	}
 	run := func() {
 		page := c.buildSMART(nss)
-		if s := copyLog(r.Data, page, cmd.LPO()); s != 0 {
+		if s := copyLog(r.Data, page, cmd.LPO()); !s.Status.Success() {
 			q.complete(r, s, locLPO, 0)
 			return
 		}

@@ -58,25 +58,11 @@ const (
 	noLoc      = 0xffff
 )
 
-// status is a completion status as Linux keeps it (NVME_SC_*): SCT<<8 |
-// SC, with More in bit 13 and Do Not Retry in bit 14; the CQE status field
-// is this shifted left by one past the phase tag.
-type status uint16
-
-const (
-	statusMore status = 1 << 13
-	statusDNR  status = 1 << 14
-)
-
+// Commands complete with an nvme.Error value (its zero value is success):
+// passed by value, never as an error interface, it costs no allocation.
 // dnr returns s with Do Not Retry; st returns s without.
-func dnr(s nvme.Status) status { return status(s&0x7ff) | statusDNR }
-func st(s nvme.Status) status  { return status(s & 0x7ff) }
-
-// Code returns the status code type and code.
-func (s status) Code() status { return s & 0x7ff }
-
-// CQEField returns the CQE status field (bytes 15:14) with phase tag 0.
-func (s status) CQEField() uint16 { return uint16(s) << 1 }
+func dnr(s nvme.Status) nvme.Error { return nvme.Error{Status: s, DNR: true} }
+func st(s nvme.Status) nvme.Error  { return nvme.Error{Status: s} }
 
 // HandleCommand implements fabrics.CommandHandler. It never blocks:
 // admin commands run here, I/O goes to the namespace's workers.
@@ -134,27 +120,29 @@ func (q *queue) advanceSQHD() uint32 {
 	}
 }
 
-// complete finishes r with status s (0 = success): it sets SQHD and the
+// complete finishes r with status s (the zero value is success): it sets SQHD and the
 // status, records an error in the controller's Error Information log, and
 // hands r back to the transport. loc is the parameter error location and
 // lba the LBA the error concerns.
-func (q *queue) complete(r *fabrics.Request, s status, loc uint16, lba uint64) {
+func (q *queue) complete(r *fabrics.Request, s nvme.Error, loc uint16, lba uint64) {
 	cqe := nvme.CQE(r.CQE[:])
 	if !q.sqhdOff && q.size != 0 {
 		cqe.SetSQHD(uint16(q.advanceSQHD()))
 	}
-	if s.Code() != 0 {
+	if !s.Status.Success() {
+		cqe.SetStatusRaw(0)
+		cqe.SetStatus(s.Status)
+		cqe.SetDNR(s.DNR)
 		if c := q.ctrl.Load(); c != nil {
-			c.logError(q.qid, r, s, loc, lba)
-			s |= statusMore
+			c.logError(q.qid, r, cqe.StatusRaw(), loc, lba)
+			cqe.SetMore(true)
 		}
-		cqe.SetStatusRaw(s.CQEField())
 	}
 	r.Complete()
 }
 
 // ok completes r successfully.
-func (q *queue) ok(r *fabrics.Request) { q.complete(r, 0, noLoc, 0) }
+func (q *queue) ok(r *fabrics.Request) { q.complete(r, nvme.Error{}, noLoc, 0) }
 
 // getCmd takes an I/O command context from the queue's free list.
 func (q *queue) getCmd() *ioCmd {

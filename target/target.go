@@ -128,6 +128,9 @@ var (
 
 // SubsystemConfig describes an NVM subsystem.
 type SubsystemConfig struct {
+	// NQN names the subsystem. As in Linux nvmet it need not be a
+	// conforming NQN, only a safe name (fabrics.CheckNQN); so for the
+	// AllowedHosts.
 	NQN string
 	// Serial is the serial number (at most 20 ASCII characters); empty
 	// means one derived from the NQN (stable across restarts).
@@ -209,15 +212,19 @@ func derivedSerial(nqn string) string {
 	return hex.EncodeToString(h[:10])
 }
 
+// validHostNQN and normalize accept what Linux nvmet accepts: any name
+// fabrics.CheckNQN finds safe, conforming NQN or not (nvmetcli
+// configurations use names like "testnqn"). Configuration loaders warn
+// about the non-conforming ones (configfs.Tree.Warnings).
 func validHostNQN(h string) error {
-	if err := fabrics.ValidateNQN(h); err != nil {
+	if _, err := fabrics.CheckNQN(h); err != nil {
 		return fmt.Errorf("host NQN %q: %w: %w", h, ErrInvalid, err)
 	}
 	return nil
 }
 
 func (c *SubsystemConfig) normalize() error {
-	if err := fabrics.ValidateNQN(c.NQN); err != nil {
+	if _, err := fabrics.CheckNQN(c.NQN); err != nil {
 		return fmt.Errorf("subsystem NQN %q: %w: %w", c.NQN, ErrInvalid, err)
 	}
 	if c.Model == "" {

@@ -66,6 +66,9 @@ func run(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("check") {
+		for _, w := range tree.Warnings() {
+			fmt.Fprintln(os.Stderr, "warning:", w)
+		}
 		fmt.Printf("configuration OK: %d ports, %d subsystems\n", len(tree.Ports), len(tree.Subsystems))
 		return nil
 	}

@@ -80,7 +80,22 @@ func Path(name string) (string, error) {
 	return filepath.Join(root, "testdata", "pcap", name), nil
 }
 
-func open(path string) (io.ReadCloser, error) {
+// open opens a file of testdata/pcap by name, or any file by path (a name
+// with a path separator), decompressing .gz files. It returns the path.
+func open(nameOrPath string) (io.ReadCloser, string, error) {
+	path := nameOrPath
+	if !strings.ContainsRune(nameOrPath, filepath.Separator) {
+		p, err := Path(nameOrPath)
+		if err != nil {
+			return nil, "", err
+		}
+		path = p
+	}
+	rc, err := openFile(path)
+	return rc, path, err
+}
+
+func openFile(path string) (io.ReadCloser, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -102,15 +117,7 @@ func open(path string) (io.ReadCloser, error) {
 // Load reads every frame of a pcapng capture (a name in testdata/pcap or a
 // path; .gz is decompressed).
 func Load(nameOrPath string) ([]Frame, error) {
-	path := nameOrPath
-	if !strings.ContainsRune(nameOrPath, filepath.Separator) {
-		p, err := Path(nameOrPath)
-		if err != nil {
-			return nil, err
-		}
-		path = p
-	}
-	rc, err := open(path)
+	rc, path, err := open(nameOrPath)
 	if err != nil {
 		return nil, err
 	}
@@ -212,15 +219,7 @@ func (r Record) Decode(v any) error { return json.Unmarshal(r.Raw, v) }
 // LoadOracle reads a decode oracle (a name in testdata/pcap or a path; .gz
 // is decompressed).
 func LoadOracle(nameOrPath string) ([]Record, error) {
-	path := nameOrPath
-	if !strings.ContainsRune(nameOrPath, filepath.Separator) {
-		p, err := Path(nameOrPath)
-		if err != nil {
-			return nil, err
-		}
-		path = p
-	}
-	rc, err := open(path)
+	rc, path, err := open(nameOrPath)
 	if err != nil {
 		return nil, err
 	}

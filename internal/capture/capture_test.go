@@ -42,6 +42,17 @@ func TestLoadCaptures(t *testing.T) {
 			t.Errorf("%s: %d records, want %d", tt.oracle, len(recs), tt.records)
 		}
 	}
+	// A path (with a separator) is opened as is.
+	path, err := Path("rxe-icrc-probe.decoded.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := LoadOracle(path); err != nil || len(recs) != 8 {
+		t.Errorf("LoadOracle(%s): %d records, %v", path, len(recs), err)
+	}
+	if _, err := Load("no-such-capture.pcapng.gz"); err == nil {
+		t.Error("a missing capture loaded")
+	}
 }
 
 func TestMessages(t *testing.T) {

@@ -33,6 +33,9 @@ type TCPStream struct {
 	// Missing counts payload bytes buffered beyond a hole that was never
 	// filled (0 for a complete stream).
 	Missing int
+	// Reordered counts segments that arrived beyond a hole and waited for
+	// the bytes before them (0 for a stream captured in sequence order).
+	Reordered int
 
 	base    uint32 // sequence number of Data[0]
 	started bool
@@ -70,6 +73,7 @@ func (s *TCPStream) accept(off int64, data []byte, frame int) {
 		return
 	}
 	if off > end {
+		s.Reordered++
 		s.pending = append(s.pending, pendingSeg{off: off, data: data, frame: frame})
 		return
 	}

@@ -39,21 +39,22 @@ func TestTCPStreamsReassembly(t *testing.T) {
 	syn := tcpFrame(1, 3, 2, 40000, 4420, isn, tcpSYN, nil)
 	synack := tcpFrame(2, 2, 3, 4420, 40000, 7, tcpSYN|tcpACK, nil)
 	tests := []struct {
-		name   string
-		frames []Frame
-		dup    int
-		first  []int // FirstFrame of the three PDUs
-		last   []int
+		name      string
+		frames    []Frame
+		dup       int
+		reordered int
+		first     []int // FirstFrame of the three PDUs
+		last      []int
 	}{
-		{"in order", []Frame{syn, synack, seg(3, 0, 20), seg(4, 20, 60), seg(5, 60, 88)}, 0,
+		{"in order", []Frame{syn, synack, seg(3, 0, 20), seg(4, 20, 60), seg(5, 60, 88)}, 0, 0,
 			[]int{3, 4, 4}, []int{4, 4, 5}},
-		{"reordered", []Frame{syn, synack, seg(3, 60, 88), seg(4, 20, 60), seg(5, 0, 20)}, 0,
+		{"reordered", []Frame{syn, synack, seg(3, 60, 88), seg(4, 20, 60), seg(5, 0, 20)}, 0, 2,
 			[]int{5, 4, 4}, []int{4, 4, 3}},
 		{"retransmitted and overlapping", []Frame{syn, synack, seg(3, 0, 20), seg(4, 0, 20), seg(5, 10, 40),
-			seg(6, 30, 88), seg(7, 60, 88)}, 20 + 10 + 10 + 28, []int{3, 5, 5}, []int{5, 5, 6}},
-		{"overlapping out of order", []Frame{syn, synack, seg(3, 50, 88), seg(4, 40, 70), seg(5, 0, 45)}, 5 + 20,
+			seg(6, 30, 88), seg(7, 60, 88)}, 20 + 10 + 10 + 28, 0, []int{3, 5, 5}, []int{5, 5, 6}},
+		{"overlapping out of order", []Frame{syn, synack, seg(3, 50, 88), seg(4, 40, 70), seg(5, 0, 45)}, 5 + 20, 2,
 			[]int{5, 5, 5}, []int{5, 5, 3}},
-		{"no SYN", []Frame{seg(3, 0, 20), seg(4, 20, 88)}, 0, []int{3, 4, 4}, []int{4, 4, 4}},
+		{"no SYN", []Frame{seg(3, 0, 20), seg(4, 20, 88)}, 0, 0, []int{3, 4, 4}, []int{4, 4, 4}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,8 +74,8 @@ func TestTCPStreamsReassembly(t *testing.T) {
 			if !bytes.Equal(s.Data, stream) {
 				t.Fatalf("data %x, want %x", s.Data, stream)
 			}
-			if s.Duplicate != tt.dup || s.Missing != 0 {
-				t.Errorf("duplicate %d missing %d, want %d 0", s.Duplicate, s.Missing, tt.dup)
+			if s.Duplicate != tt.dup || s.Missing != 0 || s.Reordered != tt.reordered {
+				t.Errorf("duplicate %d missing %d reordered %d, want %d 0 %d", s.Duplicate, s.Missing, s.Reordered, tt.dup, tt.reordered)
 			}
 			if tt.name != "no SYN" && (!s.SYN || !s.Active) {
 				t.Errorf("SYN %v Active %v", s.SYN, s.Active)
