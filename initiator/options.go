@@ -119,13 +119,15 @@ func (o Options) withDefaults() (Options, error) {
 	if o.SubsystemNQN == "" {
 		return o, fmt.Errorf("initiator: no subsystem NQN")
 	}
-	if err := fabrics.ValidateNQN(o.SubsystemNQN); err != nil {
+	// As nvme-cli and the Linux host: any safe name goes (targets accept
+	// names like "testnqn"); only unsafe ones are refused here.
+	if _, err := fabrics.CheckNQN(o.SubsystemNQN); err != nil {
 		return o, fmt.Errorf("initiator: subsystem NQN: %w", err)
 	}
 	if o.HostNQN == "" {
 		o.HostNQN = defaultHostNQN()
 	}
-	if err := fabrics.ValidateNQN(o.HostNQN); err != nil {
+	if _, err := fabrics.CheckNQN(o.HostNQN); err != nil {
 		return o, fmt.Errorf("initiator: host NQN: %w", err)
 	}
 	if o.HostID == ([16]byte{}) {
