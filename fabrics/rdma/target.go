@@ -316,8 +316,14 @@ func newTargetQueue(l *Listener, qid uint16, depth, inline, reads int, req rdma.
 			RQSize: 0,
 		},
 		remote:  fabrics.Address{Transport: fabrics.TransportRDMA, Addr: req.RemoteAddr().Addr(), ServiceID: l.cfg.ServiceID},
-		slots:   make([]targetSlot, depth),
-		waiting: make([]int, 0, depth),
+		// Twice the host's queue depth in receive buffers and requests,
+		// as nvmet-rdma allocates twice its responses: a slot returns to
+		// the receive queue only when its response SEND has completed
+		// (the host's ACK), and by then the host may already have sent
+		// the next commands. Without the slack such a command meets no
+		// receive buffer and draws an RNR NAK.
+		slots:   make([]targetSlot, 2*depth),
+		waiting: make([]int, 0, 2*depth),
 		serveCh: make(chan struct{}),
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -332,7 +338,8 @@ func newTargetQueue(l *Listener, qid uint16, depth, inline, reads int, req rdma.
 	}
 	// Each command takes one receive, at most one RDMA READ or WRITE and
 	// one SEND.
-	if q.cq, err = dev.CreateCQ(3*depth + 1); err != nil {
+	nslots := len(q.slots)
+	if q.cq, err = dev.CreateCQ(3*nslots + 1); err != nil {
 		q.destroy()
 		return nil, fmt.Errorf("create CQ: %w", err)
 	}
@@ -340,7 +347,7 @@ func newTargetQueue(l *Listener, qid uint16, depth, inline, reads int, req rdma.
 		Type:   rdma.QPTypeRC,
 		SendCQ: q.cq,
 		RecvCQ: q.cq,
-		Cap:    rdma.QPCap{MaxSendWR: 2*depth + 1, MaxRecvWR: depth, MaxSendSGE: 1, MaxRecvSGE: 1},
+		Cap:    rdma.QPCap{MaxSendWR: 2*nslots + 1, MaxRecvWR: nslots, MaxSendSGE: 1, MaxRecvSGE: 1},
 	})
 	if err != nil {
 		q.destroy()
@@ -348,7 +355,7 @@ func newTargetQueue(l *Listener, qid uint16, depth, inline, reads int, req rdma.
 	}
 	recvSize := nvme.SQESize + inline
 	per := recvSize + nvme.CQESize + q.maxXfer
-	mem := make([]byte, per*depth)
+	mem := make([]byte, per*nslots)
 	if q.mr, err = q.pd.RegMR(mem, rdma.AccessLocalWrite); err != nil {
 		q.destroy()
 		return nil, fmt.Errorf("register %d bytes: %w", len(mem), err)

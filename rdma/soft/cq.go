@@ -1,0 +1,124 @@
+package soft
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/nvmeof/nvmeof/rdma"
+)
+
+// cq is a completion queue: a ring of completions under a mutex, and a
+// one-token channel signalled after every push.
+type cq struct {
+	mu       sync.Mutex
+	ring     []rdma.WorkCompletion
+	head     int
+	n        int
+	users    int // QPs using the CQ
+	overflow bool
+	dead     bool
+	notify   chan struct{}
+	closed   chan struct{}
+}
+
+var _ rdma.CQ = (*cq)(nil)
+
+func newCQ(entries int) *cq {
+	return &cq{ring: make([]rdma.WorkCompletion, entries), notify: make(chan struct{}, 1), closed: make(chan struct{})}
+}
+
+// push appends a completion; it reports false when the CQ is full (the
+// completion is lost and the CQ marked overflowed, as a CQ error).
+func (c *cq) push(wc *rdma.WorkCompletion) bool {
+	c.mu.Lock()
+	if c.n == len(c.ring) || c.dead {
+		c.overflow = true
+		c.mu.Unlock()
+		return false
+	}
+	i := c.head + c.n
+	if i >= len(c.ring) {
+		i -= len(c.ring)
+	}
+	c.ring[i] = *wc
+	c.n++
+	c.mu.Unlock()
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// Poll moves up to len(wc) completions into wc.
+func (c *cq) Poll(wc []rdma.WorkCompletion) int {
+	c.mu.Lock()
+	k := 0
+	for k < len(wc) && c.n > 0 {
+		wc[k] = c.ring[c.head]
+		c.head++
+		if c.head == len(c.ring) {
+			c.head = 0
+		}
+		c.n--
+		k++
+	}
+	c.mu.Unlock()
+	return k
+}
+
+// Wait blocks until the CQ holds a completion.
+func (c *cq) Wait(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		n, dead := c.n, c.dead
+		c.mu.Unlock()
+		if n > 0 {
+			return nil
+		}
+		if dead {
+			return fmt.Errorf("soft: CQ: %w", rdma.ErrClosed)
+		}
+		select {
+		case <-c.notify:
+		case <-c.closed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Notify returns the notification channel.
+func (c *cq) Notify() <-chan struct{} { return c.notify }
+
+// Destroy releases the CQ.
+func (c *cq) Destroy() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.users > 0 {
+		return fmt.Errorf("soft: CQ used by %d QPs: %w", c.users, rdma.ErrBusy)
+	}
+	if !c.dead {
+		c.dead = true
+		close(c.closed)
+	}
+	return nil
+}
+
+// attach and detach count the QPs that use the CQ.
+func (c *cq) attach() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead {
+		return fmt.Errorf("soft: CQ: %w", rdma.ErrClosed)
+	}
+	c.users++
+	return nil
+}
+
+func (c *cq) detach() {
+	c.mu.Lock()
+	c.users--
+	c.mu.Unlock()
+}

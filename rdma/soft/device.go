@@ -1,0 +1,395 @@
+package soft
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nvmeof/nvmeof/rdma"
+	"github.com/nvmeof/nvmeof/rdma/ibcm"
+	"github.com/nvmeof/nvmeof/rdma/wire"
+)
+
+// Config configures a soft device. Only Addr is required.
+type Config struct {
+	// Addr is the device's IPv4 address; the device binds UDP port 4791 on it.
+	Addr netip.Addr
+	// Name is the device name (default "soft-" + Addr).
+	Name string
+	// MTU caps the active path MTU in bytes (256..4096). 0 derives it from
+	// the MTU of the interface holding Addr (at most 4096).
+	MTU int
+	// Pcap, if set, receives a classic pcap stream (LINKTYPE_RAW) of every
+	// packet sent and received, with the IPv4 and UDP headers the kernel
+	// sends. Writes happen on the data path under a lock.
+	Pcap io.Writer
+	// SendFaults and RecvFaults inject faults into sent or received
+	// packets (tests only). SetFaults changes them later.
+	SendFaults, RecvFaults *FaultConfig
+	// MaxUnacked is the requester's window: packets (PSNs) outstanding
+	// without acknowledgement per QP (default 256).
+	MaxUnacked int
+	// AckReqEvery makes the requester set AckReq at least every this many
+	// packets (default 32). The responder acknowledges at AckReq or after
+	// this many unacknowledged packets.
+	AckReqEvery int
+	// ReadChunk is the number of response packets one RDMA READ request
+	// asks for (default 32): a larger READ work request is issued as
+	// several READ requests for consecutive ranges, each counted against
+	// max_rd_atomic and the window, which paces the responder.
+	ReadChunk int
+	// RecvBuffer is the receive buffer of the raw socket in bytes (default 16 MiB).
+	RecvBuffer int
+	// RecvBatch is the number of datagrams read per recvmmsg (default 64).
+	RecvBatch int
+	// Logger receives the connection manager's logs (nil: none).
+	Logger hclog.Logger
+}
+
+// Device is a software RoCEv2 HCA on one IPv4 address. It implements
+// rdma.Device.
+type Device struct {
+	cfg   Config
+	name  string
+	addr  netip.Addr
+	addr4 [4]byte
+	gid   wire.GID
+	mtu   rdma.MTU
+	socks *sockets
+
+	mu      sync.RWMutex // protects qps, nextQPN, closed
+	qps     map[uint32]*qp
+	nextQPN uint32
+	closed  bool
+
+	mrs mrTable
+
+	sendFaults atomic.Pointer[faults]
+	recvFaults atomic.Pointer[faults]
+	pcap       *pcapWriter
+
+	commEst atomic.Pointer[func(qpn uint32)]
+
+	cmOnce sync.Once
+	cm     *ibcm.Manager
+	cmErr  error
+
+	txPool sync.Pool
+	stats  counters
+	rxDone chan struct{}
+}
+
+// Device limits.
+const (
+	maxQPWR       = 16384
+	maxSGE        = 32
+	maxCQE        = 1 << 20
+	maxInline     = 1024
+	maxRdAtomic   = 128
+	maxMsgSize    = 1 << 31
+	firstQPN      = 0x11
+	maxPacketSize = wire.BTHLen + wire.RETHLen + wire.ImmDtLen + wire.IETHLen + wire.DETHLen + 4096 + 3 + wire.ICRCLen
+)
+
+var _ rdma.Device = (*Device)(nil)
+
+// Open creates a soft device on cfg.Addr: it opens the sockets (a raw
+// socket, which needs CAP_NET_RAW, and UDP port 4791) and starts the
+// receive goroutine.
+func Open(cfg Config) (*Device, error) {
+	if !cfg.Addr.Is4() {
+		return nil, fmt.Errorf("soft: address %v: need an IPv4 address: %w", cfg.Addr, rdma.ErrInvalidArgument)
+	}
+	// QP numbers start at a random point so that stray packets of an
+	// earlier device on the same address rarely find a QP.
+	d := &Device{cfg: cfg, addr: cfg.Addr, addr4: cfg.Addr.As4(), gid: wire.GIDFromAddr(cfg.Addr), qps: make(map[uint32]*qp),
+		nextQPN: firstQPN + rand.Uint32N(0x10000)}
+	d.name = cfg.Name
+	if d.name == "" {
+		d.name = "soft-" + cfg.Addr.String()
+	}
+	if d.cfg.MaxUnacked <= 0 {
+		d.cfg.MaxUnacked = 256
+	}
+	if d.cfg.AckReqEvery <= 0 {
+		d.cfg.AckReqEvery = 32
+	}
+	if d.cfg.ReadChunk <= 0 {
+		d.cfg.ReadChunk = 32
+	}
+	d.cfg.ReadChunk = min(d.cfg.ReadChunk, d.cfg.MaxUnacked)
+	if d.cfg.RecvBuffer <= 0 {
+		d.cfg.RecvBuffer = 16 << 20
+	}
+	if d.cfg.RecvBatch <= 0 {
+		d.cfg.RecvBatch = 64
+	}
+	mtu := cfg.MTU
+	if mtu == 0 {
+		// As rxe: the interface MTU minus a GRH, UDP, BTH, the largest
+		// extended headers and the ICRC (96 bytes; 1500 gives 1024).
+		mtu = interfaceMTU(cfg.Addr) - 96
+	}
+	var ok bool
+	if d.mtu, ok = rdma.MTUFromBytes(min(mtu, 4096)); !ok {
+		return nil, fmt.Errorf("soft: MTU %d below 256: %w", mtu, rdma.ErrInvalidArgument)
+	}
+	if cfg.Pcap != nil {
+		pw, err := newPcapWriter(cfg.Pcap)
+		if err != nil {
+			return nil, fmt.Errorf("soft: pcap: %w", err)
+		}
+		d.pcap = pw
+	}
+	d.SetFaults(cfg.SendFaults, cfg.RecvFaults)
+	d.mrs.init(d.addr4)
+	d.txPool.New = func() any { return newTxBatch(d) }
+	s, err := openSockets(cfg.Addr, d.cfg.RecvBuffer)
+	if err != nil {
+		return nil, err
+	}
+	d.socks = s
+	d.rxDone = make(chan struct{})
+	go d.rxLoop()
+	return d, nil
+}
+
+// interfaceMTU returns the MTU of the interface holding a, or 1500.
+func interfaceMTU(a netip.Addr) int {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return 1500
+	}
+	for _, ifc := range ifs {
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, ad := range addrs {
+			if pfx, ok := ad.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(pfx.IP); ok && ip.Unmap() == a {
+					return ifc.MTU
+				}
+			}
+		}
+	}
+	if a.IsLoopback() {
+		return 65536
+	}
+	return 1500
+}
+
+// Name returns the device name.
+func (d *Device) Name() string { return d.name }
+
+// Addr returns the device's IP address.
+func (d *Device) Addr() netip.Addr { return d.addr }
+
+// GID returns the device's GID (its IPv4-mapped address).
+func (d *Device) GID() rdma.GID { return d.gid }
+
+// Port returns the port attributes.
+func (d *Device) Port() rdma.PortAttr {
+	return rdma.PortAttr{State: rdma.PortActive, MaxMTU: rdma.MTU4096, ActiveMTU: d.mtu, GIDTblLen: 1, PKeyTblLen: 1, MaxMsgSize: maxMsgSize}
+}
+
+// Attr returns the device limits.
+func (d *Device) Attr() rdma.DeviceAttr {
+	return rdma.DeviceAttr{MaxQP: 1 << 16, MaxQPWR: maxQPWR, MaxSGE: maxSGE, MaxCQE: maxCQE, MaxMR: 1 << 20,
+		MaxQPRdAtom: maxRdAtomic, MaxQPInitRdAtom: maxRdAtomic, MaxInlineData: maxInline}
+}
+
+// ConnManager returns the device's connection manager: the InfiniBand CM
+// of package ibcm on the device's GSI QP (QP1), created on first use and
+// destroyed by Close.
+func (d *Device) ConnManager() (rdma.ConnManager, error) {
+	d.cmOnce.Do(func() {
+		m, err := ibcm.New(d, ibcm.Options{Logger: d.cfg.Logger})
+		if err != nil {
+			d.cmErr = fmt.Errorf("soft: %s: connection manager: %w", d.name, err)
+			return
+		}
+		d.SetCommEstablished(m.CommEstablished)
+		d.cm = m
+	})
+	if d.cmErr != nil {
+		return nil, d.cmErr
+	}
+	return d.cm, nil
+}
+
+// AllocPD allocates a protection domain.
+func (d *Device) AllocPD() (rdma.PD, error) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.closed {
+		return nil, fmt.Errorf("soft: %s: %w", d.name, rdma.ErrClosed)
+	}
+	return &pd{dev: d}, nil
+}
+
+// CreateCQ creates a completion queue holding up to entries completions.
+func (d *Device) CreateCQ(entries int) (rdma.CQ, error) {
+	if entries <= 0 || entries > maxCQE {
+		return nil, fmt.Errorf("soft: CQ with %d entries: %w", entries, rdma.ErrInvalidArgument)
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.closed {
+		return nil, fmt.Errorf("soft: %s: %w", d.name, rdma.ErrClosed)
+	}
+	return newCQ(entries), nil
+}
+
+// SetCommEstablished registers f to be called when an RC QP in state RTR
+// receives its first request packet (the verbs' communication
+// established event, IB_EVENT_COMM_EST): a connection manager uses it to
+// finish a passive connection whose RTU was lost. f runs in the receive
+// goroutine with the QP locked: it must not block or call into the QP.
+// nil removes the handler.
+func (d *Device) SetCommEstablished(f func(qpn uint32)) {
+	if f == nil {
+		d.commEst.Store(nil)
+		return
+	}
+	d.commEst.Store(&f)
+}
+
+// SetFaults replaces the fault injection on the send and receive paths
+// (nil disables it).
+func (d *Device) SetFaults(send, recv *FaultConfig) {
+	d.sendFaults.Store(newFaults(send))
+	d.recvFaults.Store(newFaults(recv))
+}
+
+// Close stops the receive goroutine, closes the sockets and moves every
+// QP to the error state.
+func (d *Device) Close() error {
+	d.cmOnce.Do(func() {}) // no manager from now on
+	if d.cm != nil {
+		d.cm.Destroy()
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	qps := make([]*qp, 0, len(d.qps))
+	for _, q := range d.qps {
+		qps = append(qps, q)
+	}
+	d.mu.Unlock()
+	d.socks.close()
+	<-d.rxDone
+	for _, q := range qps {
+		q.mu.Lock()
+		q.stopTimers()
+		q.enterError()
+		q.mu.Unlock()
+	}
+	return nil
+}
+
+func (d *Device) isClosed() bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.closed
+}
+
+// lookupQP returns the QP numbered qpn, or nil.
+func (d *Device) lookupQP(qpn uint32) *qp {
+	d.mu.RLock()
+	q := d.qps[qpn]
+	d.mu.RUnlock()
+	return q
+}
+
+// addQP assigns q a QP number (1 for the GSI QP) and registers it.
+func (d *Device) addQP(q *qp) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return fmt.Errorf("soft: %s: %w", d.name, rdma.ErrClosed)
+	}
+	if q.typ == rdma.QPTypeGSI {
+		if d.qps[1] != nil {
+			return fmt.Errorf("soft: %s: the GSI QP exists already: %w", d.name, rdma.ErrBusy)
+		}
+		q.qpn = 1
+		d.qps[1] = q
+		return nil
+	}
+	for {
+		n := d.nextQPN
+		d.nextQPN = (d.nextQPN + 1) & wire.QPNMask
+		if d.nextQPN < firstQPN {
+			d.nextQPN = firstQPN
+		}
+		if d.qps[n] == nil {
+			q.qpn = n
+			d.qps[n] = q
+			return nil
+		}
+	}
+}
+
+func (d *Device) removeQP(q *qp) {
+	d.mu.Lock()
+	if d.qps[q.qpn] == q {
+		delete(d.qps, q.qpn)
+	}
+	d.mu.Unlock()
+}
+
+// pd is a protection domain.
+type pd struct {
+	dev  *Device
+	mu   sync.Mutex
+	nmr  int
+	nqp  int
+	dead bool
+}
+
+var _ rdma.PD = (*pd)(nil)
+
+// Dealloc releases the PD.
+func (p *pd) Dealloc() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.nmr > 0 || p.nqp > 0 {
+		return fmt.Errorf("soft: PD with %d MRs and %d QPs: %w", p.nmr, p.nqp, rdma.ErrBusy)
+	}
+	p.dead = true
+	return nil
+}
+
+func (p *pd) use(mr bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead {
+		return fmt.Errorf("soft: PD: %w", rdma.ErrClosed)
+	}
+	if mr {
+		p.nmr++
+	} else {
+		p.nqp++
+	}
+	return nil
+}
+
+func (p *pd) release(mr bool) {
+	p.mu.Lock()
+	if mr {
+		p.nmr--
+	} else {
+		p.nqp--
+	}
+	p.mu.Unlock()
+}

@@ -1,0 +1,64 @@
+package soft
+
+import (
+	"math/rand/v2"
+	"sync"
+)
+
+// FaultConfig injects faults into a device's packets, for tests. Each
+// probability is in [0, 1] and applies to every packet independently.
+type FaultConfig struct {
+	Drop      float64 // the packet is lost
+	Duplicate float64 // the packet is delivered twice
+	Reorder   float64 // the packet is delivered after the next one
+	Corrupt   float64 // one bit of the packet (after the IP and UDP headers) is flipped
+	Seed      uint64  // seeds the random source; equal seeds give equal decisions
+}
+
+// faultAction is a set of faults to apply to one packet.
+type faultAction uint8
+
+const (
+	faultDrop faultAction = 1 << iota
+	faultDuplicate
+	faultReorder
+	faultCorrupt
+)
+
+// faults is a FaultConfig with its random source.
+type faults struct {
+	mu  sync.Mutex
+	cfg FaultConfig
+	rng *rand.Rand
+}
+
+func newFaults(c *FaultConfig) *faults {
+	if c == nil || (c.Drop <= 0 && c.Duplicate <= 0 && c.Reorder <= 0 && c.Corrupt <= 0) {
+		return nil
+	}
+	return &faults{cfg: *c, rng: rand.New(rand.NewPCG(c.Seed, c.Seed^0x9e3779b97f4a7c15))}
+}
+
+// decide draws the faults for one packet of n bytes; when it corrupts,
+// bit is the bit index (within the n bytes) to flip.
+func (f *faults) decide(n int) (a faultAction, bit int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.rng.Float64() < f.cfg.Drop {
+		return faultDrop, 0
+	}
+	if f.rng.Float64() < f.cfg.Corrupt && n > 0 {
+		a |= faultCorrupt
+		bit = f.rng.IntN(n * 8)
+	}
+	if f.rng.Float64() < f.cfg.Duplicate {
+		a |= faultDuplicate
+	}
+	if f.rng.Float64() < f.cfg.Reorder {
+		a |= faultReorder
+	}
+	return a, bit
+}
+
+// flipBit flips bit i of b.
+func flipBit(b []byte, i int) { b[i/8] ^= 1 << (i % 8) }

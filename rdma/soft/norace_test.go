@@ -1,0 +1,5 @@
+//go:build !race
+
+package soft
+
+const raceEnabled = false

@@ -1,0 +1,327 @@
+package soft
+
+import (
+	"github.com/nvmeof/nvmeof/rdma"
+	"github.com/nvmeof/nvmeof/rdma/wire"
+)
+
+// responder is the receiving side of an RC QP (rxe_resp.c's job): it
+// checks PSNs, executes SEND, RDMA WRITE and RDMA READ requests against
+// posted receives and registered memory, and acknowledges.
+type responder struct {
+	psn     uint32 // expected PSN (ePSN)
+	msn     uint32 // message sequence number (24 bits)
+	nakSent bool   // a NAK sequence error was sent since the last in-order packet
+	inSend  bool   // in the middle of a multi-packet SEND
+	inWrite bool   // in the middle of a multi-packet RDMA WRITE
+	recvOff int    // bytes of the current SEND written to the head receive WQE
+	// The RDMA WRITE in progress: region, offset of the next byte,
+	// remaining and total length.
+	wm     *mr
+	woff   int
+	wresid int
+	wlen   int
+	// Acknowledgement coalescing: an ACK of psn-1 is due at the end of
+	// the receive batch.
+	ackPending bool
+	unacked    int
+}
+
+// ackSyndrome is the AETH syndrome of a positive acknowledgement: ACK
+// with the "no credit information" credit code, as rxe sends.
+const ackSyndrome = wire.Syndrome(wire.SyndromeACK | 0x1f)
+
+// responderInput handles a request packet (q.mu held, receive goroutine).
+func (q *qp) responderInput(p *wire.Packet, rx *rxState) {
+	d := q.dev
+	r := &q.resp
+	if q.state != rdma.QPSRTR && q.state != rdma.QPSRTS && q.state != rdma.QPSSQD {
+		d.stats.dropped.Add(1)
+		return
+	}
+	if q.state == rdma.QPSRTR && !q.commEst {
+		q.commEst = true
+		if f := d.commEst.Load(); f != nil {
+			(*f)(q.qpn)
+		}
+	}
+	op := p.Opcode()
+	psn := p.BTH.PSN()
+	if diff := wire.PSNDiff(psn, r.psn); diff > 0 {
+		d.stats.outOfSequence.Add(1)
+		if !r.nakSent {
+			r.nakSent = true
+			q.flushAck(rx)
+			q.sendAck(rx, wire.Syndrome(wire.SyndromeNAK|wire.NAKPSNSequenceError), r.psn)
+			d.stats.seqNAKsSent.Add(1)
+		}
+		return
+	} else if diff < 0 {
+		d.stats.duplicates.Add(1)
+		q.duplicate(p, psn, rx)
+		return
+	}
+	r.nakSent = false
+	mtu := q.mtu
+	payload := p.Payload
+
+	// Opcode sequence, then what the QP allows (rxe: check_op_seq, check_op_valid).
+	var rw *recvWQE
+	if r.inSend {
+		rw = q.recvHead()
+	}
+	switch {
+	case r.inSend && (!op.IsSend() || op.IsFirst()),
+		r.inWrite && (!op.IsWrite() || op.IsFirst()),
+		!r.inSend && !r.inWrite && !op.IsFirst(),
+		op.IsAtomic(),
+		op.IsWrite() && q.attr.AccessFlags&rdma.AccessRemoteWrite == 0,
+		op.IsReadRequest() && (q.attr.AccessFlags&rdma.AccessRemoteRead == 0 || q.attr.MaxDestRdAtomic == 0):
+		q.respFail(rx, psn, wire.NAKInvalidRequest, rdma.RemoteInvalidRequestError, rw)
+		return
+	}
+	// A receive WQE for SENDs and RDMA WRITE with immediate (check_resource).
+	needRecv := op.IsSend() || (op.IsWrite() && op.HasImmDt())
+	if needRecv {
+		if rw = q.recvHead(); rw == nil {
+			q.flushAck(rx)
+			q.sendAck(rx, wire.Syndrome(wire.SyndromeRNR|q.attr.MinRNRTimer&0x1f), psn)
+			d.stats.rnrNAKsSent.Add(1)
+			return
+		}
+	}
+	// Payload length (check_length).
+	switch {
+	case op.IsOnly():
+		if len(payload) > mtu {
+			q.respFail(rx, psn, wire.NAKInvalidRequest, rdma.RemoteInvalidRequestError, rw)
+			return
+		}
+	case op.IsLast():
+		if len(payload) == 0 || len(payload) > mtu {
+			q.respFail(rx, psn, wire.NAKInvalidRequest, rdma.RemoteInvalidRequestError, rw)
+			return
+		}
+	default:
+		if len(payload) != mtu {
+			q.respFail(rx, psn, wire.NAKInvalidRequest, rdma.RemoteInvalidRequestError, rw)
+			return
+		}
+	}
+	// The rkey, access rights and bounds of the remote buffer (check_rkey).
+	if op.HasRETH() {
+		n := p.RETH.DMALen()
+		if n > 1<<31 {
+			q.respFail(rx, psn, wire.NAKInvalidRequest, rdma.RemoteInvalidRequestError, rw)
+			return
+		}
+		need := rdma.AccessRemoteWrite
+		if op.IsReadRequest() {
+			need = rdma.AccessRemoteRead
+		}
+		var m *mr
+		var off int
+		if n > 0 {
+			var ok bool
+			if m, off, ok = d.mrs.checkRemote(q.pd, p.RETH.RKey(), p.RETH.VA(), n, need); !ok {
+				q.respFail(rx, psn, wire.NAKRemoteAccessError, rdma.RemoteAccessError, rw)
+				return
+			}
+		}
+		if op.IsReadRequest() {
+			r.msn = (r.msn + 1) & 0xffffff
+			q.flushAck(rx)
+			q.sendReadResponses(rx, psn, m, off, int(n))
+			r.psn = wire.PSNAdd(psn, npackets(int(n), mtu))
+			r.unacked = 0
+			return
+		}
+		r.wm, r.woff, r.wresid, r.wlen = m, off, int(n), int(n)
+	}
+	if op.IsWrite() {
+		if len(payload) > r.wresid || (op.IsLast() && len(payload) != r.wresid) {
+			q.respFail(rx, psn, wire.NAKInvalidRequest, rdma.RemoteInvalidRequestError, rw)
+			return
+		}
+		if len(payload) > 0 {
+			if !r.wm.valid.Load() || !r.wm.rkeyValid.Load() {
+				q.respFail(rx, psn, wire.NAKRemoteAccessError, rdma.RemoteAccessError, rw)
+				return
+			}
+			copy(r.wm.buf[r.woff:], payload)
+			r.woff += len(payload)
+			r.wresid -= len(payload)
+		}
+	}
+	if op.IsSend() {
+		switch {
+		case rw.status != rdma.Success:
+			q.respFail(rx, psn, wire.NAKRemoteOperationalErr, rw.status, rw)
+			return
+		case r.recvOff+len(payload) > rw.length:
+			q.respFail(rx, psn, wire.NAKInvalidRequest, rdma.LocalLengthError, rw)
+			return
+		case !scatter(rw.segs, r.recvOff, payload):
+			q.respFail(rx, psn, wire.NAKRemoteOperationalErr, rdma.LocalProtectionError, rw)
+			return
+		}
+		r.recvOff += len(payload)
+	}
+	var inv uint32
+	if op.HasIETH() {
+		inv = p.InvalidateRKey()
+		if !d.mrs.invalidateRemote(q.pd, inv) {
+			q.respFail(rx, psn, wire.NAKInvalidRequest, rdma.RemoteInvalidRequestError, rw)
+			return
+		}
+	}
+	r.inSend = op.IsSend() && !op.IsLast()
+	r.inWrite = op.IsWrite() && !op.IsLast()
+	r.psn = wire.PSNAdd(psn, 1)
+	if op.IsLast() {
+		r.msn = (r.msn + 1) & 0xffffff
+		if needRecv {
+			wc := rdma.WorkCompletion{Opcode: rdma.WCRecv, ByteLen: uint32(r.recvOff)}
+			if op.IsWrite() {
+				wc.Opcode, wc.ByteLen = rdma.WCRecvRDMAWithImm, uint32(r.wlen)
+			}
+			if op.HasImmDt() {
+				wc.Flags |= rdma.WCWithImm
+				wc.Imm = p.Imm()
+			}
+			if op.HasIETH() {
+				wc.Flags |= rdma.WCWithInvalidate
+				wc.InvalidatedRKey = inv
+			}
+			r.recvOff = 0
+			if !q.completeRecv(&wc) {
+				q.enterError() // CQ overflow
+				return
+			}
+		}
+		if op.IsWrite() {
+			r.wm = nil
+		}
+	}
+	r.unacked++
+	if p.BTH.AckReq() || r.unacked >= d.cfg.AckReqEvery {
+		q.queueAck(rx)
+	}
+}
+
+// duplicate handles a request with a PSN before the expected one: SENDs
+// and WRITEs are acknowledged again (when they ask for it), READs are
+// executed again from the memory region (C9-105, C9-106).
+func (q *qp) duplicate(p *wire.Packet, psn uint32, rx *rxState) {
+	r := &q.resp
+	op := p.Opcode()
+	if !op.IsReadRequest() {
+		if p.BTH.AckReq() {
+			q.queueAck(rx)
+		}
+		return
+	}
+	if q.attr.AccessFlags&rdma.AccessRemoteRead == 0 {
+		return
+	}
+	n := p.RETH.DMALen()
+	np := npackets(int(n), q.mtu)
+	if n > 1<<31 || wire.PSNDiff(wire.PSNAdd(psn, np-1), r.psn) >= 0 {
+		return // would use PSNs not executed yet
+	}
+	var m *mr
+	var off int
+	if n > 0 {
+		var ok bool
+		if m, off, ok = q.dev.mrs.checkRemote(q.pd, p.RETH.RKey(), p.RETH.VA(), n, rdma.AccessRemoteRead); !ok {
+			return
+		}
+	}
+	q.flushAck(rx)
+	q.sendReadResponses(rx, psn, m, off, int(n))
+}
+
+// sendReadResponses sends the READ response packets for n bytes at
+// offset off of m, starting at PSN psn.
+func (q *qp) sendReadResponses(rx *rxState, psn uint32, m *mr, off, n int) {
+	mtu := q.mtu
+	np := npackets(n, mtu)
+	for i := 0; i < np; i++ {
+		cn := min(mtu, n-i*mtu)
+		var op wire.Opcode
+		switch {
+		case np == 1:
+			op = wire.RCRDMAReadResponseOnly
+		case i == 0:
+			op = wire.RCRDMAReadResponseFirst
+		case i == np-1:
+			op = wire.RCRDMAReadResponseLast
+		default:
+			op = wire.RCRDMAReadResponseMiddle
+		}
+		pad := wire.PadFor(cn)
+		pk := rx.tx.next()
+		b := pk.buf[:]
+		writeBTH(b, op, false, pad, q.attr.DestQPN, wire.PSNAdd(psn, i), false)
+		o := wire.BTHLen
+		if op.HasAETH() {
+			wire.AETH(b[o:o+wire.AETHLen]).Set(ackSyndrome, q.resp.msn)
+			o += wire.AETHLen
+		}
+		if cn > 0 {
+			copy(b[o:o+cn], m.buf[off+i*mtu:off+i*mtu+cn])
+		}
+		o += cn
+		clear(b[o : o+pad])
+		pk.n = o + pad + wire.ICRCLen
+		pk.dst = q.dst
+		rx.tx.commit()
+	}
+}
+
+// respFail handles a request the responder must refuse (class B/C
+// errors): NAK it, complete the receive WQE its message uses (rw, or nil)
+// with status, and move the QP to the error state. No memory was touched
+// for the failing packet.
+func (q *qp) respFail(rx *rxState, psn uint32, nak uint8, status rdma.WCStatus, rw *recvWQE) {
+	q.flushAck(rx)
+	q.sendAck(rx, wire.Syndrome(wire.SyndromeNAK|nak), psn)
+	q.dev.stats.errNAKsSent.Add(1)
+	if rw != nil {
+		wc := rdma.WorkCompletion{Status: status, Opcode: rdma.WCRecv}
+		q.completeRecv(&wc)
+	}
+	q.enterError()
+}
+
+// queueAck schedules an acknowledgement for the end of the receive batch.
+func (q *qp) queueAck(rx *rxState) {
+	q.resp.ackPending = true
+	if !q.ackQueued {
+		q.ackQueued = true
+		rx.acks = append(rx.acks, q)
+	}
+}
+
+// flushAck sends the pending acknowledgement, if any.
+func (q *qp) flushAck(rx *rxState) {
+	r := &q.resp
+	if !r.ackPending {
+		return
+	}
+	r.ackPending = false
+	r.unacked = 0
+	q.sendAck(rx, ackSyndrome, wire.PSNAdd(r.psn, -1))
+}
+
+// sendAck sends an Acknowledge packet with syndrome s for PSN psn.
+func (q *qp) sendAck(rx *rxState, s wire.Syndrome, psn uint32) {
+	pk := rx.tx.next()
+	b := pk.buf[:]
+	writeBTH(b, wire.RCAcknowledge, false, 0, q.attr.DestQPN, psn, false)
+	wire.AETH(b[wire.BTHLen:wire.BTHLen+wire.AETHLen]).Set(s, q.resp.msn)
+	pk.n = wire.BTHLen + wire.AETHLen + wire.ICRCLen
+	pk.dst = q.dst
+	rx.tx.commit()
+	q.dev.stats.acksSent.Add(1)
+}

@@ -1,0 +1,183 @@
+package soft
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nvmeof/nvmeof/rdma"
+	"github.com/nvmeof/nvmeof/rdma/wire"
+)
+
+// rxBufSize is the size of one receive buffer: any IPv4 datagram a RoCEv2
+// peer sends with a 4096-byte MTU fits.
+const rxBufSize = 8192
+
+// rxState is the receive goroutine's working state. Work runs to
+// completion in that goroutine: responder output (ACKs, NAKs, READ
+// responses) collects in tx and leaves at the end of each batch, with one
+// coalesced ACK per QP; QPs whose send window opened run their requester
+// at the end of the batch, each flushing reqTx before releasing its lock
+// so that request packets leave in PSN order.
+type rxState struct {
+	tx    *txBatch
+	reqTx *txBatch
+	acks  []*qp
+	kicks []*qp
+	// A packet the receive-side fault injector delays behind the next one.
+	held    []byte
+	heldLen int
+}
+
+func (d *Device) rxLoop() {
+	defer close(d.rxDone)
+	batch := d.cfg.RecvBatch
+	m := newMmsg(batch, false)
+	bufs := make([]byte, batch*rxBufSize)
+	for i := 0; i < batch; i++ {
+		m.setBuf(i, bufs[i*rxBufSize:(i+1)*rxBufSize])
+	}
+	rx := &rxState{tx: newTxBatch(d), reqTx: newTxBatch(d), acks: make([]*qp, 0, 64), kicks: make([]*qp, 0, 64), held: make([]byte, rxBufSize)}
+	for {
+		n, err := m.recvBatch(d.socks.rawRC, batch)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || d.isClosed() {
+				return
+			}
+			time.Sleep(time.Millisecond) // ENOBUFS and the like: try again
+			continue
+		}
+		wireAcquire()
+		f := d.recvFaults.Load()
+		var bytes uint64
+		for i := 0; i < n; i++ {
+			if m.hdrs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
+				d.stats.malformed.Add(1)
+				continue
+			}
+			b := bufs[i*rxBufSize : i*rxBufSize+int(m.hdrs[i].Len)]
+			bytes += uint64(len(b))
+			if d.pcap != nil {
+				d.pcap.writeReceived(b)
+			}
+			if f == nil {
+				d.input(b, rx)
+				continue
+			}
+			d.inputFaulty(f, b, rx)
+		}
+		d.stats.packetsReceived.Add(uint64(n))
+		d.stats.bytesReceived.Add(bytes)
+		d.finishBatch(rx)
+	}
+}
+
+// inputFaulty applies the receive-side fault injector to one datagram.
+func (d *Device) inputFaulty(f *faults, b []byte, rx *rxState) {
+	hdr := wire.IPv4HeaderLen + wire.UDPHeaderLen
+	if len(b) > 0 {
+		hdr = int(b[0]&0x0f)*4 + wire.UDPHeaderLen
+	}
+	act, bit := f.decide(max(len(b)-hdr, 0))
+	if act&faultDrop != 0 {
+		d.stats.faultDrops.Add(1)
+		return
+	}
+	if act&faultCorrupt != 0 {
+		d.stats.faultCorruptions.Add(1)
+		flipBit(b[hdr:], bit)
+	}
+	if act&faultReorder != 0 && rx.heldLen == 0 {
+		d.stats.faultReorders.Add(1)
+		rx.heldLen = copy(rx.held, b)
+		return
+	}
+	d.input(b, rx)
+	if act&faultDuplicate != 0 {
+		d.stats.faultDuplicates.Add(1)
+		d.input(b, rx)
+	}
+	if rx.heldLen > 0 {
+		n := rx.heldLen
+		rx.heldLen = 0
+		d.input(rx.held[:n], rx)
+	}
+}
+
+// input handles one received IP datagram.
+func (d *Device) input(b []byte, rx *rxState) {
+	ip, udp, pkt, err := wire.SplitIPUDP(b)
+	if err != nil || binary.BigEndian.Uint16(udp[2:]) != wire.UDPPort || ip[0]>>4 != 4 {
+		d.stats.malformed.Add(1)
+		return
+	}
+	if wire.CheckICRCParts(ip, udp, pkt) != nil {
+		d.stats.icrcErrors.Add(1)
+		return
+	}
+	var p wire.Packet
+	if p.Parse(pkt) != nil {
+		d.stats.malformed.Add(1)
+		return
+	}
+	if p.BTH.TVer() != 0 || p.BTH.PKey()&0x7fff != 0x7fff {
+		d.stats.dropped.Add(1)
+		return
+	}
+	q := d.lookupQP(p.BTH.DestQP())
+	if q == nil {
+		d.stats.unknownQP.Add(1)
+		return
+	}
+	op := p.Opcode()
+	q.mu.Lock()
+	switch {
+	case q.destroyed:
+		d.stats.unknownQP.Add(1)
+	case q.typ == rdma.QPTypeRC:
+		if op.Class() != wire.ClassRC || [4]byte(ip[12:16]) != q.dst {
+			d.stats.dropped.Add(1)
+		} else if op.IsAck() || op.IsReadResponse() {
+			q.completerInput(&p, rx)
+		} else {
+			q.responderInput(&p, rx)
+		}
+	default:
+		if op.Class() != wire.ClassUD {
+			d.stats.dropped.Add(1)
+		} else {
+			q.udInput(&p, ip)
+		}
+	}
+	q.mu.Unlock()
+}
+
+// finishBatch sends the coalesced ACKs and the responder's packets, then
+// runs the requesters whose window opened.
+func (d *Device) finishBatch(rx *rxState) {
+	for i, q := range rx.acks {
+		q.mu.Lock()
+		q.ackQueued = false
+		if !q.destroyed && q.state != rdma.QPSErr && q.state != rdma.QPSReset {
+			q.flushAck(rx)
+		}
+		q.mu.Unlock()
+		rx.acks[i] = nil
+	}
+	rx.acks = rx.acks[:0]
+	rx.tx.flush()
+	for i, q := range rx.kicks {
+		q.mu.Lock()
+		q.kickQueued = false
+		if !q.destroyed {
+			q.runRequester(rx.reqTx)
+			rx.reqTx.flush()
+		}
+		q.mu.Unlock()
+		rx.kicks[i] = nil
+	}
+	rx.kicks = rx.kicks[:0]
+}
