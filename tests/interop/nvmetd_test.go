@@ -73,6 +73,11 @@ func TestKernelHostAgainstNvmetd(t *testing.T) {
 		t.Logf("nvmetd log:\n%s", lastLines(res.Log("host-cmd.log"), 80))
 		t.Fatalf("kernel host against nvmetd failed: %v", res.Err)
 	}
+	for _, line := range strings.Split(script, "\n") {
+		if strings.HasPrefix(line, "PASS:") {
+			t.Log(line)
+		}
+	}
 	// kernel-host.sh writes its 2 MiB pattern at offset 0: every 512-byte
 	// block is "kpeer-pattern blk %08d %0484d\n" with the block number.
 	b, err := os.ReadFile(img)
