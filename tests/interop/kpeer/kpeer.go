@@ -96,6 +96,9 @@ type Run struct {
 	Env      []string // K=V exported to the guest scripts
 	Capture  string   // pcapng file for everything on the bridge
 	Timeout  time.Duration
+	SMP      int    // guest vCPUs (run.sh default 1)
+	MemMiB   int    // guest memory (run.sh default 1024)
+	Share    string // share directory (default: a new temporary one)
 }
 
 // Result is what a session left behind.
@@ -122,8 +125,17 @@ func Do(t testing.TB, dir string, r Run) *Result {
 	if r.Timeout == 0 {
 		r.Timeout = 5 * time.Minute
 	}
-	share := t.TempDir()
+	share := r.Share
+	if share == "" {
+		share = t.TempDir()
+	}
 	args := []string{filepath.Join(dir, "run.sh"), "--timeout", fmt.Sprint(int(r.Timeout.Seconds())), "--share", share}
+	if r.SMP > 0 {
+		args = append(args, "--smp", fmt.Sprint(r.SMP))
+	}
+	if r.MemMiB > 0 {
+		args = append(args, "--mem", fmt.Sprint(r.MemMiB))
+	}
 	if r.HostCmd != "" {
 		args = append(args, "--host-cmd", r.HostCmd)
 	}
