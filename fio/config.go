@@ -1,0 +1,269 @@
+package fio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/fabrics/loop"
+	nvmerdma "github.com/nvmeof/nvmeof/fabrics/rdma"
+	"github.com/nvmeof/nvmeof/initiator"
+	"github.com/nvmeof/nvmeof/rdma"
+	"github.com/nvmeof/nvmeof/rdma/soft"
+	"github.com/nvmeof/nvmeof/target"
+	"github.com/nvmeof/nvmeof/target/bdev"
+)
+
+// Defaults of the engine's options.
+const (
+	// DefaultTraddr is the target address when traddr is not given.
+	DefaultTraddr = "127.0.0.1"
+	// DefaultLoopNQN is the subsystem of the in-process loop target when
+	// subnqn is not given.
+	DefaultLoopNQN = "nqn.2026-11.io.nvmeof:fio-loop"
+	// DefaultLoopSize is the loop target's namespace size (sparse memory).
+	DefaultLoopSize = 1 << 30
+	// LoopbackHostAddr is host_traddr's default when traddr is a loopback
+	// address: the target's soft device holds UDP 4791 on traddr itself.
+	LoopbackHostAddr = "127.0.0.2"
+	// ConnectTimeout bounds Connect (admin queue, I/O queues, identify).
+	ConnectTimeout = 30 * time.Second
+)
+
+// Config is the engine's configuration: fio's engine options and iodepth.
+type Config struct {
+	// Transport is fabrics.TransportRDMA (default) or fabrics.TransportLoop.
+	Transport string
+	// Traddr and Trsvcid are the target port (default 127.0.0.1, 4420).
+	Traddr  string
+	Trsvcid int
+	// SubNQN is the subsystem (required for rdma); HostNQN the host's
+	// (default as initiator.Options).
+	SubNQN, HostNQN string
+	// HostTraddr is the local soft RoCE device's address (rdma only).
+	HostTraddr string
+	// NSID is the namespace (default 1).
+	NSID uint32
+	// NrIOQueues and QueueSize are passed to initiator.Options.
+	NrIOQueues, QueueSize int
+	// LoopSize is the size of the loop target's namespace in bytes.
+	LoopSize int64
+	// Depth is the number of request slots and workers (fio's iodepth).
+	Depth int
+	// Logger receives the initiator's log (default: none).
+	Logger hclog.Logger
+}
+
+// withDefaults fills in defaults and checks c.
+func (c Config) withDefaults() (Config, error) {
+	switch c.Transport {
+	case "":
+		c.Transport = fabrics.TransportRDMA
+	case fabrics.TransportRDMA, fabrics.TransportLoop:
+	default:
+		return c, fmt.Errorf("fio engine: transport %q: want rdma or loop", c.Transport)
+	}
+	if c.Traddr == "" {
+		c.Traddr = DefaultTraddr
+	}
+	if c.Trsvcid == 0 {
+		c.Trsvcid = fabrics.DefaultServiceID
+	}
+	if c.Trsvcid < 0 || c.Trsvcid > 0xffff {
+		return c, fmt.Errorf("fio engine: trsvcid %d out of range", c.Trsvcid)
+	}
+	if c.SubNQN == "" {
+		if c.Transport != fabrics.TransportLoop {
+			return c, errors.New("fio engine: subnqn is required")
+		}
+		c.SubNQN = DefaultLoopNQN
+	}
+	if c.NSID == 0 {
+		c.NSID = 1
+	}
+	if c.LoopSize == 0 {
+		c.LoopSize = DefaultLoopSize
+	}
+	if c.Depth <= 0 {
+		c.Depth = 1
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return c, nil
+}
+
+// conn is an engine's controller and what it needs released.
+type conn struct {
+	ctrl *initiator.Controller
+}
+
+func (c *conn) close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.ctrl.Disconnect(ctx)
+}
+
+// connect opens a controller to the subsystem cfg names.
+func connect(ctx context.Context, cfg Config) (*conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, ConnectTimeout)
+	defer cancel()
+	opts := initiator.Options{
+		SubsystemNQN: cfg.SubNQN,
+		HostNQN:      cfg.HostNQN,
+		NrIOQueues:   cfg.NrIOQueues,
+		QueueSize:    cfg.QueueSize,
+		Logger:       cfg.Logger,
+	}
+	var d fabrics.Dialer
+	var addr fabrics.Address
+	switch cfg.Transport {
+	case fabrics.TransportLoop:
+		lt, err := loopTargetFor(cfg)
+		if err != nil {
+			return nil, err
+		}
+		d, addr = loop.Dialer{Net: lt.net}, lt.addr
+	default:
+		ta, err := netip.ParseAddr(cfg.Traddr)
+		if err != nil {
+			return nil, fmt.Errorf("fio engine: traddr: %w", err)
+		}
+		ha, err := hostAddr(cfg.HostTraddr, ta)
+		if err != nil {
+			return nil, err
+		}
+		dev, err := softDevice(ha)
+		if err != nil {
+			return nil, err
+		}
+		d = nvmerdma.NewDialer(nvmerdma.HostConfig{Device: dev, Logger: cfg.Logger.Named("rdma")})
+		addr = fabrics.Address{Transport: fabrics.TransportRDMA, Addr: ta, ServiceID: uint16(cfg.Trsvcid)}
+	}
+	ctrl, err := initiator.Connect(ctx, d, addr, opts)
+	if err != nil {
+		return nil, fmt.Errorf("fio engine: connect to %s %s: %w", addr, cfg.SubNQN, err)
+	}
+	return &conn{ctrl: ctrl}, nil
+}
+
+// hostAddr returns the soft device's address: s if set, else the source
+// address the kernel would use towards target (no packet is sent), or
+// LoopbackHostAddr for a loopback target.
+func hostAddr(s string, target netip.Addr) (netip.Addr, error) {
+	if s != "" {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return a, fmt.Errorf("fio engine: host_traddr: %w", err)
+		}
+		return a, nil
+	}
+	if target.IsLoopback() && target.Is4() {
+		return netip.MustParseAddr(LoopbackHostAddr), nil
+	}
+	c, err := net.Dial("udp", net.JoinHostPort(target.String(), strconv.Itoa(4791)))
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("fio engine: no route to %s for host_traddr: %w", target, err)
+	}
+	defer c.Close()
+	ap, err := netip.ParseAddrPort(c.LocalAddr().String())
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("fio engine: host_traddr: %w", err)
+	}
+	return ap.Addr().Unmap(), nil
+}
+
+// Process-wide state shared by every engine (fio job) in the process. It
+// lives until the process exits: fio runs a verify job after the job that
+// wrote the data, and both must see the same loop target.
+var shared struct {
+	sync.Mutex
+	devices map[netip.Addr]rdma.Device
+	loops   map[loopKey]*loopTarget
+}
+
+// softDevice returns the process's soft RoCE device on addr, opening it
+// the first time.
+func softDevice(addr netip.Addr) (rdma.Device, error) {
+	shared.Lock()
+	defer shared.Unlock()
+	if d := shared.devices[addr]; d != nil {
+		return d, nil
+	}
+	d, err := soft.Open(soft.Config{Addr: addr})
+	if err != nil {
+		return nil, fmt.Errorf("fio engine: soft RoCE device on host_traddr %s: %w", addr, err)
+	}
+	if shared.devices == nil {
+		shared.devices = map[netip.Addr]rdma.Device{}
+	}
+	shared.devices[addr] = d
+	return d, nil
+}
+
+type loopKey struct {
+	svcid  int
+	subnqn string
+}
+
+// loopTarget is an in-process target on a loop network.
+type loopTarget struct {
+	net  *loop.Network
+	tgt  *target.Target
+	addr fabrics.Address
+}
+
+// loopTargetFor returns the process's loop target for cfg's service ID and
+// subsystem, starting it (one memory namespace of cfg.LoopSize bytes as
+// cfg.NSID) the first time; later engines use it as it is.
+func loopTargetFor(cfg Config) (*loopTarget, error) {
+	shared.Lock()
+	defer shared.Unlock()
+	key := loopKey{cfg.Trsvcid, cfg.SubNQN}
+	if lt := shared.loops[key]; lt != nil {
+		return lt, nil
+	}
+	addr := fabrics.Address{Transport: fabrics.TransportLoop, ServiceID: uint16(cfg.Trsvcid)}
+	if a, err := netip.ParseAddr(cfg.Traddr); err == nil {
+		addr.Addr = a
+	}
+	tgt := target.New(target.Options{Logger: cfg.Logger.Named("target")})
+	fail := func(err error) (*loopTarget, error) {
+		tgt.Close()
+		return nil, fmt.Errorf("fio engine: loop target: %w", err)
+	}
+	if err := tgt.AddSubsystem(target.SubsystemConfig{NQN: cfg.SubNQN, AllowAnyHost: true, Model: "nvmeof fio loop"}); err != nil {
+		return fail(err)
+	}
+	mem, err := bdev.NewMemory(cfg.LoopSize, 512)
+	if err != nil {
+		return fail(err)
+	}
+	if err := tgt.AddNamespace(cfg.SubNQN, target.NamespaceConfig{NSID: cfg.NSID, Device: mem}); err != nil {
+		mem.Close()
+		return fail(err)
+	}
+	if err := tgt.AddPort(target.PortConfig{ID: 1, Address: addr, Subsystems: []string{cfg.SubNQN}}); err != nil {
+		return fail(err)
+	}
+	n := loop.NewNetwork()
+	l, err := n.Listen(addr)
+	if err != nil {
+		return fail(err)
+	}
+	go func() { _ = tgt.Serve(context.Background(), 1, l) }()
+	lt := &loopTarget{net: n, tgt: tgt, addr: addr}
+	if shared.loops == nil {
+		shared.loops = map[loopKey]*loopTarget{}
+	}
+	shared.loops[key] = lt
+	return lt, nil
+}

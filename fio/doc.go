@@ -1,0 +1,52 @@
+// Package fio is the Go half of nvmeof's fio external I/O engine: an
+// asynchronous submit/reap interface over an initiator namespace, which
+// the C shim in fio/engine wraps as fio's struct ioengine_ops.
+//
+// Build the engine with scripts/build-fio-engine.sh (it compiles against
+// the headers of the installed fio version) and load it with
+// ioengine=external:PATH:
+//
+//	fio --thread --ioengine=external:$PWD/out/fio-nvmeof.so \
+//	    --traddr=127.0.0.1 --trsvcid=4420 --subnqn=nqn.2026-11.io.nvmeof:bench \
+//	    --host_traddr=127.0.0.2 --nsid=1 job.fio
+//
+// The engine's options (fio --enghelp=external:PATH lists them):
+//
+//	transport     rdma (default; RoCEv2 through the pure-Go soft provider) or
+//	              loop (an in-process target with one memory namespace; for
+//	              tests, it needs neither root nor a target daemon)
+//	traddr        the target port's IP address (default 127.0.0.1)
+//	trsvcid       the NVMe-oF service ID, RDMA CM port (default 4420)
+//	subnqn        the subsystem NQN (rdma: required; loop: default
+//	              nqn.2026-11.io.nvmeof:fio-loop)
+//	hostnqn       the host NQN (default: /etc/nvme/hostnqn, else a UUID NQN)
+//	host_traddr   the local address the soft RoCE device binds (default: the
+//	              source address the kernel routes traddr from; 127.0.0.2 when
+//	              traddr is a loopback address, since the target's device holds
+//	              UDP 4791 on 127.0.0.1)
+//	nsid          the namespace ID (default 1)
+//	nr_io_queues  I/O queues per job (default: the number of CPUs, as nvme-cli)
+//	queue_size    I/O queue size in entries (default 128)
+//	loop_size     size of the loop target's memory namespace (default 1g)
+//
+// Every fio job (each of numjobs) opens its own controller: an association
+// with its own admin and I/O queues, as SPDK's fio plugin opens one per
+// thread. All jobs of one fio process share one soft RoCE device per
+// host_traddr and, for transport=loop, one in-process target per
+// (trsvcid, subnqn), which lives until fio exits so that a verify job reads
+// what an earlier job wrote.
+//
+// fio must run jobs as threads (--thread): the engine is a Go c-shared
+// library whose runtime starts when fio loads it, and a Go runtime does not
+// survive fork. The engine's setup hook switches a job to thread mode as
+// fio's rbd engine does; with create_serialize=0 (setup after the fork) it
+// refuses to run instead.
+//
+// The initiator's Namespace methods are synchronous, so Engine runs each
+// submitted I/O on one of Depth worker goroutines (Depth = fio's iodepth)
+// that completes into a ring Reap drains. Per I/O that costs two goroutine
+// hand-offs beyond the transport's own (submitter to worker, worker to
+// reaper) but no allocation: requests live in preallocated slots indexed by
+// fio's io_u index, and data moves directly between the transport and fio's
+// buffers.
+package fio

@@ -1,0 +1,376 @@
+package fio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nvmeof/nvmeof/initiator"
+	"github.com/nvmeof/nvmeof/nvme"
+)
+
+// Op is the operation of one request.
+type Op uint8
+
+// Operations, as fio's data directions map onto NVMe commands.
+const (
+	OpRead  Op = iota // DDIR_READ: Read
+	OpWrite           // DDIR_WRITE: Write
+	OpTrim            // DDIR_TRIM: Dataset Management, Deallocate
+	OpFlush           // DDIR_SYNC, DDIR_DATASYNC: Flush
+)
+
+// String returns the operation's NVMe command name.
+func (o Op) String() string {
+	switch o {
+	case OpRead:
+		return "Read"
+	case OpWrite:
+		return "Write"
+	case OpTrim:
+		return "Dataset Management"
+	case OpFlush:
+		return "Flush"
+	}
+	return fmt.Sprintf("Op(%d)", uint8(o))
+}
+
+// Request is one I/O handed to Submit.
+type Request struct {
+	Op Op
+	// Buf is the data buffer of a read or write; the engine reads or
+	// fills it until the request completes.
+	Buf []byte
+	// Off is the byte offset in the namespace; Len the byte length of a
+	// trim (reads and writes move len(Buf)).
+	Off int64
+	Len int64
+}
+
+// Completion is a finished request, as Reap returns it.
+type Completion struct {
+	// Slot is the slot the request was submitted on.
+	Slot int32
+	// Errno is 0 on success, else the error as an errno for fio.
+	Errno syscall.Errno
+	// Resid is the number of bytes not transferred.
+	Resid int64
+}
+
+// slot is the state of one request slot. The submitter writes it before it
+// hands the index to a worker over the work channel, the worker writes the
+// result before it pushes the index on the completion ring; the channel
+// and the ring's mutex order those writes.
+type slot struct {
+	req   Request
+	busy  bool
+	err   error
+	resid int64
+}
+
+// Engine submits I/O to one namespace asynchronously. Submit and Reap are
+// meant for one submitting goroutine (one fio job); Close may be called
+// from any.
+type Engine struct {
+	cfg  Config
+	conn *conn
+	ns   namespace
+
+	slots []slot
+	work  chan int32
+
+	mu      sync.Mutex
+	ring    []int32 // completed slots, FIFO; len(ring) == Depth
+	head    int     // next to reap
+	count   int     // completed and not reaped
+	wake    chan struct{}
+	timer   *time.Timer
+	pending atomic.Int32 // submitted and not reaped
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	workers   sync.WaitGroup
+}
+
+// namespace is what Engine needs of an *initiator.Namespace (tests put a
+// fake in its place).
+type namespace interface {
+	ReadAt(p []byte, off int64) (int, error)
+	WriteAt(p []byte, off int64) (int, error)
+	Trim(off, length int64) error
+	Flush() error
+	Size() int64
+	BlockSize() int
+}
+
+// ErrBusy is returned by Submit for a slot whose previous request has not
+// been reaped, or a slot out of range.
+var ErrBusy = errors.New("fio engine: slot busy or out of range")
+
+// ErrClosed is returned by Submit after Close.
+var ErrClosed = errors.New("fio engine: closed")
+
+// Open connects to the namespace cfg names (for transport loop, after
+// starting the in-process target if this process has none yet) and starts
+// cfg.Depth workers.
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := c.ctrl.Namespace(cfg.NSID)
+	if err != nil {
+		c.close()
+		return nil, fmt.Errorf("fio engine: %s: %w", c.ctrl.SubsystemNQN(), err)
+	}
+	return newEngine(cfg, c, ns), nil
+}
+
+// newEngine starts an engine of cfg.Depth slots on ns.
+func newEngine(cfg Config, c *conn, ns namespace) *Engine {
+	e := &Engine{
+		cfg:   cfg,
+		conn:  c,
+		ns:    ns,
+		slots: make([]slot, cfg.Depth),
+		work:  make(chan int32, cfg.Depth),
+		ring:  make([]int32, cfg.Depth),
+		wake:  make(chan struct{}, 1),
+		timer: time.NewTimer(time.Hour),
+	}
+	e.timer.Stop()
+	e.workers.Add(cfg.Depth)
+	for range cfg.Depth {
+		go e.worker()
+	}
+	return e
+}
+
+// Size returns the namespace size in bytes.
+func (e *Engine) Size() int64 { return e.ns.Size() }
+
+// BlockSize returns the namespace's logical block size.
+func (e *Engine) BlockSize() int { return e.ns.BlockSize() }
+
+// Depth returns the number of request slots.
+func (e *Engine) Depth() int { return len(e.slots) }
+
+// Controller returns the engine's controller (nil for a test engine).
+func (e *Engine) Controller() *initiator.Controller {
+	if e.conn == nil {
+		return nil
+	}
+	return e.conn.ctrl
+}
+
+// Submit starts r on slot, which must be free: 0 <= slot < Depth and its
+// previous request reaped. It does not wait; the result comes from Reap.
+func (e *Engine) Submit(slot int, r Request) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if slot < 0 || slot >= len(e.slots) || e.slots[slot].busy {
+		return fmt.Errorf("%w: slot %d of %d", ErrBusy, slot, len(e.slots))
+	}
+	s := &e.slots[slot]
+	s.req, s.busy, s.err, s.resid = r, true, nil, 0
+	e.pending.Add(1)
+	e.work <- int32(slot) // never blocks: the channel holds Depth slots
+	return nil
+}
+
+// Pending returns the number of requests submitted and not yet reaped.
+func (e *Engine) Pending() int { return int(e.pending.Load()) }
+
+// Reap moves up to min(max, len(out)) completions into out and returns how
+// many. It waits until at least min are there (min is capped at the number
+// of requests outstanding), or until timeout has passed (negative: no
+// limit; 0: do not wait).
+func (e *Engine) Reap(min, max int, timeout time.Duration, out []Completion) int {
+	max = minInt(max, len(out))
+	min = minInt(min, max, int(e.pending.Load()))
+	n := 0
+	timerSet := false
+	for {
+		got := 0
+		e.mu.Lock()
+		for n < max && e.count > 0 {
+			i := e.ring[e.head]
+			e.head = (e.head + 1) % len(e.ring)
+			e.count--
+			s := &e.slots[i]
+			out[n] = Completion{Slot: i, Errno: Errno(s.err), Resid: s.resid}
+			s.busy = false
+			n++
+			got++
+		}
+		e.mu.Unlock()
+		if got > 0 {
+			e.pending.Add(-int32(got))
+		}
+		if n >= min || n >= max || timeout == 0 {
+			break
+		}
+		if timeout < 0 {
+			<-e.wake
+			continue
+		}
+		if !timerSet {
+			e.timer.Reset(timeout)
+			timerSet = true
+		}
+		select {
+		case <-e.wake:
+			continue
+		case <-e.timer.C:
+			timeout = 0 // one last look, then return
+			timerSet = false
+		}
+	}
+	if timerSet {
+		e.timer.Stop()
+	}
+	return n
+}
+
+// Err returns the error of the last request completed on slot (nil on
+// success), for fio's error details; valid until the slot is reused.
+func (e *Engine) Err(slot int) error {
+	if slot < 0 || slot >= len(e.slots) {
+		return nil
+	}
+	return e.slots[slot].err
+}
+
+// Close stops the workers once the requests in flight have completed and
+// disconnects the controller; Submit fails with ErrClosed afterwards. It
+// must not run concurrently with Submit.
+func (e *Engine) Close() error {
+	var err error
+	e.closeOnce.Do(func() {
+		e.closed.Store(true)
+		close(e.work)
+		e.workers.Wait()
+		if e.conn != nil {
+			err = e.conn.close()
+		}
+	})
+	return err
+}
+
+func (e *Engine) worker() {
+	defer e.workers.Done()
+	for i := range e.work {
+		s := &e.slots[i]
+		s.resid, s.err = e.do(&s.req)
+		e.complete(i)
+	}
+}
+
+// do runs one request and returns its residual byte count and error.
+func (e *Engine) do(r *Request) (int64, error) {
+	switch r.Op {
+	case OpRead:
+		n, err := e.ns.ReadAt(r.Buf, r.Off)
+		if err == io.EOF && n > 0 {
+			err = nil // short read at the end: fio sees the residual
+		}
+		return int64(len(r.Buf) - n), err
+	case OpWrite:
+		n, err := e.ns.WriteAt(r.Buf, r.Off)
+		return int64(len(r.Buf) - n), err
+	case OpTrim:
+		if err := e.ns.Trim(r.Off, r.Len); err != nil {
+			return r.Len, err
+		}
+		return 0, nil
+	case OpFlush:
+		return 0, e.ns.Flush()
+	}
+	return int64(len(r.Buf)), fmt.Errorf("fio engine: %w: operation %d", syscall.EINVAL, r.Op)
+}
+
+// complete pushes slot i on the completion ring and wakes the reaper.
+func (e *Engine) complete(i int32) {
+	e.mu.Lock()
+	e.ring[(e.head+e.count)%len(e.ring)] = i
+	e.count++
+	e.mu.Unlock()
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Errno maps an I/O error to the errno fio reports, as the Linux block
+// layer maps NVMe status codes (nvme_error_status): nil is 0.
+func Errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var errno syscall.Errno
+	var ne *nvme.Error
+	switch {
+	case errors.As(err, &errno):
+		return errno
+	case errors.Is(err, initiator.ErrNotSupported):
+		return syscall.EOPNOTSUPP
+	case errors.Is(err, initiator.ErrTimeout):
+		return syscall.ETIMEDOUT
+	case errors.Is(err, initiator.ErrControllerLost), errors.Is(err, initiator.ErrClosed), errors.Is(err, ErrClosed):
+		return syscall.ENOTCONN
+	case errors.Is(err, initiator.ErrNoNamespace):
+		return syscall.ENODEV
+	case errors.As(err, &ne):
+		return statusErrno(ne.Status)
+	case errors.Is(err, io.EOF):
+		return syscall.EIO
+	}
+	return syscall.EIO
+}
+
+func minInt(v int, vs ...int) int {
+	for _, x := range vs {
+		v = min(v, x)
+	}
+	return v
+}
+
+// statusErrno maps an NVMe status as Linux nvme_error_status and
+// blk_status_to_errno do.
+func statusErrno(s nvme.Status) syscall.Errno {
+	switch s.SCT() {
+	case nvme.SCTGeneric:
+		switch s & 0x7ff {
+		case nvme.StatusCapacityExceeded:
+			return syscall.ENOSPC // BLK_STS_NOSPC
+		case nvme.StatusLBAOutOfRange, nvme.StatusCommandInterrupted, nvme.StatusNamespaceNotReady:
+			return syscall.EREMOTEIO // BLK_STS_TARGET
+		case nvme.StatusInvalidOpcode, nvme.StatusInvalidField, nvme.StatusInvalidNamespaceOrFormat:
+			return syscall.EOPNOTSUPP // BLK_STS_NOTSUPP
+		case nvme.StatusNamespaceWriteProtected:
+			return syscall.ENODATA // BLK_STS_MEDIUM
+		case nvme.StatusReservationConflict:
+			return syscall.EBADE // BLK_STS_RESV_CONFLICT
+		}
+	case nvme.SCTMediaError:
+		switch s.SC() {
+		case 0x82, 0x83, 0x84: // end-to-end guard, application and reference tag checks
+			return syscall.EILSEQ // BLK_STS_PROTECTION
+		case 0x80, 0x81, 0x85, 0x86, 0x87: // write fault, unrecovered read, compare, access denied, unwritten
+			return syscall.ENODATA // BLK_STS_MEDIUM
+		}
+	case nvme.SCTPathRelated:
+		return syscall.ENOLINK // BLK_STS_TRANSPORT
+	}
+	return syscall.EIO
+}
