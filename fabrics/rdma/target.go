@@ -315,7 +315,7 @@ func newTargetQueue(l *Listener, qid uint16, depth, inline, reads int, req rdma.
 			SQSize: depth,
 			RQSize: 0,
 		},
-		remote:  fabrics.Address{Transport: fabrics.TransportRDMA, Addr: req.RemoteAddr().Addr(), ServiceID: l.cfg.ServiceID},
+		remote: fabrics.Address{Transport: fabrics.TransportRDMA, Addr: req.RemoteAddr().Addr(), ServiceID: l.cfg.ServiceID},
 		// Twice the host's queue depth in receive buffers and requests,
 		// as nvmet-rdma allocates twice its responses: a slot returns to
 		// the receive queue only when its response SEND has completed
