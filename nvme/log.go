@@ -510,8 +510,12 @@ const ChangedNSListOverflow = 0xffffffff
 
 // DecodeChangedNSList returns the NSIDs of a Changed Namespace List log page
 // (LID 04h), or overflow = true when the list holds the overflow marker
-// (more than 1024 namespaces changed: the host rescans them all).
+// (more than 1024 namespaces changed: the host rescans them all). The log
+// page holds at most 1024 entries: bytes beyond its 4096 are ignored.
 func DecodeChangedNSList(b []byte) (ids []uint32, overflow bool, err error) {
+	if len(b) > 4*MaxNSIDListEntries {
+		b = b[:4*MaxNSIDListEntries]
+	}
 	ids, err = DecodeNSIDList(b)
 	if err != nil {
 		return nil, false, err
