@@ -1,0 +1,226 @@
+package main
+
+import (
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/initiator"
+	"github.com/nvmeof/nvmeof/initiator/blockdev"
+)
+
+// parseConnect runs the connect command's flag parsing on args and
+// returns the parsed arguments.
+func parseConnect(t *testing.T, args ...string) (connectArgs, error) {
+	t.Helper()
+	var got connectArgs
+	app := &cli.App{
+		Writer: io.Discard, ErrWriter: io.Discard,
+		Commands: []*cli.Command{{
+			Name:   "connect",
+			Flags:  append(fabricsFlags(true), &cli.StringFlag{Name: "map", Value: "auto"}),
+			Action: func(c *cli.Context) error { got = parseFabricsArgs(c); return nil },
+		}},
+	}
+	err := app.Run(reorderArgs(app, append([]string{"nvmeof", "connect"}, args...)))
+	return got, err
+}
+
+const (
+	tNQN  = "nqn.2026-11.io.nvmeof:disk0"
+	tHost = "nqn.2014-08.org.nvmexpress:uuid:5a3c1b2e-0b7a-4c1e-9d8f-0123456789ab"
+)
+
+func TestConnectFlagsToOptions(t *testing.T) {
+	hostID, _ := fabrics.ParseUUID("5a3c1b2e-0b7a-4c1e-9d8f-0123456789ab")
+	rdma := func(a string, port uint16) fabrics.Address {
+		return fabrics.Address{Transport: "rdma", Addr: netip.MustParseAddr(a), ServiceID: port}
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		want    initiator.Options
+		addr    fabrics.Address
+		method  blockdev.Method
+		none    bool
+		wantErr string // substring of the error of validateConnect
+	}{
+		{
+			name: "defaults",
+			args: []string{"-t", "rdma", "-a", "192.0.2.1", "-n", tNQN},
+			want: initiator.Options{SubsystemNQN: tNQN, CtrlLossTimeout: 600 * time.Second},
+			addr: rdma("192.0.2.1", 4420),
+		},
+		{
+			name: "every short flag",
+			args: []string{"-t", "rdma", "-a", "192.0.2.1", "-s", "4421", "-n", tNQN, "-q", tHost,
+				"-I", "5A3C1B2E-0B7A-4C1E-9D8F-0123456789AB", "-i", "4", "-Q", "64", "-k", "15", "-c", "2", "-l", "30"},
+			want: initiator.Options{SubsystemNQN: tNQN, HostNQN: tHost, HostID: hostID, NrIOQueues: 4, QueueSize: 64,
+				KeepAliveTimeout: 15 * time.Second, ReconnectDelay: 2 * time.Second, CtrlLossTimeout: 30 * time.Second},
+			addr: rdma("192.0.2.1", 4421),
+		},
+		{
+			name: "long flags with =",
+			args: []string{"--transport=rdma", "--traddr=10.0.0.7", "--trsvcid=4420", "--nqn=" + tNQN,
+				"--nr-io-queues=2", "--queue-size=1024", "--keep-alive-tmo=5", "--reconnect-delay=1", "--ctrl-loss-tmo=5", "--map=fuse"},
+			want: initiator.Options{SubsystemNQN: tNQN, NrIOQueues: 2, QueueSize: 1024,
+				KeepAliveTimeout: 5 * time.Second, ReconnectDelay: time.Second, CtrlLossTimeout: 5 * time.Second},
+			addr:   rdma("10.0.0.7", 4420),
+			method: blockdev.MethodFUSELoop,
+		},
+		{
+			name: "ctrl-loss-tmo -1 reconnects forever",
+			args: []string{"-a", "192.0.2.1", "-n", tNQN, "-l", "-1", "--map", "nbd"},
+			want: initiator.Options{SubsystemNQN: tNQN, CtrlLossTimeout: -1},
+			addr: rdma("192.0.2.1", 4420), method: blockdev.MethodNBD,
+		},
+		{
+			name: "ctrl-loss-tmo 0 gives up at once",
+			args: []string{"-a", "192.0.2.1", "-n", tNQN, "-l", "0", "--map", "none"},
+			want: initiator.Options{SubsystemNQN: tNQN, CtrlLossTimeout: time.Nanosecond},
+			addr: rdma("192.0.2.1", 4420), none: true,
+		},
+		{
+			name: "zeros keep the defaults",
+			args: []string{"-a", "192.0.2.1", "-n", tNQN, "-i", "0", "-Q", "0", "-k", "0", "-c", "0"},
+			want: initiator.Options{SubsystemNQN: tNQN, CtrlLossTimeout: 600 * time.Second},
+			addr: rdma("192.0.2.1", 4420),
+		},
+		{
+			name: "loop with a target config",
+			args: []string{"-t", "loop", "-a", "127.0.0.1", "-n", tNQN, "--target-config", "/dev/null"},
+			want: initiator.Options{SubsystemNQN: tNQN, CtrlLossTimeout: 600 * time.Second},
+			addr: fabrics.Address{Transport: "loop", Addr: netip.MustParseAddr("127.0.0.1"), ServiceID: 4420},
+		},
+		{name: "no nqn", args: []string{"-a", "192.0.2.1"}, wantErr: "--nqn (-n) not specified"},
+		{name: "no address", args: []string{"-n", tNQN}, wantErr: "--traddr (-a) not specified"},
+		{name: "bad address", args: []string{"-a", "target.example", "-n", tNQN}, wantErr: "not an IP address"},
+		{name: "ipv6 on soft rdma", args: []string{"-a", "2001:db8::1", "-n", tNQN}, wantErr: "IPv4 only"},
+		{name: "tcp", args: []string{"-t", "tcp", "-a", "192.0.2.1", "-n", tNQN}, wantErr: "transport tcp is not supported"},
+		{name: "unknown transport", args: []string{"-t", "fibre", "-a", "192.0.2.1", "-n", tNQN}, wantErr: "unknown transport"},
+		{name: "service 0", args: []string{"-a", "192.0.2.1", "-s", "0", "-n", tNQN}, wantErr: "not a port number"},
+		{name: "service too big", args: []string{"-a", "192.0.2.1", "-s", "70000", "-n", tNQN}, wantErr: "not a port number"},
+		{name: "bad nqn", args: []string{"-a", "192.0.2.1", "-n", "disk0"}, wantErr: `nqn "disk0"`},
+		{name: "bad host nqn", args: []string{"-a", "192.0.2.1", "-n", tNQN, "-q", "host one"}, wantErr: "hostnqn"},
+		{name: "bad host id", args: []string{"-a", "192.0.2.1", "-n", tNQN, "-I", "1234"}, wantErr: "not a UUID"},
+		{name: "queue size too small", args: []string{"-a", "192.0.2.1", "-n", tNQN, "-Q", "8"}, wantErr: "queue-size 8 out of range 16..1024"},
+		{name: "queue size too big", args: []string{"-a", "192.0.2.1", "-n", tNQN, "-Q", "2048"}, wantErr: "out of range"},
+		{name: "negative queues", args: []string{"-a", "192.0.2.1", "-n", tNQN, "-i", "-1"}, wantErr: "nr-io-queues -1"},
+		{name: "negative kato", args: []string{"-a", "192.0.2.1", "-n", tNQN, "-k", "-1"}, wantErr: "keep-alive-tmo -1"},
+		{name: "negative delay", args: []string{"-a", "192.0.2.1", "-n", tNQN, "-c", "-5"}, wantErr: "reconnect-delay -5"},
+		{name: "loop without config", args: []string{"-t", "loop", "-a", "127.0.0.1", "-n", tNQN}, wantErr: "--target-config"},
+		{name: "bad map", args: []string{"-a", "192.0.2.1", "-n", tNQN, "--map", "ublk"}, wantErr: "--map"},
+		{name: "bad host address", args: []string{"-a", "192.0.2.1", "-n", tNQN, "-w", "eth0"}, wantErr: "host-traddr"},
+		{name: "zero timeout", args: []string{"-a", "192.0.2.1", "-n", tNQN, "--timeout", "0s"}, wantErr: "--timeout"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := parseConnect(t, tc.args...)
+			if err != nil {
+				t.Fatalf("flag parsing: %v", err)
+			}
+			err = a.validateConnect()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("validateConnect() = %v, want an error containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("validateConnect: %v", err)
+			}
+			o, err := a.options()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(o, tc.want) {
+				t.Errorf("options:\n got %+v\nwant %+v", o, tc.want)
+			}
+			addr, err := a.address()
+			if err != nil || addr != tc.addr {
+				t.Errorf("address() = %v, %v; want %v", addr, err, tc.addr)
+			}
+			m, none, err := a.mapMethod()
+			if err != nil || m != tc.method || none != tc.none {
+				t.Errorf("mapMethod() = %v, %v, %v; want %v, %v", m, none, err, tc.method, tc.none)
+			}
+		})
+	}
+}
+
+func TestReorderArgs(t *testing.T) {
+	app := newApp(io.Discard, io.Discard)
+	tests := []struct{ in, want []string }{
+		{[]string{"nvmeof", "id-ctrl", "nvmeof0", "-o", "json"}, []string{"nvmeof", "id-ctrl", "-o", "json", "--", "nvmeof0"}},
+		{[]string{"nvmeof", "--run-dir", "/x", "id-ns", "/dev/loop3", "-n", "2"}, []string{"nvmeof", "--run-dir", "/x", "id-ns", "-n", "2", "--", "/dev/loop3"}},
+		{[]string{"nvmeof", "connect", "-a", "1.2.3.4", "-l", "-1"}, []string{"nvmeof", "connect", "-a", "1.2.3.4", "-l", "-1"}},
+		{[]string{"nvmeof", "list", "--output-format=json"}, []string{"nvmeof", "list", "--output-format=json"}},
+		{[]string{"nvmeof", "smart-log", "-h", "nvmeof1"}, []string{"nvmeof", "smart-log", "-h", "--", "nvmeof1"}},
+		{[]string{"nvmeof", "bogus", "x", "-o"}, []string{"nvmeof", "bogus", "x", "-o"}},
+	}
+	for _, tc := range tests {
+		if got := reorderArgs(app, tc.in); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("reorderArgs(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestHostAddrs(t *testing.T) {
+	got, err := hostAddrs(netip.MustParseAddr("127.0.0.1"), "")
+	if err != nil || len(got) != loopbackHostCandidates || got[0] != netip.MustParseAddr("127.0.0.2") {
+		t.Fatalf("loopback target: %v, %v", got, err)
+	}
+	got, err = hostAddrs(netip.MustParseAddr("127.0.0.2"), "")
+	if err != nil || got[0] != netip.MustParseAddr("127.0.0.3") {
+		t.Fatalf("target on 127.0.0.2: %v, %v (the target's own address must be skipped)", got, err)
+	}
+	got, err = hostAddrs(netip.MustParseAddr("127.0.0.1"), "127.0.0.9")
+	if err != nil || len(got) != 1 || got[0] != netip.MustParseAddr("127.0.0.9") {
+		t.Fatalf("explicit -w: %v, %v", got, err)
+	}
+	if _, err := hostAddrs(netip.MustParseAddr("127.0.0.1"), "::1"); err == nil {
+		t.Fatal("IPv6 -w accepted")
+	}
+	// All of 127/8 is loopback.
+	got, err = hostAddrs(netip.MustParseAddr("127.1.2.3"), "")
+	if err != nil || got[0] != netip.MustParseAddr("127.0.0.2") {
+		t.Fatalf("127.x target: %v, %v", got, err)
+	}
+}
+
+func TestDefaultHostNQN(t *testing.T) {
+	dir := t.TempDir()
+	saved := []string{initiator.HostNQNFile, dmiUUIDFile, machineIDFile}
+	t.Cleanup(func() { initiator.HostNQNFile, dmiUUIDFile, machineIDFile = saved[0], saved[1], saved[2] })
+	initiator.HostNQNFile = filepath.Join(dir, "hostnqn")
+	dmiUUIDFile = filepath.Join(dir, "product_uuid")
+	machineIDFile = filepath.Join(dir, "machine-id")
+	write := func(name, s string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := defaultHostNQN(); got != "" {
+		t.Errorf("no sources: %q, want empty", got)
+	}
+	write("machine-id", "0123456789abcdef0123456789abcdef\n")
+	if got, want := defaultHostNQN(), fabrics.UUIDNQNPrefix+"01234567-89ab-4def-8123-456789abcdef"; got != want {
+		t.Errorf("machine-id: %q, want %q", got, want)
+	}
+	write("product_uuid", "4C4C4544-0042-3610-8052-B4C04F4D4E32\n")
+	if got, want := defaultHostNQN(), fabrics.UUIDNQNPrefix+"4c4c4544-0042-3610-8052-b4c04f4d4e32"; got != want {
+		t.Errorf("DMI: %q, want %q", got, want)
+	}
+	write("hostnqn", tHost+"\n")
+	if got := defaultHostNQN(); got != tHost {
+		t.Errorf("hostnqn file: %q, want %q", got, tHost)
+	}
+}

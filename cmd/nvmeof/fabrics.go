@@ -1,0 +1,499 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/initiator"
+	"github.com/nvmeof/nvmeof/initiator/session"
+	"github.com/nvmeof/nvmeof/nvme"
+)
+
+// Bounds of the connect work beyond --timeout: mapping the namespaces,
+// and the daemon's start.
+const (
+	mapTimeout   = 60 * time.Second
+	startSlack   = 30 * time.Second
+	callTimeout  = 15 * time.Second // a control request (Identify, state)
+	disconnTmo   = 45 * time.Second // a disconnect request (unmap + shutdown)
+	exitWaitTime = 15 * time.Second // the daemon's exit after a disconnect
+)
+
+// readDiscovery connects to the discovery controller, reads the discovery
+// log page and its generation counter, and disconnects.
+func readDiscovery(ctx context.Context, tr *transport, opts initiator.Options) (uint64, []initiator.DiscoveryEntry, error) {
+	if opts.SubsystemNQN == "" {
+		opts.SubsystemNQN = fabrics.DiscoveryNQN
+	}
+	ctrl, err := initiator.Connect(ctx, tr.dialer, tr.addr, opts)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = ctrl.Disconnect(dctx)
+	}()
+	entries, err := ctrl.DiscoveryLog(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	// DiscoveryLog does not return the generation counter: read the
+	// header once more for it.
+	hdr := make([]byte, fabrics.DiscoveryHeaderLen)
+	var genctr uint64
+	if err := ctrl.GetLogPage(ctx, nvme.LIDDiscovery, 0, hdr); err == nil {
+		if h, err := fabrics.ParseDiscoveryHeader(hdr); err == nil {
+			genctr = h.GenCtr()
+		}
+	}
+	return genctr, entries, nil
+}
+
+// discoverWith opens the transport of a and reads the discovery log.
+func discoverWith(c *cli.Context, a connectArgs) (uint64, []initiator.DiscoveryEntry, error) {
+	if a.NQN == "" {
+		a.NQN = fabrics.DiscoveryNQN
+	}
+	if a.HostNQN == "" {
+		a.HostNQN = defaultHostNQN()
+	}
+	opts, err := a.options()
+	if err != nil {
+		return 0, nil, err
+	}
+	log := newLogger(c, "nvmeof")
+	opts.Logger = log
+	tr, err := openTransport(a, log)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer tr.close()
+	ctx, cancel := context.WithTimeout(c.Context, a.Timeout)
+	defer cancel()
+	genctr, entries, err := readDiscovery(ctx, tr, opts)
+	if err != nil {
+		return 0, nil, errors.New(describeConnectError(err, a, tr))
+	}
+	return genctr, entries, nil
+}
+
+func cmdDiscover(c *cli.Context) error {
+	format, err := checkFormat(c)
+	if err != nil {
+		return err
+	}
+	a := parseFabricsArgs(c)
+	if _, err := a.address(); err != nil {
+		return err
+	}
+	genctr, entries, err := discoverWith(c, a)
+	if err != nil {
+		return err
+	}
+	return printDiscovery(c.App.Writer, format, genctr, entries)
+}
+
+// sameConnection reports whether a live daemon already holds a's
+// connection (nvme-cli's lookup_ctrl: transport, address, service, NQN).
+func sameConnection(st *session.State, a connectArgs) bool {
+	return st.Transport == a.Transport && st.Traddr == a.Traddr && st.Trsvcid == a.Trsvcid && st.SubsysNQN == a.NQN
+}
+
+// findConnected returns the live daemon holding a's connection, if any.
+func findConnected(runDir string, a connectArgs) *session.State {
+	live, _, _ := session.Scan(runDir)
+	for _, e := range live {
+		if e.State != nil && sameConnection(e.State, a) {
+			return e.State
+		}
+	}
+	return nil
+}
+
+// errAlreadyConnected is wrapped when connect finds the connection made.
+var errAlreadyConnected = errors.New("already connected")
+
+// connectOne starts the daemon of one connection and waits for its report.
+func connectOne(c *cli.Context, a connectArgs) (*session.State, error) {
+	if err := a.validateConnect(); err != nil {
+		return nil, err
+	}
+	if a.Trsvcid == "" {
+		a.Trsvcid = strconv.Itoa(fabrics.DefaultServiceID)
+	}
+	runDir := c.String("run-dir")
+	if st := findConnected(runDir, a); st != nil {
+		return nil, fmt.Errorf("%s at %s %s:%s: %w as %s", a.NQN, a.Transport, a.Traddr, a.Trsvcid, errAlreadyConnected, st.Name)
+	}
+	if a.HostNQN == "" {
+		a.HostNQN = defaultHostNQN()
+	}
+	switch lvl := hclog.LevelFromString(c.String("log-level")); lvl {
+	case hclog.Trace, hclog.Debug:
+		a.LogLevel = lvl.String()
+	default:
+		a.LogLevel = "info"
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("cannot find this program to start the connection daemon: %w", err)
+	}
+	slot, err := session.Allocate(runDir)
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("run as root (the soft RoCE device needs CAP_NET_RAW, the block devices CAP_SYS_ADMIN): %s", trimPrefixes(err.Error()))
+	}
+	if err != nil {
+		return nil, trimErr(err)
+	}
+	spec, err := json.Marshal(a)
+	if err != nil {
+		slot.Release()
+		return nil, err
+	}
+	args := []string{"--run-dir", runDir, daemonCommand, "--name", slot.Name, "--spec", string(spec)}
+	st, err := session.StartDaemon(exe, args, slot, a.Timeout+mapTimeout+startSlack)
+	if err != nil {
+		return nil, trimErr(err)
+	}
+	return st, nil
+}
+
+// trimErr makes an error one line without package prefixes.
+func trimErr(err error) error { return errors.New(trimPrefixes(err.Error())) }
+
+// printConnected prints what connect made: the mapped devices, one per
+// line, then the controller name (JSON: nvme-cli's {"device": ...} plus
+// the namespaces).
+func printConnected(c *cli.Context, format string, st *session.State) error {
+	w := c.App.Writer
+	if format == formatJSON {
+		var nss []jobj
+		for _, ns := range st.Namespaces {
+			nss = append(nss, jobj{{"nsid", ns.NSID}, {"generic", ns.Generic}, {"device", ns.Device}})
+		}
+		return writeJSON(w, jobj{{"device", st.Name}, {"subsysnqn", st.SubsysNQN}, {"namespaces", nss}})
+	}
+	for _, ns := range st.Namespaces {
+		if ns.Device != "" {
+			fmt.Fprintln(w, ns.Device)
+		}
+	}
+	fmt.Fprintln(w, st.Name)
+	return nil
+}
+
+func cmdConnect(c *cli.Context) error {
+	format, err := checkFormat(c)
+	if err != nil {
+		return err
+	}
+	a := parseFabricsArgs(c)
+	st, err := connectOne(c, a)
+	if err != nil {
+		return err
+	}
+	return printConnected(c, format, st)
+}
+
+func cmdConnectAll(c *cli.Context) error {
+	format, err := checkFormat(c)
+	if err != nil {
+		return err
+	}
+	a := parseFabricsArgs(c)
+	if _, err := a.address(); err != nil {
+		return err
+	}
+	if _, _, err := a.mapMethod(); err != nil {
+		return err
+	}
+	// The discovery's soft device is closed before the daemons open
+	// theirs on the same host address.
+	_, entries, err := discoverWith(c, a)
+	if err != nil {
+		return err
+	}
+	var errs []string
+	for _, e := range entries {
+		if e.SubType != fabrics.SubTypeNVM {
+			continue
+		}
+		addr, err := e.Address()
+		if err != nil {
+			errs = append(errs, trimPrefixes(err.Error()))
+			continue
+		}
+		if addr.Transport != a.Transport {
+			continue // nvme-cli skips entries of another transport
+		}
+		b := a
+		b.NQN = e.SubNQN
+		if addr.Addr.IsValid() {
+			b.Traddr = addr.Addr.String()
+		}
+		b.Trsvcid = strconv.Itoa(int(addr.ServiceID))
+		st, err := connectOne(c, b)
+		if errors.Is(err, errAlreadyConnected) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", e.SubNQN, err))
+			continue
+		}
+		if err := printConnected(c, format, st); err != nil {
+			return err
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// disconnectEntry asks a daemon to disconnect and waits for it to exit.
+func disconnectEntry(c *cli.Context, e session.Entry) error {
+	pid := 0
+	if e.State != nil {
+		pid = e.State.PID
+	}
+	ctx, cancel := context.WithTimeout(c.Context, disconnTmo)
+	defer cancel()
+	_, err := session.Call(ctx, e.SocketPath(), session.Request{Op: session.OpDisconnect})
+	if err != nil {
+		if errors.Is(err, session.ErrNoDaemon) && waitGone(c.String("run-dir"), e.Name, time.Second) {
+			return nil // died meanwhile: cleaned up as stale
+		}
+		return fmt.Errorf("%s: %v", e.Name, trimPrefixes(err.Error()))
+	}
+	if !waitGone(c.String("run-dir"), e.Name, exitWaitTime) || !waitExit(pid, exitWaitTime) {
+		return fmt.Errorf("%s: disconnected, but its daemon has not exited after %v", e.Name, exitWaitTime)
+	}
+	return nil
+}
+
+// waitExit waits until process pid has exited (or is a zombie).
+func waitExit(pid int, timeout time.Duration) bool {
+	if pid <= 0 {
+		return true
+	}
+	deadline := time.Now().Add(timeout)
+	for processAlive(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// processAlive reports whether pid runs (a zombie does not).
+func processAlive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) S ...: the state follows the last ')'.
+	if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] != 'Z' && b[i+2] != 'X'
+	}
+	return true
+}
+
+// waitGone waits until no live daemon has name (Scan removes the state of
+// dead ones).
+func waitGone(runDir, name string, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		live, _, _ := session.Scan(runDir)
+		found := false
+		for _, e := range live {
+			if e.Name == name {
+				found = true
+			}
+		}
+		if !found {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func cmdDisconnect(c *cli.Context) error {
+	nqn, dev := c.String("nqn"), c.String("device")
+	if (nqn == "") == (dev == "") {
+		return errors.New("need either --nqn (-n) NQN or --device (-d) DEVICE")
+	}
+	runDir := c.String("run-dir")
+	if dev != "" {
+		t, err := resolveDevice(c, runDir, dev)
+		if err != nil {
+			return err
+		}
+		return disconnectEntry(c, t.entry)
+	}
+	live, _, err := session.Scan(runDir)
+	if err != nil {
+		return trimErr(err)
+	}
+	var errs []string
+	n := 0
+	for _, e := range live {
+		st := liveState(c, e)
+		if st == nil || st.SubsysNQN != nqn {
+			continue
+		}
+		if err := disconnectEntry(c, e); err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		n++
+	}
+	fmt.Fprintf(c.App.Writer, "NQN:%s disconnected %d controller(s)\n", nqn, n)
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func cmdDisconnectAll(c *cli.Context) error {
+	live, _, err := session.Scan(c.String("run-dir"))
+	if err != nil {
+		return trimErr(err)
+	}
+	var errs []string
+	for _, e := range live {
+		if e.State == nil {
+			continue // still starting: its connect command is in charge
+		}
+		if err := disconnectEntry(c, e); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// giveUpAfter is how long the daemon lets the controller reconnect before
+// it gives up itself (see session.Config.GiveUpAfter): ctrl-loss-tmo, one
+// more reconnect delay and a grace period for the attempt in progress.
+func giveUpAfter(o initiator.Options) time.Duration {
+	if o.CtrlLossTimeout < 0 {
+		return 0 // reconnect forever
+	}
+	loss, delay := o.CtrlLossTimeout, o.ReconnectDelay
+	if loss == 0 {
+		loss = initiator.DefaultCtrlLossTimeout
+	}
+	if delay <= 0 {
+		delay = initiator.DefaultReconnectDelay
+	}
+	return loss + delay + 3*time.Second
+}
+
+// cmdDaemon is the background process of one connection: it connects,
+// maps the namespaces, reports to the connect command over descriptor 4
+// and serves until disconnected.
+func cmdDaemon(c *cli.Context) error {
+	runDir := c.String("run-dir")
+	slot, rep, err := session.Inherited(runDir, c.String("name"))
+	if err != nil {
+		return err
+	}
+	var a connectArgs
+	if err := json.Unmarshal([]byte(c.String("spec")), &a); err != nil {
+		rep.Send(session.Report{Error: "bad connection spec: " + err.Error()})
+		return err
+	}
+	log := hclog.New(&hclog.LoggerOptions{
+		Name:   "nvmeof." + slot.Name,
+		Level:  hclog.LevelFromString(a.LogLevel),
+		Output: c.App.ErrWriter,
+	})
+	fail := func(msg string) error {
+		log.Error("connect failed", "error", msg)
+		rep.Send(session.Report{Error: msg})
+		return errors.New(msg)
+	}
+	opts, err := a.options()
+	if err != nil {
+		return fail(err.Error())
+	}
+	method, none, err := a.mapMethod()
+	if err != nil {
+		return fail(err.Error())
+	}
+	// Catch the signals before anything needs cleaning up.
+	stop := make(chan os.Signal, 2)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+
+	tr, err := openTransport(a, log)
+	if err != nil {
+		return fail(trimPrefixes(err.Error()))
+	}
+	info := session.State{
+		Transport:  a.Transport,
+		Traddr:     a.Traddr,
+		Trsvcid:    a.Trsvcid,
+		HostTraddr: tr.host,
+		SubsysNQN:  a.NQN,
+	}
+	d := session.NewDaemon(slot, info, session.Config{None: none, Method: method, GiveUpAfter: giveUpAfter(opts)}, log)
+	opts.OnAsyncEvent = d.AsyncEvent
+	opts.Logger = log
+	log.Info("connecting", "transport", a.Transport, "traddr", a.Traddr, "trsvcid", a.Trsvcid,
+		"nqn", a.NQN, "host_traddr", tr.host)
+	ctx, cancel := context.WithTimeout(context.Background(), a.Timeout)
+	ctrl, err := initiator.Connect(ctx, tr.dialer, tr.addr, opts)
+	cancel()
+	if err != nil {
+		tr.close()
+		return fail(describeConnectError(err, a, tr))
+	}
+	d.Attach(ctrl, tr.close)
+	log.Info("connected", "cntlid", ctrl.CntlID(), "io_queues", ctrl.NumIOQueues(), "namespaces", len(ctrl.Namespaces()))
+	mctx, mcancel := context.WithTimeout(context.Background(), mapTimeout)
+	err = d.MapAll(mctx)
+	mcancel()
+	if err != nil {
+		d.Abort()
+		return fail(trimPrefixes(err.Error()))
+	}
+	if err := d.Start(); err != nil {
+		d.Abort()
+		return fail(trimPrefixes(err.Error()))
+	}
+	if err := rep.Send(session.Report{State: d.Snapshot()}); err != nil {
+		log.Warn("the connect command did not get the report", "error", err)
+	}
+	err = d.Serve(stop)
+	slot.Release()
+	if err != nil {
+		log.Error("daemon exiting", "error", err)
+		return err
+	}
+	log.Info("disconnected; daemon exiting")
+	return nil
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nvmeof/nvmeof/configfs"
+	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/fabrics/loop"
+	nvmerdma "github.com/nvmeof/nvmeof/fabrics/rdma"
+	"github.com/nvmeof/nvmeof/initiator"
+	"github.com/nvmeof/nvmeof/rdma/soft"
+	"github.com/nvmeof/nvmeof/target/server"
+)
+
+// errNeedRoot explains a soft RoCE device that could not be opened for
+// lack of privileges.
+var errNeedRoot = errors.New("run as root (CAP_NET_RAW)")
+
+// transport is an open way to a target: the dialer, the target's address
+// and what to close afterwards.
+type transport struct {
+	dialer fabrics.Dialer
+	addr   fabrics.Address
+	host   string // the local address (rdma)
+	close  func() error
+}
+
+// openTransport opens the host side of a.Transport: a soft RoCE device on
+// the host address for rdma, an in-process target for loop.
+func openTransport(a connectArgs, log hclog.Logger) (*transport, error) {
+	addr, err := a.address()
+	if err != nil {
+		return nil, err
+	}
+	switch addr.Transport {
+	case transportLoop:
+		tree, err := configfs.LoadFile(a.TargetConfig)
+		if err != nil {
+			return nil, err
+		}
+		net := loop.NewNetwork()
+		srv := server.New(server.Options{Logger: log, LoopNetwork: net})
+		if err := srv.Apply(tree); err != nil {
+			srv.Close()
+			return nil, fmt.Errorf("target configuration %s: %w", a.TargetConfig, err)
+		}
+		return &transport{dialer: loop.Dialer{Net: net}, addr: addr, close: srv.Close}, nil
+	default:
+		dev, err := openSoft(addr.Addr, a.HostTraddr, log)
+		if err != nil {
+			return nil, err
+		}
+		d := nvmerdma.NewDialer(nvmerdma.HostConfig{Device: dev, Logger: log.Named("rdma")})
+		return &transport{dialer: d, addr: addr, host: dev.Addr().String(), close: dev.Close}, nil
+	}
+}
+
+// openSoft opens a soft RoCE device on the first free host address for
+// target (see hostAddrs).
+func openSoft(target netip.Addr, explicit string, log hclog.Logger) (*soft.Device, error) {
+	cands, err := hostAddrs(target, explicit)
+	if err != nil {
+		return nil, err
+	}
+	var last error
+	for _, a := range cands {
+		dev, err := soft.Open(soft.Config{Addr: a})
+		if err == nil {
+			log.Debug("soft RoCE device opened", "addr", a)
+			return dev, nil
+		}
+		switch {
+		case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
+			return nil, fmt.Errorf("opening the soft RoCE device on %s: %w", a, errNeedRoot)
+		case errors.Is(err, syscall.EADDRINUSE):
+			last = fmt.Errorf("host address %s is taken by another soft RoCE device (one per address; pass -w with another local address)", a)
+			continue
+		case errors.Is(err, syscall.EADDRNOTAVAIL):
+			return nil, fmt.Errorf("host address %s is not an address of this machine", a)
+		}
+		return nil, fmt.Errorf("opening the soft RoCE device on %s: %w", a, err)
+	}
+	return nil, last
+}
+
+// describeConnectError turns a Connect or Discover failure into the one
+// line the user sees.
+func describeConnectError(err error, a connectArgs, tr *transport) string {
+	where := fmt.Sprintf("%s %s:%s", a.Transport, a.Traddr, a.Trsvcid)
+	if tr != nil && tr.host != "" {
+		where += " (from " + tr.host + ")"
+	}
+	var ce *initiator.ConnectError
+	switch {
+	case errors.As(err, &ce):
+		return trimPrefixes(ce.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("no answer from %s within %v (--timeout): is a target listening there?", where, a.Timeout)
+	case errors.Is(err, initiator.ErrUnreachable):
+		return fmt.Sprintf("cannot reach an NVMe-oF target at %s: %s", where, trimPrefixes(err.Error()))
+	}
+	return trimPrefixes(err.Error())
+}
+
+// trimPrefixes removes package prefixes from an error message and makes it
+// one line.
+func trimPrefixes(s string) string {
+	for _, p := range []string{"initiator: ", "nvme-rdma: ", "session: ", "soft: "} {
+		s = strings.ReplaceAll(s, p, "")
+	}
+	return strings.ReplaceAll(s, "\n", "; ")
+}

@@ -1,0 +1,166 @@
+package session
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// Control socket operations.
+const (
+	OpState      = "state"      // the current State
+	OpDisconnect = "disconnect" // unmap, shut the controller down, exit
+	OpIdentify   = "identify"   // Identify Controller (NSID 0) or Namespace (NSID n): Data holds 4096 bytes
+	OpSMARTLog   = "smart-log"  // SMART / Health log page: Data holds 512 bytes
+)
+
+// Request is one control request.
+type Request struct {
+	Op   string `json:"op"`
+	NSID uint32 `json:"nsid,omitempty"`
+}
+
+// Response answers a Request. Error is set when the request failed; the
+// CLI prints it as is.
+type Response struct {
+	Error string `json:"error,omitempty"`
+	State *State `json:"state,omitempty"`
+	Data  []byte `json:"data,omitempty"`
+}
+
+// maxMessage bounds a control message (a State with many namespaces, or
+// 4 KiB of data in base64).
+const maxMessage = 4 << 20
+
+// ErrNoDaemon is returned by Call when nobody listens on the socket.
+var ErrNoDaemon = errors.New("daemon not answering")
+
+// Call sends req to the daemon listening at socketPath and returns its
+// response; a Response.Error comes back as an error. ctx bounds the call.
+func Call(ctx context.Context, socketPath string, req Request) (*Response, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("session: %s: %w (%v)", socketPath, ErrNoDaemon, err)
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write(append(b, '\n')); err != nil {
+		return nil, fmt.Errorf("session: %s: %w", socketPath, err)
+	}
+	r := bufio.NewReaderSize(c, 64<<10)
+	line, err := readLine(r)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("session: %s: no answer to %q: %w", socketPath, req.Op, ctx.Err())
+		}
+		return nil, fmt.Errorf("session: %s: %w", socketPath, err)
+	}
+	var resp Response
+	if err := json.Unmarshal(line, &resp); err != nil {
+		return nil, fmt.Errorf("session: %s: bad response: %w", socketPath, err)
+	}
+	if resp.Error != "" {
+		return &resp, errors.New(resp.Error)
+	}
+	return &resp, nil
+}
+
+// readLine reads one newline-terminated message of at most maxMessage
+// bytes.
+func readLine(r *bufio.Reader) ([]byte, error) {
+	var out []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		out = append(out, chunk...)
+		if len(out) > maxMessage {
+			return nil, errors.New("message too long")
+		}
+		switch {
+		case err == nil:
+			return out, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		default:
+			return nil, err
+		}
+	}
+}
+
+// Listen creates the control socket at path (replacing a stale one) with
+// mode 0600: the daemon obeys whoever can connect.
+func Listen(path string) (*net.UnixListener, error) {
+	_ = os.Remove(path)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("session: control socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("session: control socket: %w", err)
+	}
+	return l, nil
+}
+
+// Serve accepts control connections on l until it is closed, calling
+// handle for each request (concurrently). A connection carries one request
+// and must send it within timeout. Serve returns once l is closed and every
+// response has been written.
+func Serve(l net.Listener, timeout time.Duration, handle func(Request) Response) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			serveConn(c, timeout, handle)
+		}()
+	}
+}
+
+func serveConn(c net.Conn, timeout time.Duration, handle func(Request) Response) {
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(timeout))
+	line, err := readLine(bufio.NewReaderSize(c, 4096))
+	var resp Response
+	var req Request
+	if err != nil {
+		return
+	}
+	if err := json.Unmarshal(line, &req); err != nil {
+		resp.Error = "bad request: " + err.Error()
+	} else {
+		resp = handle(req)
+	}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		b, _ = json.Marshal(Response{Error: err.Error()})
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(timeout))
+	_, _ = c.Write(append(b, '\n'))
+}

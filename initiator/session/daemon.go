@@ -1,0 +1,526 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/initiator"
+	"github.com/nvmeof/nvmeof/initiator/blockdev"
+	"github.com/nvmeof/nvmeof/nvme"
+)
+
+// Config says how a daemon maps its namespaces and when it gives up on a
+// controller.
+type Config struct {
+	// None connects without mapping any namespace.
+	None bool
+	// Method is the blockdev method (MethodAuto: NBD where the kernel has
+	// it, FUSE + loop otherwise).
+	Method blockdev.Method
+	// UnmapTimeout bounds each wait of an unmap (blockdev's default when 0).
+	UnmapTimeout time.Duration
+	// GiveUpAfter, when positive, is how long the controller may stay
+	// disconnected (resetting or reconnecting) before the daemon gives up
+	// on it: it disconnects it, which fails the I/O still waiting, and
+	// removes its devices as when the initiator itself gives up at
+	// ctrl-loss-tmo. A watchdog for reconnect attempts that take longer
+	// than ctrl-loss-tmo allows; callers set ctrl-loss-tmo plus the
+	// reconnect delay plus a grace period.
+	GiveUpAfter time.Duration
+}
+
+// Timeouts of the daemon's own work.
+const (
+	requestTimeout    = 10 * time.Second // an Identify or log page for a client
+	disconnectTimeout = 20 * time.Second // unmap + CC.SHN + queue teardown
+	mapTimeout        = 60 * time.Second // mapping a namespace found by an event
+	pollInterval      = time.Second      // controller state polling
+)
+
+// Daemon holds one connected controller and the mappings of its
+// namespaces, serves the control socket and keeps state.json current until
+// a disconnect request (or, once the controller is lost and nothing holds
+// its devices, by itself) ends it.
+type Daemon struct {
+	slot *Slot
+	info State // connection facts from the caller
+	mcfg Config
+	log  hclog.Logger
+
+	ctrl           *initiator.Controller
+	closeTransport func() error
+
+	events chan struct{} // namespace changes reported by the controller
+
+	mu        sync.Mutex
+	maps      map[uint32]*mapping
+	lastState []byte
+	ln        *net.UnixListener
+	finished  bool
+}
+
+type mapping struct {
+	m   *blockdev.Mapping
+	err error // mapping failed
+}
+
+// NewDaemon prepares a daemon for slot. info carries what the caller knows
+// about the connection (transport, addresses, NQNs); the rest of the State
+// comes from the controller. Pass AsyncEvent as the controller's
+// Options.OnAsyncEvent, then Attach the connected controller.
+func NewDaemon(slot *Slot, info State, mcfg Config, log hclog.Logger) *Daemon {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	info.Name = slot.Name
+	info.PID = os.Getpid()
+	info.Log = slot.LogPath()
+	if info.Started.IsZero() {
+		info.Started = time.Now().UTC().Truncate(time.Second)
+	}
+	return &Daemon{slot: slot, info: info, mcfg: mcfg, log: log,
+		events: make(chan struct{}, 1), maps: map[uint32]*mapping{}}
+}
+
+// AsyncEvent is meant for initiator.Options.OnAsyncEvent: a namespace
+// change makes the daemon map new namespaces and unmap removed ones.
+func (d *Daemon) AsyncEvent(ev initiator.AsyncEvent) {
+	if ev.Event.Type() != nvme.AsyncEventNotice {
+		return
+	}
+	select {
+	case d.events <- struct{}{}:
+	default:
+	}
+}
+
+// Attach gives the daemon its connected controller and the function that
+// closes the transport after the controller is disconnected.
+func (d *Daemon) Attach(c *initiator.Controller, closeTransport func() error) {
+	d.ctrl = c
+	d.closeTransport = closeTransport
+}
+
+// MapAll maps every active namespace (unless Config.None). On error the
+// namespaces mapped so far are unmapped again.
+func (d *Daemon) MapAll(ctx context.Context) error {
+	if d.mcfg.None {
+		return nil
+	}
+	for _, ns := range d.ctrl.Namespaces() {
+		m, err := d.mapOne(ctx, ns)
+		if err != nil {
+			d.unmapAll(context.Background())
+			return fmt.Errorf("mapping namespace %d: %w", ns.NSID(), err)
+		}
+		d.mu.Lock()
+		d.maps[ns.NSID()] = &mapping{m: m}
+		d.mu.Unlock()
+		d.log.Info("namespace mapped", "nsid", ns.NSID(), "device", m.Path(), "method", m.Method())
+	}
+	return nil
+}
+
+func (d *Daemon) mapOne(ctx context.Context, ns *initiator.Namespace) (*blockdev.Mapping, error) {
+	return blockdev.Map(ctx, ns, &blockdev.Options{
+		Method:       d.mcfg.Method,
+		Name:         fmt.Sprintf("n%d", ns.NSID()),
+		RunDir:       d.slot.Dir,
+		UnmapTimeout: d.mcfg.UnmapTimeout,
+		Logger:       d.log.Named("blockdev"),
+	})
+}
+
+// Start writes the state file and opens the control socket. After Start
+// the daemon is visible to the nvmeof commands.
+func (d *Daemon) Start() error {
+	ln, err := Listen(d.slot.SocketPath())
+	if err != nil {
+		return err
+	}
+	d.ln = ln
+	if err := d.writeState(); err != nil {
+		ln.Close()
+		return err
+	}
+	return nil
+}
+
+// Snapshot returns the current state.
+func (d *Daemon) Snapshot() *State {
+	s := d.info
+	c := d.ctrl
+	if c == nil {
+		s.State = "new"
+		return &s
+	}
+	s.State = c.State().String()
+	s.CntlID = c.CntlID()
+	id := c.IdentifyData()
+	if len(id) > 0 {
+		s.Serial = strings.TrimSpace(id.SN())
+		s.Model = strings.TrimSpace(id.MN())
+		s.Firmware = strings.TrimSpace(id.FR())
+	}
+	s.IOQueues = c.NumIOQueues()
+	s.QueueSize = c.QueueSize()
+	s.KATO = int(c.KeepAliveTimeout() / time.Second)
+	hid := c.HostID()
+	s.HostID = fabrics.FormatUUID(hid)
+	s.HostNQN = c.HostNQN()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	seen := map[uint32]bool{}
+	for _, ns := range c.Namespaces() {
+		seen[ns.NSID()] = true
+		idns := ns.Identify()
+		n := Namespace{
+			NSID:      ns.NSID(),
+			Generic:   fmt.Sprintf("%sn%d", d.slot.Name, ns.NSID()),
+			BlockSize: ns.BlockSize(),
+			NSZE:      ns.Blocks(),
+		}
+		if len(idns) > 0 {
+			n.NUSE = idns.NUSE()
+			n.MetaSize = int(idns.CurrentLBAFormat().MS)
+		}
+		d.fillMapping(&n)
+		s.Namespaces = append(s.Namespaces, n)
+	}
+	for nsid := range d.maps {
+		if !seen[nsid] { // removed from the controller, still mapped
+			n := Namespace{NSID: nsid, Generic: fmt.Sprintf("%sn%d", d.slot.Name, nsid)}
+			d.fillMapping(&n)
+			s.Namespaces = append(s.Namespaces, n)
+		}
+	}
+	return &s
+}
+
+// fillMapping copies a namespace's mapping into n; d.mu is held.
+func (d *Daemon) fillMapping(n *Namespace) {
+	mp := d.maps[n.NSID]
+	switch {
+	case mp == nil:
+	case mp.m != nil:
+		n.Device = mp.m.Path()
+		n.Method = mp.m.Method().String()
+	case mp.err != nil:
+		n.MapError = mp.err.Error()
+	}
+}
+
+// writeState writes state.json when the state changed.
+func (d *Daemon) writeState() error {
+	s := d.Snapshot()
+	b, _ := json.Marshal(s)
+	d.mu.Lock()
+	same := bytes.Equal(b, d.lastState)
+	d.lastState = b
+	d.mu.Unlock()
+	if same {
+		return nil
+	}
+	return WriteState(d.slot.StatePath(), s)
+}
+
+// handle answers a control request other than a disconnect.
+func (d *Daemon) handle(req Request) Response {
+	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+	defer cancel()
+	switch req.Op {
+	case OpState:
+		return Response{State: d.Snapshot()}
+	case OpIdentify:
+		if req.NSID == 0 {
+			id, err := d.ctrl.IdentifyController(ctx)
+			if err != nil {
+				return Response{Error: describe(err)}
+			}
+			return Response{Data: []byte(id)}
+		}
+		id, err := d.ctrl.IdentifyNamespace(ctx, req.NSID)
+		if err != nil {
+			return Response{Error: describe(err)}
+		}
+		return Response{Data: []byte(id)}
+	case OpSMARTLog:
+		l, err := d.ctrl.SMARTLog(ctx)
+		if err != nil {
+			return Response{Error: describe(err)}
+		}
+		return Response{Data: []byte(l)}
+	}
+	return Response{Error: fmt.Sprintf("unknown request %q", req.Op)}
+}
+
+// describe makes an error one line without the package prefixes.
+func describe(err error) string {
+	s := err.Error()
+	s = strings.ReplaceAll(s, "initiator: ", "")
+	return strings.ReplaceAll(s, "\n", "; ")
+}
+
+type disconnectReq struct{ reply chan Response }
+
+// Serve runs the daemon until it is disconnected: by a disconnect request,
+// a signal on stop (refused, like a request, while a device is mounted), or
+// by itself once the controller is lost (ctrl-loss-tmo expired) and its
+// devices could be unmapped. Everything but the slot is released when it
+// returns; the caller then releases the slot.
+func (d *Daemon) Serve(stop <-chan os.Signal) error {
+	reqs := make(chan disconnectReq)
+	loopDone := make(chan struct{})
+	serveDone := make(chan struct{})
+	go func() {
+		defer close(serveDone)
+		_ = Serve(d.ln, requestTimeout, func(req Request) Response {
+			if req.Op != OpDisconnect {
+				return d.handle(req)
+			}
+			r := disconnectReq{reply: make(chan Response, 1)}
+			select {
+			case reqs <- r:
+			case <-loopDone:
+				return Response{Error: "daemon is exiting"}
+			}
+			return <-r.reply // the loop answers every request it takes
+		})
+	}()
+	// exit stops the loop and waits (bounded) for the control server to
+	// have written its responses, the disconnect's included.
+	exit := func(err error) error {
+		close(loopDone)
+		d.finish(context.Background()) // closes the listener if still open
+		select {
+		case <-serveDone:
+		case <-time.After(requestTimeout + time.Second):
+		}
+		return err
+	}
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	var lostSince, downSince time.Time
+	var lastBusy string
+	gaveUp := false
+	for {
+		select {
+		case r := <-reqs:
+			if err := d.shutdown(true); err != nil {
+				r.reply <- Response{Error: err.Error()}
+				continue
+			}
+			r.reply <- Response{}
+			return exit(nil)
+		case sig := <-stop:
+			d.log.Info("signal received, disconnecting", "signal", sig.String())
+			if err := d.shutdown(true); err != nil {
+				d.log.Error("not disconnecting", "error", err)
+				continue
+			}
+			return exit(nil)
+		case <-d.events:
+			d.reconcile()
+		case <-tick.C:
+			st := d.ctrl.State()
+			switch st {
+			case initiator.StateResetting, initiator.StateConnecting:
+				if downSince.IsZero() {
+					downSince = time.Now()
+				}
+				if d.mcfg.GiveUpAfter > 0 && !gaveUp && time.Since(downSince) > d.mcfg.GiveUpAfter {
+					gaveUp = true
+					d.log.Error("controller not back within ctrl-loss-tmo: giving up on it",
+						"down_for", time.Since(downSince).Round(time.Second))
+					go func() {
+						ctx, cancel := context.WithTimeout(context.Background(), disconnectTimeout)
+						defer cancel()
+						_ = d.ctrl.Disconnect(ctx) // fails the waiting I/O
+					}()
+				}
+			case initiator.StateLive:
+				downSince = time.Time{}
+			}
+			if st == initiator.StateDead || (gaveUp && st == initiator.StateDeleted) {
+				if lostSince.IsZero() {
+					lostSince = time.Now()
+					d.log.Error("controller lost (ctrl-loss-tmo expired): removing its devices")
+				}
+				if err := d.shutdown(false); err != nil {
+					if msg := err.Error(); msg != lastBusy {
+						d.log.Warn("cannot remove the devices of the lost controller yet", "error", err)
+						lastBusy = msg
+					}
+				} else {
+					return exit(initiator.ErrControllerLost)
+				}
+			}
+		}
+		if err := d.writeState(); err != nil {
+			d.log.Warn("state file not written", "error", err)
+		}
+	}
+}
+
+// shutdown unmaps every namespace, disconnects the controller, closes the
+// transport and removes the state file and socket. While a device is
+// mounted (checked first) or in use it changes nothing that is in use and
+// returns why. checkMounts false skips the up-front mount check (the lost
+// controller case, where Unmap's own busy check suffices).
+func (d *Daemon) shutdown(checkMounts bool) error {
+	if checkMounts {
+		if err := d.checkMounted(); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), disconnectTimeout)
+	defer cancel()
+	if st := d.ctrl.State(); st == initiator.StateResetting || st == initiator.StateConnecting {
+		// I/O waiting for the controller would keep the devices busy:
+		// disconnecting fails it, as deleting a Linux controller does.
+		d.log.Info("disconnecting the controller before unmapping: it is not connected", "state", st.String())
+		if err := d.ctrl.Disconnect(ctx); err != nil && !errors.Is(err, initiator.ErrClosed) {
+			d.log.Warn("controller disconnect", "error", err)
+		}
+	}
+	if err := d.unmapAll(ctx); err != nil {
+		return err
+	}
+	d.finish(ctx)
+	return nil
+}
+
+// checkMounted returns an error naming the first mapped device that is
+// mounted.
+func (d *Daemon) checkMounted() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for nsid, mp := range d.maps {
+		if mp.m == nil {
+			continue
+		}
+		mps, err := MountPointsOf(mp.m.Path())
+		if err == nil && len(mps) > 0 {
+			return fmt.Errorf("%s (%sn%d) is mounted on %s: unmount it first",
+				mp.m.Path(), d.slot.Name, nsid, strings.Join(mps, ", "))
+		}
+	}
+	return nil
+}
+
+// unmapAll unmaps every mapped namespace; it stops at the first that is
+// busy.
+func (d *Daemon) unmapAll(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for nsid, mp := range d.maps {
+		if mp.m != nil {
+			if err := mp.m.Unmap(ctx); err != nil && !errors.Is(err, blockdev.ErrUnmapped) {
+				if errors.Is(err, blockdev.ErrBusy) {
+					return fmt.Errorf("%s (%sn%d) is in use (mounted, or held open by a process): release it first",
+						mp.m.Path(), d.slot.Name, nsid)
+				}
+				return fmt.Errorf("unmapping %s: %w", mp.m.Path(), err)
+			}
+			d.log.Info("namespace unmapped", "nsid", nsid, "device", mp.m.Path())
+		}
+		delete(d.maps, nsid)
+	}
+	return nil
+}
+
+// finish disconnects the controller (CC.SHN) and releases the transport,
+// the socket and the state file.
+func (d *Daemon) finish(ctx context.Context) {
+	d.mu.Lock()
+	if d.finished {
+		d.mu.Unlock()
+		return
+	}
+	d.finished = true
+	d.mu.Unlock()
+	if d.ctrl != nil {
+		if err := d.ctrl.Disconnect(ctx); err != nil && !errors.Is(err, initiator.ErrClosed) {
+			d.log.Warn("controller shutdown incomplete", "error", err)
+		} else {
+			d.log.Info("controller disconnected")
+		}
+	}
+	if d.closeTransport != nil {
+		if err := d.closeTransport(); err != nil {
+			d.log.Warn("closing the transport", "error", err)
+		}
+	}
+	os.Remove(d.slot.StatePath())
+	if d.ln != nil {
+		d.ln.Close()
+	}
+	os.Remove(d.slot.SocketPath())
+}
+
+// Abort undoes a start that failed before Serve: it unmaps what was mapped
+// and disconnects the controller.
+func (d *Daemon) Abort() {
+	ctx, cancel := context.WithTimeout(context.Background(), disconnectTimeout)
+	defer cancel()
+	if err := d.unmapAll(ctx); err != nil {
+		d.log.Error("abort: unmap failed", "error", err)
+	}
+	d.finish(ctx)
+}
+
+// reconcile maps namespaces that appeared and unmaps those that are gone
+// (when nothing holds them; otherwise they stay until released).
+func (d *Daemon) reconcile() {
+	if d.mcfg.None {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), mapTimeout)
+	defer cancel()
+	active := map[uint32]bool{}
+	for _, ns := range d.ctrl.Namespaces() {
+		active[ns.NSID()] = true
+		d.mu.Lock()
+		_, have := d.maps[ns.NSID()]
+		d.mu.Unlock()
+		if have {
+			continue
+		}
+		m, err := d.mapOne(ctx, ns)
+		d.mu.Lock()
+		if err != nil {
+			d.maps[ns.NSID()] = &mapping{err: err}
+			d.log.Error("new namespace not mapped", "nsid", ns.NSID(), "error", err)
+		} else {
+			d.maps[ns.NSID()] = &mapping{m: m}
+			d.log.Info("new namespace mapped", "nsid", ns.NSID(), "device", m.Path())
+		}
+		d.mu.Unlock()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for nsid, mp := range d.maps {
+		if active[nsid] {
+			continue
+		}
+		if mp.m != nil {
+			if err := mp.m.Unmap(ctx); err != nil && !errors.Is(err, blockdev.ErrUnmapped) {
+				d.log.Warn("removed namespace still in use; its I/O fails", "nsid", nsid, "device", mp.m.Path(), "error", err)
+				continue
+			}
+			d.log.Info("removed namespace unmapped", "nsid", nsid, "device", mp.m.Path())
+		}
+		delete(d.maps, nsid)
+	}
+}
