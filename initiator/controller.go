@@ -157,6 +157,13 @@ func (c *Controller) setupWait() waitOpts {
 
 // establish builds a new association: admin queue, controller enable,
 // Identify, I/O queues and AEN configuration.
+// dial opens one transport queue within the connect timeout.
+func (c *Controller) dial(ctx context.Context, p fabrics.QueueParams) (fabrics.HostQueue, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
+	defer cancel()
+	return c.dialer.Dial(ctx, c.addr, p)
+}
+
 func (c *Controller) establish(ctx context.Context) (*assoc, error) {
 	o := &c.opts
 	c.mu.Lock()
@@ -168,7 +175,7 @@ func (c *Controller) establish(ctx context.Context) (*assoc, error) {
 		a.kato = o.KeepAliveTimeout
 	}
 
-	hq, err := c.dialer.Dial(ctx, c.addr, fabrics.QueueParams{QID: 0, SQSize: AdminQueueSize, RQSize: AdminQueueSize})
+	hq, err := c.dial(ctx, fabrics.QueueParams{QID: 0, SQSize: AdminQueueSize, RQSize: AdminQueueSize})
 	if err != nil {
 		a.cancel()
 		return nil, fmt.Errorf("initiator: connect %s: %w: %w", c.addr, ErrUnreachable, err)
@@ -292,7 +299,7 @@ func (c *Controller) setupIOQueues(ctx context.Context, a *assoc, mdts int) erro
 
 // connectIOQueue dials and connects I/O queue qid of a.
 func (c *Controller) connectIOQueue(ctx context.Context, a *assoc, qid uint16) (*queue, error) {
-	hq, err := c.dialer.Dial(ctx, c.addr, fabrics.QueueParams{QID: qid, SQSize: a.sqsize, RQSize: a.sqsize, CntlID: a.cntlid})
+	hq, err := c.dial(ctx, fabrics.QueueParams{QID: qid, SQSize: a.sqsize, RQSize: a.sqsize, CntlID: a.cntlid})
 	if err != nil {
 		return nil, fmt.Errorf("initiator: connect %s qid %d: %w: %w", c.addr, qid, ErrUnreachable, err)
 	}

@@ -39,6 +39,9 @@ const (
 	// DefaultShutdownTimeout bounds the wait for CSTS.SHST on Disconnect
 	// (Linux shutdown_timeout, 5 s).
 	DefaultShutdownTimeout = 5 * time.Second
+	// DefaultConnectTimeout bounds the transport connect of one queue, as
+	// Linux's NVME_RDMA_CONNECT_TIMEOUT_MS.
+	DefaultConnectTimeout = 3 * time.Second
 	// maxRetries is nvme_max_retries: how often a command that failed with
 	// a status without DNR is retried.
 	maxRetries = 5
@@ -90,6 +93,10 @@ type Options struct {
 	CommandTimeout time.Duration
 	// ShutdownTimeout bounds the wait for shutdown on Disconnect, default 5 s.
 	ShutdownTimeout time.Duration
+	// ConnectTimeout bounds the transport connect of each queue (the RDMA
+	// CM exchange), default 3 s as Linux: an unreachable target fails an
+	// attempt in that time instead of after all the CM's retries.
+	ConnectTimeout time.Duration
 	// OnAsyncEvent, if set, is called (on the controller's event goroutine)
 	// for every asynchronous event, after the host has handled it (for a
 	// namespace change: after the namespaces have been re-read). It must
@@ -165,6 +172,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.CommandTimeout <= 0 {
 		o.CommandTimeout = DefaultCommandTimeout
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultConnectTimeout
 	}
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout

@@ -29,31 +29,7 @@ import (
 
 // selftestNQN is the subsystem of nvmetd's embedded default, which the
 // self-test serves.
-const selftestNQN = "nqn.2026-11.io.nvmeof:default"
-
-// selftestHCL is nvmetd's embedded default configuration (cmd/nvmetd's
-// default.hcl) with the transport, addresses and namespace size filled in.
-const selftestHCL = `log_level = "info"
-
-port "default" {
-  transport = %q
-%s  address   = %q
-  service   = %d
-}
-
-subsystem %q {
-  ports          = ["default"]
-  allow_any_host = true
-  serial         = "NVMEOF0001"
-  model          = "nvmeof"
-
-  namespace "1" {
-    backend    = "memory"
-    size       = %q
-    block_size = 512
-  }
-}
-`
+const selftestNQN = server.DefaultNQN
 
 func selftestFlags() []cli.Flag {
 	return []cli.Flag{
@@ -113,21 +89,28 @@ func runSelftest(ctx context.Context, cfg selftestConfig, w io.Writer, log hclog
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	nsSize := max(cfg.Size, 1<<30)
-	provider := ""
 	var net *loop.Network
 	switch cfg.Transport {
 	case transportRDMA:
-		provider = "  provider  = \"soft\"\n"
 	case transportLoop:
 		net = loop.NewNetwork()
 	default:
 		return fmt.Errorf("--transport %q: want rdma or loop", cfg.Transport)
 	}
-	hcl := fmt.Sprintf(selftestHCL, cfg.Transport, provider, cfg.TargetAddr.String(), fabrics.DefaultServiceID,
-		selftestNQN, fmt.Sprintf("%dB", nsSize))
-	tree, err := configfs.ParseHCL([]byte(hcl), "(selftest)")
+	// nvmetd's embedded default, on the self-test's transport and address,
+	// with a namespace large enough for the test.
+	tree, err := configfs.ParseHCL(server.DefaultConfig, "(embedded default)")
 	if err != nil {
+		return err
+	}
+	port := tree.Ports[0]
+	port.Trtype, port.Traddr, port.Adrfam = cfg.Transport, cfg.TargetAddr.String(), ""
+	if cfg.Transport == transportLoop {
+		port.Provider = ""
+	}
+	ns := tree.Subsystems[0].Namespaces[0]
+	ns.Size = max(ns.Size, cfg.Size)
+	if err := tree.Validate(); err != nil {
 		return err
 	}
 	srv := server.New(server.Options{Logger: log, LoopNetwork: net})

@@ -4,7 +4,6 @@
 package main
 
 import (
-	_ "embed"
 	"fmt"
 	"os"
 	"os/signal"
@@ -17,9 +16,6 @@ import (
 	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/target/server"
 )
-
-//go:embed default.hcl
-var defaultConfig []byte
 
 func main() {
 	app := &cli.App{
@@ -53,12 +49,12 @@ func load(c *cli.Context) (*configfs.Tree, error) {
 	if path := c.String("config"); path != "" {
 		return configfs.LoadFile(path)
 	}
-	return configfs.ParseHCL(defaultConfig, "(embedded default)")
+	return configfs.ParseHCL(server.DefaultConfig, "(embedded default)")
 }
 
 func run(c *cli.Context) error {
 	if c.Bool("print-default") {
-		_, err := os.Stdout.Write(defaultConfig)
+		_, err := os.Stdout.Write(server.DefaultConfig)
 		return err
 	}
 	tree, err := load(c)
