@@ -1,0 +1,238 @@
+package interop
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvmeof/nvmeof/tests/interop/kpeer"
+)
+
+// The kernel-peer checklist of issue 4: the guest kernel's nvme-rdma host
+// against nvmetd, scripted in guest/nvmetd-full.sh. Two sessions: the
+// main one (discover, connect, admin commands, fio, ext4, host access
+// control) and the restart one (nvmetd killed and restarted under a
+// connected host).
+//
+// NVMEOF_INTEROP_KEEP=DIR keeps each session's share directory (guest and
+// nvmetd logs) in DIR/<test>/ and captures the bridge into
+// DIR/<test>/capture.pcapng.
+
+// Subsystems, hosts and identities of the full configuration.
+const (
+	fullOpenNQN       = "nqn.2026-11.io.nvmeof:kpeer-open"
+	fullRestrictedNQN = "nqn.2026-11.io.nvmeof:kpeer-restricted"
+	fullModel         = "nvmeof-interop"
+	fullSerial        = "NVMEOFKPEER2"
+
+	// The guest's default host (written to /etc/nvme/hostnqn), a second
+	// allowed host and one that RESTRICTED_NQN does not allow.
+	fullHostID        = "6b706565-7200-4000-8000-0000000000a1"
+	fullAllowedHostID = "6b706565-7200-4000-8000-0000000000a2"
+	fullDeniedHostID  = "6b706565-7200-4000-8000-0000000000d0"
+
+	fullNS1Size = 64 << 20 // open subsystem, namespace 1 (fio, restarts)
+	fullNS2Size = 16 << 20 // open subsystem, namespace 2 (ext4)
+)
+
+func hostNQN(id string) string { return "nqn.2014-08.org.nvmexpress:uuid:" + id }
+
+// fullSetup is what one session needs: nvmetd, its configuration and the
+// namespaces' backing files.
+type fullSetup struct {
+	bin, cfg, ns1, ns2 string
+	keep               string // kept session directory, "" when not kept
+}
+
+// newFullSetup builds nvmetd and writes a configuration with two
+// subsystems on 192.0.2.1:4420: fullOpenNQN (any host; namespace 1 a
+// 64 MiB file, namespace 2 a 16 MiB file) and fullRestrictedNQN (16 MiB
+// memory namespace) that allows the guest's default host and
+// fullAllowedHostID only.
+func newFullSetup(t *testing.T) *fullSetup {
+	t.Helper()
+	s := &fullSetup{bin: buildBinary(t, "./cmd/nvmetd")}
+	work := t.TempDir()
+	if k := os.Getenv("NVMEOF_INTEROP_KEEP"); k != "" {
+		s.keep = filepath.Join(k, t.Name())
+		if err := os.RemoveAll(s.keep); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(s.keep, "share"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		work = s.keep
+	}
+	s.ns1, s.ns2 = filepath.Join(work, "ns1.img"), filepath.Join(work, "ns2.img")
+	cfg := fmt.Sprintf(`
+log_level = "debug"
+port "kpeer" {
+  transport = "rdma"
+  address   = %q
+  service   = 4420
+}
+subsystem %q {
+  ports          = ["kpeer"]
+  allow_any_host = true
+  serial         = %q
+  model          = %q
+  namespace "1" {
+    backend = "file"
+    path    = %q
+    size    = %d
+  }
+  namespace "2" {
+    backend = "file"
+    path    = %q
+    size    = %d
+  }
+}
+subsystem %q {
+  ports         = ["kpeer"]
+  allowed_hosts = [%q, %q]
+  serial        = "NVMEOFKPEER3"
+  model         = "nvmeof-restricted"
+  namespace "1" {
+    backend = "memory"
+    size    = "16MiB"
+  }
+}
+`, kpeer.HostAddr, fullOpenNQN, fullSerial, fullModel, s.ns1, fullNS1Size, s.ns2, fullNS2Size,
+		fullRestrictedNQN, hostNQN(fullHostID), hostNQN(fullAllowedHostID))
+	s.cfg = filepath.Join(work, "nvmetd.hcl")
+	if err := os.WriteFile(s.cfg, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// run runs guest/nvmetd-full.sh with the given steps and extra settings
+// and asserts RESULT: PASS; it logs the PASS lines, and on failure the
+// guest log and the tail of nvmetd's log.
+func (s *fullSetup) run(t *testing.T, dir string, r kpeer.Run, steps string) *kpeer.Result {
+	t.Helper()
+	r.Scripts = []string{guestScript(t, "nvmetd-full.sh")}
+	r.Env = append([]string{
+		"STEPS=" + steps,
+		"OPEN_NQN=" + fullOpenNQN, "RESTRICTED_NQN=" + fullRestrictedNQN,
+		"HOSTNQN=" + hostNQN(fullHostID), "HOSTID=" + fullHostID,
+		"ALLOWED_HOSTNQN=" + hostNQN(fullAllowedHostID), "ALLOWED_HOSTID=" + fullAllowedHostID,
+		"DENIED_HOSTNQN=" + hostNQN(fullDeniedHostID), "DENIED_HOSTID=" + fullDeniedHostID,
+		"MODEL=" + fullModel, "SERIAL=" + fullSerial,
+		fmt.Sprintf("NS1_BLOCKS=%d", fullNS1Size/512), fmt.Sprintf("NS2_BLOCKS=%d", fullNS2Size/512),
+		"DISCOVER_TRIES=10",
+	}, r.Env...)
+	if s.keep != "" {
+		r.Share = filepath.Join(s.keep, "share")
+		r.Capture = filepath.Join(s.keep, "capture.pcapng")
+	}
+	if r.HostCmd == "" {
+		r.HostCmd = fmt.Sprintf("exec %s --config %s", s.bin, s.cfg)
+	}
+	start := time.Now()
+	res := kpeer.Do(t, dir, r)
+	script := res.Log("a/script.log")
+	var passes []string
+	for _, line := range strings.Split(script, "\n") {
+		if strings.HasPrefix(line, "PASS:") || strings.HasPrefix(line, "FAIL:") {
+			passes = append(passes, line)
+		}
+	}
+	t.Logf("session %s (%s):\n%s", steps, time.Since(start).Round(time.Second), strings.Join(passes, "\n"))
+	if res.Err != nil || !strings.Contains(script, "RESULT: PASS") {
+		t.Logf("guest script log:\n%s", script)
+		t.Logf("nvmetd log (host-cmd.log, last 200 lines):\n%s", lastLines(res.Log("host-cmd.log"), 200))
+		if s.keep != "" {
+			t.Logf("share and capture kept in %s", s.keep)
+		}
+		t.Fatalf("steps %q against nvmetd failed: %v", steps, res.Err)
+	}
+	return res
+}
+
+// TestKernelHostNvmetdFull: discovery of two subsystems, connect with
+// defaults and with -i 2 -Q 64 -k 5 on a 2-CPU guest, nvme list, id-ctrl,
+// id-ns, smart-log, get-log, fio with crc32c verify (4k random, 128k
+// sequential, 1M > MDTS), ext4 (mkfs, copy, sync, umount, fsck; the
+// namespace's sha256 must equal its backing file's), disconnect, and host
+// access control (a host not allowed is refused at Connect, allowed hosts
+// connect and do I/O).
+func TestKernelHostNvmetdFull(t *testing.T) {
+	dir := kpeer.Require(t)
+	s := newFullSetup(t)
+	res := s.run(t, dir, kpeer.Run{SMP: 2, Timeout: 10 * time.Minute, Env: []string{"FIO_MB=8"}},
+		"discover admin fio ext4 hosts")
+
+	// Every controller the guest created (discovery and NVM, including the
+	// host allowed on the restricted subsystem) went away when it
+	// disconnected: the target tore down each admin queue.
+	host := res.Log("host-cmd.log")
+	if c, r := strings.Count(host, "controller created"), strings.Count(host, "controller removed"); c == 0 || c != r {
+		t.Errorf("nvmetd log: %d controllers created, %d removed after the guest disconnected them all:\n%s", c, r, lastLines(host, 60))
+	}
+
+	// The guest hashed the whole of namespace 2 after umount and fsck.
+	b, err := os.ReadFile(filepath.Join(res.Share, "out", "a", "ns2.sha256"))
+	if err != nil {
+		t.Fatalf("guest's sha256 of namespace 2: %v", err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		t.Fatalf("guest's ns2.sha256: %q", b)
+	}
+	got, size, err := sha256File(s.ns2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f[1] != fmt.Sprint(size) || f[0] != got {
+		t.Fatalf("backing file of namespace 2: sha256 %s, %d bytes; the guest read %s, %s bytes", got, size, f[0], f[1])
+	}
+	t.Logf("namespace 2 backing file matches the guest's block device: sha256 %s (%d bytes)", got, size)
+}
+
+// TestKernelHostNvmetdRestart: nvmetd is killed (SIGKILL, then SIGTERM)
+// and started again while the guest kernel is connected with -c 2 -l 60;
+// the kernel must reconnect and I/O resume, with what was written before
+// each restart still there. The host command is host/nvmetd-restart.sh.
+func TestKernelHostNvmetdRestart(t *testing.T) {
+	dir := kpeer.Require(t)
+	s := newFullSetup(t)
+	wrapper, err := filepath.Abs(filepath.Join("host", "nvmetd-restart.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := s.run(t, dir, kpeer.Run{
+		HostCmd: fmt.Sprintf("exec bash %s %s %s", wrapper, s.bin, s.cfg),
+		Timeout: 8 * time.Minute,
+		Env:     []string{"RESTARTS=KILL TERM"},
+	}, "restart")
+	host := res.Log("host-cmd.log")
+	// SIGKILL: status 137 from the shell; SIGTERM: a clean shutdown within
+	// 10 s, with the guest connected.
+	for _, want := range []string{"restart 1: nvmetd exit status 137 (after SIGKILL)", "restart 2: nvmetd exit status 0 (after SIGTERM)"} {
+		if !strings.Contains(host, want) {
+			t.Errorf("nvmetd log lacks %q:\n%s", want, lastLines(host, 60))
+		}
+	}
+}
+
+// sha256File returns the hex SHA-256 and the size of a file.
+func sha256File(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, fmt.Errorf("hash %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
