@@ -219,11 +219,25 @@ func (ns *Namespace) EUI64() [8]byte { return ns.info.Load().eui64 }
 // Removed reports whether the namespace is no longer active.
 func (ns *Namespace) Removed() bool { return ns.removed.Load() }
 
+// goneErr says why a removed namespace takes no I/O: its controller ended
+// (ErrClosed after Disconnect, ErrControllerLost), or the namespace went
+// away (ErrNoNamespace).
+func (ns *Namespace) goneErr(op string) error {
+	c := ns.c
+	c.mu.Lock()
+	st, endErr := State(c.state.Load()), c.endErr
+	c.mu.Unlock()
+	if (st == StateDeleted || st == StateDead) && endErr != nil {
+		return fmt.Errorf("initiator: %s nsid %d: %w", op, ns.nsid, endErr)
+	}
+	return fmt.Errorf("initiator: %s nsid %d: %w", op, ns.nsid, ErrNoNamespace)
+}
+
 // check validates an I/O of n bytes at off: block-aligned and within the
 // namespace, for a device whose size may change; it returns the info to use.
 func (ns *Namespace) check(op string, off int64, n int) (*nsInfo, error) {
 	if ns.removed.Load() {
-		return nil, fmt.Errorf("initiator: %s nsid %d: %w", op, ns.nsid, ErrNoNamespace)
+		return nil, ns.goneErr(op)
 	}
 	info := ns.info.Load()
 	bs := int64(info.blockSize)
@@ -316,7 +330,7 @@ func (ns *Namespace) WriteZeroes(off, length int64) error {
 // Flush commits the volatile write cache (Flush).
 func (ns *Namespace) Flush() error {
 	if ns.removed.Load() {
-		return fmt.Errorf("initiator: Flush nsid %d: %w", ns.nsid, ErrNoNamespace)
+		return ns.goneErr("Flush")
 	}
 	var cdw [64]byte
 	s := nvme.SQE(cdw[:])

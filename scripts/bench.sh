@@ -4,12 +4,14 @@
 # against nvmetd. Prints one table, writes bench-results.json and
 # bench-results.png (dated copies under bench-out/).
 #
-#   ./scripts/bench.sh            # 10 s per job, about 3 minutes
+#   ./scripts/bench.sh            # 10 s per job, about 5 minutes
 #   ./scripts/bench.sh -quick     # 3 s per job
 #   ./scripts/bench.sh -smoke     # 1 s per job: does everything run?
 #
 # Other flags go to the runner: ./scripts/bench.sh -h lists them.
-# Needs fio and nbdkit; as root this script installs them with apt-get.
+# Needs fio and nbdkit; as root this script installs them with apt-get. As
+# root it also builds the nvmeof side, out/fio-nvmeof.so and out/nvmetd, and
+# the runner starts nvmetd with a generated config and stops it at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,8 +30,30 @@ if [ ${#missing[@]} -gt 0 ]; then
 	fi
 fi
 
-# HOOK (nvmeof side): once the nvmeof fio engine and nvmetd build, build them
-# here and pass -nvmeof-engine PATH -nvmetd PATH (see bench/runner/nvmeof.go).
-# Until then the runner reports the nvmeof rows as "not run".
+help=0
+for a in "$@"; do
+	case $a in -h | -help | --help) help=1 ;; esac
+done
 
-exec go run ./bench/cmd/nvmeof-bench "$@"
+# The runner, built rather than `go run`, so that its PID is the parent of
+# nbdkit (--exit-with-parent), nvmetd and fio (Pdeathsig).
+mkdir -p out
+go build -o out/nvmeof-bench ./bench/cmd/nvmeof-bench
+[ "$help" -eq 0 ] || exec out/nvmeof-bench "$@"
+
+# The nvmeof side: our fio engine (fio/engine, built against the installed
+# fio's source; the first build fetches it, as root) and nvmetd, both into
+# out/ (not committed). The soft RoCE provider needs root; without it the
+# runner skips the side and says why.
+nvmeof=()
+if [ "$(id -u)" -eq 0 ]; then
+	echo "== building out/fio-nvmeof.so (scripts/build-fio-engine.sh) and out/nvmetd" >&2
+	./scripts/build-fio-engine.sh out/fio-nvmeof.so
+	go build -o out/nvmetd ./cmd/nvmetd
+	nvmeof=(-nvmeof-engine out/fio-nvmeof.so -nvmetd out/nvmetd)
+else
+	echo "bench.sh: not root: the nvmeof side (soft RoCE) will be skipped" >&2
+fi
+
+# Flags given to this script come last and win over these.
+exec out/nvmeof-bench "${nvmeof[@]}" "$@"

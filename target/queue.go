@@ -102,6 +102,14 @@ func (q *queue) QueueClosed(err error) {
 		return
 	}
 	if q.qid == 0 {
+		// q is gone already: shutdown must not Close it again, as this
+		// runs on the transport's teardown of q, and a transport's Close
+		// may wait for that teardown to finish (fabrics/rdma does).
+		c.mu.Lock()
+		if c.queues[0] == q {
+			c.queues[0] = nil
+		}
+		c.mu.Unlock()
 		c.shutdown("admin queue closed")
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -229,17 +230,24 @@ func TestRunNull(t *testing.T) {
 	if _, err := exec.LookPath("fio"); err != nil {
 		t.Skip("fio not installed")
 	}
-	out, _, err := Run(context.Background(), Command{
+	dir := t.TempDir()
+	res, err := Run(context.Background(), Command{
 		Engine: []string{"ioengine=null"},
-		Extra:  []string{"name=null", "rw=randread", "bs=4k", "size=4m"},
+		Extra:  []string{"name=null", "rw=randread", "bs=4k", "size=64m"},
+		Dir:    dir,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Jobs) != 1 || out.Jobs[0].Read.IOBytes != 4<<20 {
+	if out := res.Output; len(out.Jobs) != 1 || out.Jobs[0].Read.IOBytes != 64<<20 {
 		t.Errorf("null job: %+v", out.Jobs)
 	}
-	if _, _, err := Run(context.Background(), Command{Engine: []string{"ioengine=no-such-engine"}, Extra: []string{"name=x", "size=1m"}}); err == nil {
+	// fio's own CPU time, from wait4: at least its start-up, at most the
+	// wall time on every CPU.
+	if res.CPU <= 0 || res.Wall <= 0 || res.CPU > res.Wall*time.Duration(runtime.NumCPU()) {
+		t.Errorf("fio CPU %v over %v wall", res.CPU, res.Wall)
+	}
+	if _, err := Run(context.Background(), Command{Engine: []string{"ioengine=no-such-engine"}, Extra: []string{"name=x", "size=1m"}}); err == nil {
 		t.Error("fio with an unknown engine: no error")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -29,6 +30,10 @@ type Command struct {
 	TimeBased bool
 	// Extra holds more name=value options, placed after the engine's.
 	Extra []string
+	// Dir is fio's working directory (default: the caller's), where fio
+	// writes files of its own such as verify state on a failed verify. A
+	// relative JobFile is taken relative to Dir.
+	Dir string
 }
 
 // Args returns fio's arguments for c, without the binary.
@@ -71,29 +76,54 @@ func (c Command) String() string {
 	return strings.Join(parts, " ")
 }
 
+// Result is what one fio run left behind.
+type Result struct {
+	// Output is fio's report; nil when fio wrote none.
+	Output *Output
+	// Raw is fio's standard output as it was.
+	Raw []byte
+	// CPU is the fio process's user+system CPU time over the whole run,
+	// from wait4's resource usage: all of its threads (an external
+	// engine's own threads included, which fio's per-job usr_cpu and
+	// sys_cpu leave out under --thread) and the job processes it forked
+	// and waited for. Zero when fio did not run.
+	CPU time.Duration
+	// Wall is the run's elapsed time.
+	Wall time.Duration
+}
+
 // Run runs c and parses its report. When fio exits non-zero but still wrote a
 // report (a verify failure does), Run returns both the report and an error.
-// raw is fio's standard output as it was.
-func Run(ctx context.Context, c Command) (out *Output, raw []byte, err error) {
+// fio gets SIGKILL when the context is done, and (Pdeathsig) when the thread
+// that started it exits, as it does when the caller's process dies: no fio
+// outlives its caller.
+func Run(ctx context.Context, c Command) (Result, error) {
 	cmd := exec.CommandContext(ctx, c.binary(), c.Args()...)
+	cmd.Dir = c.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second
+	t0 := time.Now()
 	runErr := cmd.Run()
-	raw = stdout.Bytes()
-	out, parseErr := Parse(raw)
+	res := Result{Raw: stdout.Bytes(), Wall: time.Since(t0)}
+	if ps := cmd.ProcessState; ps != nil {
+		res.CPU = ps.UserTime() + ps.SystemTime()
+	}
+	out, parseErr := Parse(res.Raw)
+	res.Output = out
 	if runErr != nil {
-		return out, raw, fmt.Errorf("fio %s: %w%s", c.JobFile, runErr, tail(stderr.Bytes(), raw))
+		return res, fmt.Errorf("fio %s: %w%s", c.JobFile, runErr, tail(stderr.Bytes(), res.Raw))
 	}
 	if parseErr != nil {
-		return nil, raw, fmt.Errorf("fio %s: %w%s", c.JobFile, parseErr, tail(stderr.Bytes(), raw))
+		return res, fmt.Errorf("fio %s: %w%s", c.JobFile, parseErr, tail(stderr.Bytes(), res.Raw))
 	}
 	for _, j := range out.Jobs {
 		if j.Error != 0 {
-			return out, raw, fmt.Errorf("fio %s: job %s: error %d%s", c.JobFile, j.Name, j.Error, tail(stderr.Bytes(), raw))
+			return res, fmt.Errorf("fio %s: job %s: error %d%s", c.JobFile, j.Name, j.Error, tail(stderr.Bytes(), res.Raw))
 		}
 	}
-	return out, raw, nil
+	return res, nil
 }
 
 // tail returns the last lines of fio's messages (stderr, and stdout lines

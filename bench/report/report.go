@@ -44,31 +44,43 @@ type Metrics struct {
 	// Bytes and RuntimeS are the measured jobs' data and run time.
 	Bytes    int64   `json:"bytes"`
 	RuntimeS float64 `json:"runtime_s"`
-	// FioCPUs is fio's user+system CPU time over all jobs of the file
-	// (prep jobs too), ServerCPUs the server's (nbdkit, nvmetd) over the
-	// whole fio run, or -1 when it could not be read; AllBytes is the data
-	// all jobs moved. CPUsPerGB = (FioCPUs + ServerCPUs) / (AllBytes / 1e9),
-	// or 0 when not measurable.
-	FioCPUs    float64 `json:"fio_cpu_s"`
-	ServerCPUs float64 `json:"server_cpu_s"`
-	AllBytes   int64   `json:"all_bytes"`
-	CPUsPerGB  float64 `json:"cpu_s_per_gb"`
+	// CPU, in user+system seconds, over the whole fio run of the file
+	// (prep jobs too). FioCPUs is the fio process's own, from wait4: all
+	// its threads, an external engine's included (the client side).
+	// FioJobCPUs is the sum of fio's per-job usr_cpu and sys_cpu, kept for
+	// reference only: under --thread it counts each job's thread and leaves
+	// out an engine's own threads (our Go engine's), so it understates a
+	// client that does its work off the job thread. ServerCPUs is the
+	// server's (nbdkit, nvmetd: all threads, from /proc/PID/stat), or -1
+	// when it could not be read. AllBytes is the data all jobs moved.
+	// FioCPUsPerGB and ServerCPUsPerGB are each side per 1e9 bytes of
+	// AllBytes (ServerCPUsPerGB is 0 when not measured); CPUsPerGB is their
+	// sum, or 0 when not measurable.
+	FioCPUs         float64 `json:"fio_cpu_s"`
+	FioJobCPUs      float64 `json:"fio_job_cpu_s"`
+	ServerCPUs      float64 `json:"server_cpu_s"`
+	AllBytes        int64   `json:"all_bytes"`
+	FioCPUsPerGB    float64 `json:"fio_cpu_s_per_gb"`
+	ServerCPUsPerGB float64 `json:"server_cpu_s_per_gb"`
+	CPUsPerGB       float64 `json:"cpu_s_per_gb"`
 	// Command is the fio command line; Error is set when fio failed.
 	Command string `json:"command,omitempty"`
 	Error   string `json:"error,omitempty"`
 }
 
 // FromFio computes a side's metrics from fio's report of one job file.
+// fioCPU is the fio process's CPU seconds over the run (fio.Result.CPU), or
+// negative when unknown (fio's per-job figures stand in for it then);
 // serverCPU is the server's CPU seconds over the fio run, or negative when
 // unknown (CPU per GB then counts fio alone and is still reported).
-func FromFio(out *fio.Output, serverCPU float64) (Metrics, error) {
+func FromFio(out *fio.Output, fioCPU, serverCPU float64) (Metrics, error) {
 	m := Metrics{ServerCPUs: serverCPU}
 	var main *fio.Job
 	var ios int64
 	var runtimeMS int64
 	for i := range out.Jobs {
 		j := &out.Jobs[i]
-		m.FioCPUs += j.CPUSeconds()
+		m.FioJobCPUs += j.CPUSeconds()
 		m.AllBytes += j.Bytes()
 		if strings.HasPrefix(j.Name, PrepPrefix) {
 			continue
@@ -113,12 +125,17 @@ func FromFio(out *fio.Output, serverCPU float64) (Metrics, error) {
 	if v, ok := lat.Percentile(99); ok {
 		m.P99us = v / 1e3
 	}
+	m.FioCPUs = fioCPU
+	if fioCPU < 0 {
+		m.FioCPUs = m.FioJobCPUs
+	}
 	if m.AllBytes > 0 {
-		cpu := m.FioCPUs
+		gb := float64(m.AllBytes) / 1e9
+		m.FioCPUsPerGB = m.FioCPUs / gb
 		if serverCPU > 0 {
-			cpu += serverCPU
+			m.ServerCPUsPerGB = serverCPU / gb
 		}
-		m.CPUsPerGB = cpu / (float64(m.AllBytes) / 1e9)
+		m.CPUsPerGB = m.FioCPUsPerGB + m.ServerCPUsPerGB
 	}
 	return m, nil
 }
@@ -216,7 +233,14 @@ type Report struct {
 	Jobs     []Job          `json:"jobs"`
 	// NvmeofSkipped says why the nvmeof side did not run, if it did not.
 	NvmeofSkipped string `json:"nvmeof_skipped,omitempty"`
-	Goals         []Goal `json:"goals"`
+	// NvmeofTarget describes the target the nvmeof side ran against.
+	NvmeofTarget string `json:"nvmeof_target,omitempty"`
+	// LoadStart and LoadEnd are the machine's 1-minute load average when
+	// the run started and ended (/proc/loadavg), or -1: other work on the
+	// machine takes CPU from both sides.
+	LoadStart float64 `json:"load_start"`
+	LoadEnd   float64 `json:"load_end"`
+	Goals     []Goal  `json:"goals"`
 }
 
 func ptr(v float64) *float64 { return &v }

@@ -32,7 +32,7 @@ func near(a, b float64) bool { return math.Abs(a-b) <= 1e-6*math.Max(1, math.Abs
 
 func TestFromFioMixed(t *testing.T) {
 	out := loadFio(t, "randrw70-4k-qd32.nbd.json")
-	m, err := FromFio(out, 0.5)
+	m, err := FromFio(out, 1.5, 0.5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +46,11 @@ func TestFromFioMixed(t *testing.T) {
 		{"MBps", m.MBps, float64(251064320+106958848) / 2.0 / 1e6},
 		{"P50us", m.P50us, 296.960},
 		{"P99us", m.P99us, 6979.584},
-		{"FioCPUs", m.FioCPUs, (6.65 + 30.05) / 100 * 2},
-		{"CPUsPerGB", m.CPUsPerGB, ((6.65+30.05)/100*2 + 0.5) / (float64(251064320+106958848) / 1e9)},
+		{"FioCPUs", m.FioCPUs, 1.5},
+		{"FioJobCPUs", m.FioJobCPUs, (6.65 + 30.05) / 100 * 2},
+		{"FioCPUsPerGB", m.FioCPUsPerGB, 1.5 / (float64(251064320+106958848) / 1e9)},
+		{"ServerCPUsPerGB", m.ServerCPUsPerGB, 0.5 / (float64(251064320+106958848) / 1e9)},
+		{"CPUsPerGB", m.CPUsPerGB, (1.5 + 0.5) / (float64(251064320+106958848) / 1e9)},
 		{"RuntimeS", m.RuntimeS, 2},
 	} {
 		if !near(c.got, c.want) {
@@ -69,7 +72,7 @@ func TestFromFioMixed(t *testing.T) {
 
 func TestFromFioPrepExcluded(t *testing.T) {
 	out := loadFio(t, "randread-4k-qd1-verify.nbd.json")
-	m, err := FromFio(out, -1)
+	m, err := FromFio(out, -1, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,13 +87,14 @@ func TestFromFioPrepExcluded(t *testing.T) {
 		t.Errorf("qd %d rw %q kind %q", m.IODepth, m.RW, CeilingKind(m))
 	}
 	wantCPU := out.Jobs[0].CPUSeconds() + rd.CPUSeconds()
-	if !near(m.FioCPUs, wantCPU) || !near(m.CPUsPerGB, wantCPU/(float64(128<<20)/1e9)) {
-		t.Errorf("FioCPUs %v CPUsPerGB %v (server CPU unknown: fio's alone)", m.FioCPUs, m.CPUsPerGB)
+	if !near(m.FioCPUs, wantCPU) || !near(m.CPUsPerGB, wantCPU/(float64(128<<20)/1e9)) || m.ServerCPUsPerGB != 0 {
+		t.Errorf("FioCPUs %v CPUsPerGB %v server %v (fio process and server CPU unknown: fio's per-job figures alone)",
+			m.FioCPUs, m.CPUsPerGB, m.ServerCPUsPerGB)
 	}
 }
 
 func TestFromFioWriteOnly(t *testing.T) {
-	m, err := FromFio(loadFio(t, "seqwrite-128k-qd8.nbd.json"), 0)
+	m, err := FromFio(loadFio(t, "seqwrite-128k-qd8.nbd.json"), 0.1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,10 +105,10 @@ func TestFromFioWriteOnly(t *testing.T) {
 
 func TestFromFioNoMeasuredJob(t *testing.T) {
 	out := &fio.Output{Jobs: []fio.Job{{Name: "prep-x", RuntimeMS: 10}}}
-	if _, err := FromFio(out, 0); err == nil {
+	if _, err := FromFio(out, 0, 0); err == nil {
 		t.Error("a report with only prep jobs gave no error")
 	}
-	if _, err := FromFio(&fio.Output{Jobs: []fio.Job{{Name: "x"}}}, 0); err == nil {
+	if _, err := FromFio(&fio.Output{Jobs: []fio.Job{{Name: "x"}}}, 0, 0); err == nil {
 		t.Error("a job of 0 ms gave no error")
 	}
 }
@@ -124,8 +128,10 @@ func sample() *Report {
 		Ceilings: ceilings(),
 		Jobs: []Job{
 			{Name: JobRandRead4kQD1,
-				Nbdkit: &Metrics{IODepth: 1, BlockSize: 4096, IOPS: 30000, MBps: 122.88, P50us: 30, P99us: 50, CPUsPerGB: 10},
-				Nvmeof: &Metrics{IODepth: 1, BlockSize: 4096, IOPS: 60000, MBps: 245.76, P50us: 15, P99us: 25, CPUsPerGB: 5}},
+				Nbdkit: &Metrics{IODepth: 1, BlockSize: 4096, IOPS: 30000, MBps: 122.88, P50us: 30, P99us: 50,
+					FioCPUsPerGB: 10, ServerCPUs: -1, CPUsPerGB: 10},
+				Nvmeof: &Metrics{IODepth: 1, BlockSize: 4096, IOPS: 60000, MBps: 245.76, P50us: 15, P99us: 25,
+					FioCPUsPerGB: 3, ServerCPUs: 1, ServerCPUsPerGB: 2, CPUsPerGB: 5}},
 			{Name: JobRandRead4kQD32,
 				Nbdkit: &Metrics{IODepth: 32, BlockSize: 4096, IOPS: 40000, MBps: 163.84, P50us: 700, P99us: 2000},
 				Nvmeof: &Metrics{IODepth: 32, BlockSize: 4096, IOPS: 50000, MBps: 204.8, P50us: 600, P99us: 1500}},
@@ -216,7 +222,7 @@ func TestTable(t *testing.T) {
 	r := sample()
 	r.Compute()
 	rows := r.Table()
-	if len(rows) != 1+3+2*len(r.Jobs) {
+	if len(rows) != 1+3+2*len(r.Jobs) || len(rows[0]) != numCols {
 		t.Fatalf("%d rows", len(rows))
 	}
 	for i, row := range rows {
@@ -233,16 +239,20 @@ func TestTable(t *testing.T) {
 		t.Fatalf("no %s row for %s", side, job)
 		return nil
 	}
-	if row := get(JobRandRead4kQD1, SideNvmeof); row[2] != "60K" || row[4] != "15.0" || row[7] != "IOPS 2.00×, p50 0.50×" || row[8] != "p50 1.5× RTT" {
+	if row := get(JobRandRead4kQD1, SideNvmeof); row[colIOPS] != "60K" || row[colP50] != "15.0" || row[colVs] != "IOPS 2.00×, p50 0.50×" ||
+		row[colCeiling] != "p50 1.5× RTT" || row[colCPU] != "5.00" || row[colCPUSplit] != "3.00+2.00" {
 		t.Errorf("QD1 nvmeof row %q", row)
 	}
-	if row := get(JobSeqRead128kQD8, SideNbdkit); row[3] != "1441" || row[8] != "36 % of GSO" {
+	if row := get(JobRandRead4kQD1, SideNbdkit); row[colCPU] != "10.00" || row[colCPUSplit] != "10.00+?" {
+		t.Errorf("QD1 nbdkit row %q (server CPU unknown)", row)
+	}
+	if row := get(JobSeqRead128kQD8, SideNbdkit); row[colMBps] != "1441" || row[colCeiling] != "36 % of GSO" {
 		t.Errorf("seqread nbdkit row %q", row)
 	}
-	if row := get("randwrite-4k-qd32", SideNvmeof); !strings.HasPrefix(row[7], "error: ") {
+	if row := get("randwrite-4k-qd32", SideNvmeof); !strings.HasPrefix(row[colVs], "error: ") {
 		t.Errorf("failed nvmeof row %q", row)
 	}
-	if rows[1][4] != "10.0" || rows[1][5] != "40.0" || rows[2][2] != "200K" || rows[3][3] != "4000" {
+	if rows[1][colP50] != "10.0" || rows[1][colP99] != "40.0" || rows[2][colIOPS] != "200K" || rows[3][colMBps] != "4000" {
 		t.Errorf("ceiling rows %q", rows[1:4])
 	}
 

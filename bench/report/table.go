@@ -12,30 +12,48 @@ import (
 
 const dash = "—"
 
+// Columns of Table's rows.
+const (
+	colJob = iota
+	colSide
+	colIOPS
+	colMBps
+	colP50
+	colP99
+	colCPU      // CPU s/GB, client + server
+	colCPUSplit // the same as "fio + server"
+	colVs       // nvmeof/nbdkit
+	colCeiling  // vs ceiling
+	numCols
+)
+
 // Table returns the report's rows: a header, the three ceilings, then each
-// job's nbdkit and nvmeof rows. Every row has the same number of cells.
+// job's nbdkit and nvmeof rows. Every row has numCols cells.
 func (r *Report) Table() [][]string {
-	rows := [][]string{{"job", "side", "IOPS", "MB/s", "p50 µs", "p99 µs", "CPU s/GB", "nvmeof/nbdkit", "vs ceiling"}}
+	rows := [][]string{{"job", "side", "IOPS", "MB/s", "p50 µs", "p99 µs", "CPU s/GB", "fio+server", "nvmeof/nbdkit", "vs ceiling"}}
 	c := r.Ceilings
-	pp := []string{"ceiling: 64 B ping-pong RTT", "udp", dash, dash, dash, dash, dash, "", ""}
+	ceilRow := func(name string) []string {
+		return []string{name, "udp", dash, dash, dash, dash, dash, "", "", ""}
+	}
+	pp := ceilRow("ceiling: 64 B ping-pong RTT")
 	if c.PingPongError != "" {
-		pp[8] = "error: " + short(c.PingPongError)
+		pp[colCeiling] = "error: " + short(c.PingPongError)
 	} else if c.PingPong.Count > 0 {
-		pp[4], pp[5] = us(float64(c.PingPong.Median)/1e3), us(float64(c.PingPong.P99)/1e3)
+		pp[colP50], pp[colP99] = us(float64(c.PingPong.Median)/1e3), us(float64(c.PingPong.P99)/1e3)
 	}
-	dg := []string{"ceiling: 4 KiB dgrams, sendmmsg", "udp", dash, dash, dash, dash, dash, "", ""}
+	dg := ceilRow("ceiling: 4 KiB dgrams, sendmmsg")
 	if c.DatagramError != "" {
-		dg[8] = "error: " + short(c.DatagramError)
+		dg[colCeiling] = "error: " + short(c.DatagramError)
 	} else if c.Datagram.Bytes > 0 {
-		dg[2], dg[3], dg[6] = si(c.Datagram.PerSecond), mbps(c.Datagram.GBps*1e3), cpu(c.Datagram.CPUSecondsPerGB)
-		dg[8] = fmt.Sprintf("loss %.1f %%", c.Datagram.Loss()*100)
+		dg[colIOPS], dg[colMBps], dg[colCPU] = si(c.Datagram.PerSecond), mbps(c.Datagram.GBps*1e3), cpu(c.Datagram.CPUSecondsPerGB)
+		dg[colCeiling] = fmt.Sprintf("loss %.1f %%", c.Datagram.Loss()*100)
 	}
-	gso := []string{"ceiling: UDP GSO + GRO", "udp", dash, dash, dash, dash, dash, "", ""}
+	gso := ceilRow("ceiling: UDP GSO + GRO")
 	if c.GSOError != "" {
-		gso[8] = "error: " + short(c.GSOError)
+		gso[colCeiling] = "error: " + short(c.GSOError)
 	} else if c.GSO.Bytes > 0 {
-		gso[2], gso[3], gso[6] = si(c.GSO.PerSecond), mbps(c.GSO.GBps*1e3), cpu(c.GSO.CPUSecondsPerGB)
-		gso[8] = fmt.Sprintf("loss %.1f %%", c.GSO.Loss()*100)
+		gso[colIOPS], gso[colMBps], gso[colCPU] = si(c.GSO.PerSecond), mbps(c.GSO.GBps*1e3), cpu(c.GSO.CPUSecondsPerGB)
+		gso[colCeiling] = fmt.Sprintf("loss %.1f %%", c.GSO.Loss()*100)
 	}
 	rows = append(rows, pp, dg, gso)
 
@@ -54,22 +72,27 @@ func (r *Report) Table() [][]string {
 }
 
 func sideRow(name, side string, m *Metrics, vs, ceil string) []string {
-	row := []string{name, side, dash, dash, dash, dash, dash, vs, ceil}
+	row := []string{name, side, dash, dash, dash, dash, dash, "", vs, ceil}
 	switch {
 	case m == nil:
-		row[7] = "not run"
+		row[colVs] = "not run"
 	case m.Error != "":
-		row[7] = "error: " + short(m.Error)
+		row[colVs] = "error: " + short(m.Error)
 	default:
-		row[2], row[3] = si(m.IOPS), mbps(m.MBps)
+		row[colIOPS], row[colMBps] = si(m.IOPS), mbps(m.MBps)
 		if m.P50us > 0 {
-			row[4] = us(m.P50us)
+			row[colP50] = us(m.P50us)
 		}
 		if m.P99us > 0 {
-			row[5] = us(m.P99us)
+			row[colP99] = us(m.P99us)
 		}
 		if m.CPUsPerGB > 0 {
-			row[6] = cpu(m.CPUsPerGB)
+			row[colCPU] = cpu(m.CPUsPerGB)
+			srv := "?"
+			if m.ServerCPUs >= 0 {
+				srv = fmt.Sprintf("%.2f", m.ServerCPUsPerGB)
+			}
+			row[colCPUSplit] = fmt.Sprintf("%.2f+%s", m.FioCPUsPerGB, srv)
 		}
 	}
 	return row
@@ -127,7 +150,7 @@ func cut(s string, n int) string {
 }
 
 // numeric columns are right-aligned.
-var rightAligned = map[int]bool{2: true, 3: true, 4: true, 5: true, 6: true}
+var rightAligned = map[int]bool{colIOPS: true, colMBps: true, colP50: true, colP99: true, colCPU: true, colCPUSplit: true}
 
 // WriteTable prints the report as a heading, the aligned table and the goals.
 func (r *Report) WriteTable(w io.Writer) error {
@@ -135,7 +158,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(&b, "nvmeof benchmark · %s · %s · kernel %s · %d CPUs · %s · nbdkit %s · memory %s · %s, %g s per job\n\n",
 		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Host, r.Kernel, r.CPUs, r.Fio, r.Nbdkit, r.MemSize, r.Mode, r.RuntimeS)
 	rows := r.Table()
-	widths := make([]int, len(rows[0]))
+	widths := make([]int, numCols)
 	for _, row := range rows {
 		for i, cell := range row {
 			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
@@ -157,7 +180,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 		b.WriteString(strings.TrimRight(line.String(), " ") + "\n")
 	}
 	b.WriteString("\nIOPS of the ceilings: datagrams (GSO: 4 KiB segments) received per second. MB/s = 1e6 bytes/s.\n")
-	b.WriteString("CPU s/GB: fio + server (nbdkit, nvmetd) user+system CPU seconds per 1e9 bytes moved; ceilings: sender + receiver.\n")
+	b.WriteString("CPU s/GB: user+system CPU seconds per 1e9 bytes moved (all jobs of the file, prep jobs too), client + server:\n")
+	b.WriteString("the fio process (all threads, the engine's included; from wait4) + the server (nbdkit, nvmetd; from /proc/PID/stat).\n")
+	b.WriteString("Ceilings: sender + receiver.\n")
+	if r.LoadStart >= 0 && r.LoadEnd >= 0 && (r.LoadStart != 0 || r.LoadEnd != 0) {
+		fmt.Fprintf(&b, "Load average (1 min) %.2f at the start, %.2f at the end, on %d CPUs.\n", r.LoadStart, r.LoadEnd, r.CPUs)
+	}
+	if r.NvmeofTarget != "" {
+		fmt.Fprintf(&b, "nvmeof target: %s.\n", r.NvmeofTarget)
+	}
 	if r.NvmeofSkipped != "" {
 		fmt.Fprintf(&b, "nvmeof: not run: %s\n", r.NvmeofSkipped)
 	}

@@ -2,7 +2,11 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,62 +17,95 @@ import (
 	"github.com/nvmeof/nvmeof/bench/report"
 )
 
-// HOOK: the nvmeof side.
+// NvmeofConfig is the nvmeof side: fio with our external engine (fio/engine,
+// built by scripts/build-fio-engine.sh; fio 3.33 loads it with
+// ioengine=external:PATH) against nvmetd over the soft RoCEv2 provider on
+// loopback.
 //
-// The nvmeof rows need two pieces other work in this repository is building:
-// our fio external engine (a .so that fio 3.33 loads with
-// ioengine=external:PATH, built against fio's headers and config-host.h) and
-// nvmetd. Until the engine's .so exists, runNvmeof skips the side with a
-// message and the report says "not run"; nothing is estimated or filled in.
-//
-// When the engine is built, the runner:
-//  1. writes an nvmetd HCL config (NvmetdConfig: a soft-RoCE port on
-//     Address:Port and one memory namespace of the benchmark's size),
-//  2. starts Nvmetd with NvmetdArgs ("{config}" replaced by that file's
-//     path), unless Nvmetd is empty (a target is already listening),
-//  3. runs every job file exactly as for nbdkit, with
+// The runner:
+//  1. picks a service ID (Port 0) and checks that UDP port 4791, the soft
+//     RoCE devices' port, is free on Address and HostAddress (else, with
+//     Fallback, moves both to a free pair of loopback addresses);
+//  2. writes an nvmetd HCL config (NvmetdConfig: a soft-RoCE port on
+//     Address:Port, one memory namespace of the benchmark's size, any host
+//     allowed) and starts Nvmetd with NvmetdArgs ("{config}" replaced by
+//     that file's path), unless Nvmetd is empty (a target is already
+//     listening on Address:Port);
+//  3. waits until nvmetd logs that it is listening on that port;
+//  4. runs every job file exactly as for nbdkit, with
 //     --ioengine=external:Engine followed by Options (each name=value,
-//     "{address}", "{port}" and "{nqn}" substituted), prefill first,
-//  4. counts nvmetd's CPU time from /proc/PID/stat like nbdkit's, and stops
-//     it by its PID.
+//     "{address}", "{port}", "{nqn}" and "{host_address}" substituted),
+//     prefill first, counting fio's and nvmetd's CPU time per job;
+//  5. stops nvmetd by its PID: SIGTERM, then SIGKILL after Grace.
 //
-// The option names in DefaultNvmeofConfig are placeholders until the engine
-// fixes its own: align them with `fio --enghelp=external:PATH`.
+// The soft RoCE provider opens a raw socket on both ends, so the side needs
+// root.
 type NvmeofConfig struct {
 	// Engine is the path of the fio external engine.
 	Engine string
-	// Options are the engine's options, name=value, after ioengine.
+	// Options are the engine's options, name=value (or a bare fio flag
+	// such as "thread"), after ioengine; see `fio --enghelp=PATH`.
 	Options []string
 	// Nvmetd is the target binary to start; empty: start none.
 	Nvmetd string
 	// NvmetdArgs are its arguments; "{config}" is replaced by the config path.
 	NvmetdArgs []string
-	// Address, Port and NQN are where the target listens and what it serves.
-	Address string
-	Port    int
-	NQN     string
-	// Ready bounds the wait for the target to start (default 10 s).
+	// Address and Port are where the target listens (traddr, trsvcid);
+	// Port 0 lets the runner pick a service ID for the nvmetd it starts
+	// (4420 when it starts none). HostAddress is the initiator's soft RoCE
+	// device (host_traddr). NQN is the subsystem served.
+	Address     string
+	HostAddress string
+	Port        int
+	NQN         string
+	// Fallback lets the runner move a target it starts, and the
+	// initiator, to another pair of loopback addresses (127.0.N.1 and
+	// 127.0.N.2, N from 200) when UDP port 4791 stays taken on Address or
+	// HostAddress: other soft RoCE devices (tests, another nvmetd) may
+	// hold them. The report names the addresses used.
+	Fallback bool
+	// Ready bounds the wait for the target to listen (default 10 s), and
+	// for UDP port 4791 to be free on both addresses.
 	Ready time.Duration
+	// Grace is how long nvmetd has to exit after SIGTERM (default 10 s).
+	Grace time.Duration
 }
 
-// DefaultEngine is where the runner looks for the fio engine unless told
-// otherwise (-nvmeof-engine, or $NVMEOF_FIO_ENGINE).
-const DefaultEngine = "build/fio/nvmeof-fio.so"
+// Where the runner looks for the fio engine and nvmetd unless told
+// otherwise (-nvmeof-engine or $NVMEOF_FIO_ENGINE; -nvmetd or
+// $NVMEOF_NVMETD). scripts/bench.sh builds both there; out/ is not
+// committed.
+const (
+	DefaultEngine = "out/fio-nvmeof.so"
+	DefaultNvmetd = "out/nvmetd"
+)
 
-// DefaultNvmeofConfig returns the hook's defaults (see NvmeofConfig).
+// RoCEPort is the UDP port of RoCEv2, which every soft RoCE device binds on
+// its address.
+const RoCEPort = 4791
+
+// DefaultNvmeofConfig returns the defaults (see NvmeofConfig).
 func DefaultNvmeofConfig() NvmeofConfig {
-	engine := DefaultEngine
+	engine, nvmetd := DefaultEngine, DefaultNvmetd
 	if e := os.Getenv("NVMEOF_FIO_ENGINE"); e != "" {
 		engine = e
 	}
+	if e := os.Getenv("NVMEOF_NVMETD"); e != "" {
+		nvmetd = e
+	}
 	return NvmeofConfig{
-		Engine:     engine,
-		Options:    []string{"traddr={address}", "trsvcid={port}", "subnqn={nqn}", "nsid=1"},
-		Nvmetd:     "",
-		NvmetdArgs: []string{"--config", "{config}"},
-		Address:    "127.0.0.1",
-		Port:       4420,
-		NQN:        "nqn.2026-11.io.nvmeof:bench",
+		Engine: engine,
+		// --thread: the engine is a Go shared library, and a Go runtime
+		// does not survive fork (the engine implies it; say it anyway).
+		Options: []string{"thread", "traddr={address}", "trsvcid={port}", "subnqn={nqn}",
+			"host_traddr={host_address}", "nsid=1"},
+		Nvmetd:      nvmetd,
+		NvmetdArgs:  []string{"--config", "{config}"},
+		Address:     "127.0.0.1",
+		HostAddress: "127.0.0.2",
+		Port:        0,
+		NQN:         "nqn.2026-11.io.nvmeof:bench",
+		Fallback:    true,
 	}
 }
 
@@ -79,25 +116,26 @@ func (n NvmeofConfig) Available() (bool, string) {
 	}
 	fi, err := os.Stat(n.Engine)
 	if err != nil || fi.IsDir() {
-		return false, fmt.Sprintf("fio engine %s is not built yet (the nvmeof fio engine and initiator are in progress; -nvmeof-engine PATH or $NVMEOF_FIO_ENGINE points at it once it is)", n.Engine)
+		return false, fmt.Sprintf("fio engine %s is not built (scripts/build-fio-engine.sh %s; or -nvmeof-engine PATH, $NVMEOF_FIO_ENGINE)", n.Engine, n.Engine)
 	}
 	if n.Nvmetd != "" {
 		if _, err := exec.LookPath(n.Nvmetd); err != nil {
-			return false, fmt.Sprintf("nvmetd %s not found (-nvmetd)", n.Nvmetd)
+			return false, fmt.Sprintf("nvmetd %s not found (go build -o %s ./cmd/nvmetd; or -nvmetd PATH, $NVMEOF_NVMETD)", n.Nvmetd, n.Nvmetd)
 		}
+	}
+	if os.Geteuid() != 0 {
+		return false, "the soft RoCE provider (nvmetd and the fio engine) needs root for its raw socket: run as root"
 	}
 	return true, ""
 }
 
-// EngineArgs returns fio's engine options: ioengine=external:Engine, then
-// Options with {address}, {port} and {nqn} substituted.
+// EngineArgs returns fio's engine options: ioengine=external:Engine (an
+// absolute path), then Options with {address}, {port}, {nqn} and
+// {host_address} substituted.
 func (n NvmeofConfig) EngineArgs() []string {
-	abs := n.Engine
-	if a, err := filepath.Abs(n.Engine); err == nil {
-		abs = a
-	}
-	args := []string{"ioengine=external:" + abs}
-	r := strings.NewReplacer("{address}", n.Address, "{port}", strconv.Itoa(n.Port), "{nqn}", n.NQN)
+	args := []string{"ioengine=external:" + absPath(n.Engine)}
+	r := strings.NewReplacer("{address}", n.Address, "{port}", strconv.Itoa(n.Port), "{nqn}", n.NQN,
+		"{host_address}", n.HostAddress)
 	for _, o := range n.Options {
 		args = append(args, r.Replace(o))
 	}
@@ -105,10 +143,12 @@ func (n NvmeofConfig) EngineArgs() []string {
 }
 
 // NvmetdConfig returns an nvmetd HCL configuration (the shape of
-// DESIGN.md §5) with one soft-RoCE port and one memory namespace.
+// DESIGN.md §5) with one soft-RoCE port on Address:Port and one memory
+// namespace of memSize, open to any host. Its log level is info: the
+// runner waits for nvmetd's "listening" line.
 func (n NvmeofConfig) NvmetdConfig(memSize string) string {
 	return fmt.Sprintf(`# Generated by bench/runner for one benchmark run.
-log_level = "warn"
+log_level = "info"
 
 port "bench" {
   transport = "rdma"
@@ -140,6 +180,98 @@ func hclSize(s string) string {
 	return s
 }
 
+// pickPort returns a service ID for a target the runner starts: one from
+// the dynamic range 49152–65535, so that fio never reaches a target
+// someone else left listening on the well-known 4420.
+func pickPort() int { return 49152 + rand.IntN(65536-49152) }
+
+// udpFree reports whether UDP port on addr can be bound now.
+func udpFree(addr string, port int) error {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return fmt.Errorf("address %q: %w", addr, err)
+	}
+	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, uint16(port))))
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// waitUDPFree waits until RoCEPort is free on every address, or timeout.
+func waitUDPFree(ctx context.Context, timeout time.Duration, addrs ...string) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var errs []error
+		for _, a := range addrs {
+			if err := udpFree(a, RoCEPort); err != nil {
+				errs = append(errs, fmt.Errorf("UDP %s:%d is taken (another soft RoCE device on that address? ss -uanp | grep %d): %w",
+					a, RoCEPort, RoCEPort, err))
+			}
+		}
+		if len(errs) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.Join(errs...)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// fallbackAddrs returns the first pair of loopback addresses 127.0.N.1 and
+// 127.0.N.2 (N from 200 to 254) with UDP port 4791 free on both.
+func fallbackAddrs() (target, host string, err error) {
+	for n := 200; n <= 254; n++ {
+		t, h := fmt.Sprintf("127.0.%d.1", n), fmt.Sprintf("127.0.%d.2", n)
+		if udpFree(t, RoCEPort) == nil && udpFree(h, RoCEPort) == nil {
+			return t, h, nil
+		}
+	}
+	return "", "", fmt.Errorf("UDP port %d taken on every 127.0.N.1 and 127.0.N.2, N 200..254", RoCEPort)
+}
+
+// startNvmetd writes the config, starts nvmetd and waits until it logs that
+// it listens on n.Port. The caller stops it.
+func (c Config) startNvmetd(ctx context.Context, n NvmeofConfig) (*Server, error) {
+	cfgPath := filepath.Join(c.WorkDir, "nvmetd.hcl")
+	if err := os.WriteFile(cfgPath, []byte(n.NvmetdConfig(c.MemSize)), 0o644); err != nil {
+		return nil, fmt.Errorf("nvmetd config: %w", err)
+	}
+	argv := []string{n.Nvmetd}
+	for _, a := range n.NvmetdArgs {
+		argv = append(argv, strings.ReplaceAll(a, "{config}", cfgPath))
+	}
+	srv, err := startServer("nvmetd", argv, filepath.Join(c.WorkDir, "nvmetd.log"))
+	if err != nil {
+		return nil, err
+	}
+	srv.Grace = n.Grace
+	if srv.Grace <= 0 {
+		srv.Grace = 10 * time.Second
+	}
+	ready := n.Ready
+	if ready <= 0 {
+		ready = 10 * time.Second
+	}
+	// nvmetd logs `listening: port=bench ... address="trtype=rdma,
+	// traddr=A,trsvcid=P"` (or the JSON equivalent) once its soft RoCE
+	// device is bound and the CM listens on the service ID.
+	t0 := time.Now()
+	listening := func() bool { return srv.logHas("listening", "traddr="+n.Address+",", "trsvcid="+strconv.Itoa(n.Port)) }
+	if err := srv.waitFor(ctx, ready, listening); err != nil {
+		_ = srv.Stop()
+		return nil, err
+	}
+	c.logf("   nvmetd pid %d listening on rdma %s:%d after %v (config %s)", srv.PID, n.Address, n.Port,
+		time.Since(t0).Round(time.Millisecond), cfgPath)
+	return srv, nil
+}
+
 // runNvmeof runs the nvmeof side into r's jobs. It returns the reason it was
 // skipped, or an error only when the context is done.
 func (c Config) runNvmeof(ctx context.Context, jobs []JobFile, r *report.Report) (skip string, err error) {
@@ -147,34 +279,67 @@ func (c Config) runNvmeof(ctx context.Context, jobs []JobFile, r *report.Report)
 	if ok, why := n.Available(); !ok {
 		return why, nil
 	}
-	s := side{name: report.SideNvmeof, engine: n.EngineArgs()}
+	if n.Port == 0 {
+		n.Port = 4420
+		if n.Nvmetd != "" {
+			n.Port = pickPort()
+		}
+	}
+	ready := n.Ready
+	if ready <= 0 {
+		ready = 10 * time.Second
+	}
+	addrs := []string{n.HostAddress}
 	if n.Nvmetd != "" {
-		cfgPath := filepath.Join(c.WorkDir, "nvmetd.hcl")
-		if err := os.WriteFile(cfgPath, []byte(n.NvmetdConfig(c.MemSize)), 0o644); err != nil {
-			return "", fmt.Errorf("nvmetd config: %w", err)
+		addrs = append(addrs, n.Address)
+	}
+	wait := 3 * ready
+	if n.Fallback && n.Nvmetd != "" {
+		wait = time.Second
+	}
+	if err := waitUDPFree(ctx, wait, addrs...); err != nil {
+		if ctx.Err() != nil {
+			return "", err
 		}
-		argv := []string{n.Nvmetd}
-		for _, a := range n.NvmetdArgs {
-			argv = append(argv, strings.ReplaceAll(a, "{config}", cfgPath))
+		if !n.Fallback || n.Nvmetd == "" {
+			return err.Error(), nil
 		}
-		srv, err := startServer("nvmetd", argv, filepath.Join(c.WorkDir, "nvmetd.log"))
+		t, h, ferr := fallbackAddrs()
+		if ferr != nil {
+			return errors.Join(err, ferr).Error(), nil
+		}
+		c.logf("   %v\n   so the target moves to %s and the initiator to %s", err, t, h)
+		n.Address, n.HostAddress = t, h
+	}
+	s := side{name: report.SideNvmeof, engine: n.EngineArgs()}
+	target := fmt.Sprintf("rdma %s:%d, subsystem %s, host %s", n.Address, n.Port, n.NQN, n.HostAddress)
+	if n.Nvmetd != "" {
+		srv, err := c.startNvmetd(ctx, n)
 		if err != nil {
+			if ctx.Err() != nil {
+				return "", err
+			}
 			return "nvmetd did not start: " + err.Error(), nil
 		}
-		defer srv.Stop()
-		ready := n.Ready
-		if ready <= 0 {
-			ready = 10 * time.Second
-		}
-		// The soft-RoCE port is UDP 4791; the runner knows no readiness
-		// signal yet, so it waits until the process has lived a moment.
-		// HOOK: replace with nvmetd's own readiness (a log line, a pid file).
-		t0 := time.Now()
-		if err := srv.waitFor(ctx, ready, func() bool { return time.Since(t0) > time.Second }); err != nil {
-			return "nvmetd: " + err.Error(), nil
-		}
+		defer func() {
+			t0 := time.Now()
+			serr := srv.Stop()
+			how := "exited"
+			if srv.Killed {
+				how = fmt.Sprintf("did not exit within %v of SIGTERM: killed", srv.Grace)
+			}
+			c.logf("   nvmetd pid %d %s (%v)", srv.PID, how, time.Since(t0).Round(time.Millisecond))
+			if serr != nil {
+				c.logf("   %v", serr)
+			}
+		}()
 		s.server = srv
+		target = fmt.Sprintf("nvmetd %s, memory namespace %s, %s", n.Nvmetd, c.MemSize, target)
+	} else {
+		target = "an already-running target, " + target
 	}
+	r.NvmeofTarget = target
+	c.logf("   target: %s", target)
 	c.logf("   engine: %s", strings.Join(s.engine, " "))
 	if err := c.runSide(ctx, s, jobs, r, func(j *report.Job, m *report.Metrics) { j.Nvmeof = m }); err != nil {
 		if ctx.Err() != nil {

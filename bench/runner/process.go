@@ -22,13 +22,21 @@ const clockTicks = 100
 type Server struct {
 	Name string
 	PID  int
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error // set when done is closed
-	log  *os.File
+	// Grace is how long Stop waits after SIGTERM before SIGKILL (default
+	// 5 s).
+	Grace time.Duration
+	// Killed is set by Stop when the process outlived Grace and got
+	// SIGKILL.
+	Killed bool
+	cmd    *exec.Cmd
+	done   chan struct{}
+	err    error // set when done is closed
+	log    *os.File
 }
 
-// startServer starts argv[0] with argv[1:], its output going to logPath.
+// startServer starts argv[0] with argv[1:], its output going to logPath. The
+// process gets SIGTERM if the thread that started it exits (Pdeathsig), as it
+// does when the runner dies without stopping it.
 func startServer(name string, argv []string, logPath string) (*Server, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%s: no command", name)
@@ -39,6 +47,7 @@ func startServer(name string, argv []string, logPath string) (*Server, error) {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("%s: start %s: %w", name, strings.Join(argv, " "), err)
@@ -78,6 +87,27 @@ func (s *Server) waitFor(ctx context.Context, timeout time.Duration, ready func(
 		}
 	}
 	return nil
+}
+
+// logHas reports whether a line of the server's log holds every one of subs.
+func (s *Server) logHas(subs ...string) bool {
+	b, err := os.ReadFile(s.log.Name())
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		all := true
+		for _, sub := range subs {
+			if !strings.Contains(line, sub) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // logTail returns the end of the server's log for an error message.
@@ -123,7 +153,7 @@ func parseStatCPU(stat string) (float64, error) {
 	return float64(utime+stime) / clockTicks, nil
 }
 
-// Stop ends the process by its PID: SIGTERM, then SIGKILL after 5 s.
+// Stop ends the process by its PID: SIGTERM, then SIGKILL after Grace.
 func (s *Server) Stop() error {
 	defer s.log.Close()
 	if s.exited() {
@@ -132,11 +162,16 @@ func (s *Server) Stop() error {
 	if err := syscall.Kill(s.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("%s: SIGTERM pid %d: %w", s.Name, s.PID, err)
 	}
+	grace := s.Grace
+	if grace <= 0 {
+		grace = 5 * time.Second
+	}
 	select {
 	case <-s.done:
 		return nil
-	case <-time.After(5 * time.Second):
+	case <-time.After(grace):
 	}
+	s.Killed = true
 	if err := syscall.Kill(s.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("%s: SIGKILL pid %d: %w", s.Name, s.PID, err)
 	}

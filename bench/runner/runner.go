@@ -185,10 +185,13 @@ type side struct {
 }
 
 // runJob runs one job file against s and returns its metrics; a failure is
-// recorded in Metrics.Error.
+// recorded in Metrics.Error. CPU counts the fio process's own time (all its
+// threads: an external engine's work is not on fio's job thread) and the
+// server's, sampled from /proc/PID/stat just before and after fio.
 func (c Config) runJob(ctx context.Context, s side, j JobFile) *report.Metrics {
 	rt := c.runtime()
-	cmd := fio.Command{Fio: c.Fio, JobFile: j.Path, Engine: s.engine, Runtime: rt, TimeBased: true}
+	cmd := fio.Command{Fio: c.Fio, JobFile: absPath(j.Path), Engine: s.engine, Runtime: rt, TimeBased: true,
+		Extra: []string{"group_reporting=0"}, Dir: c.WorkDir}
 	cpu0 := -1.0
 	if s.server != nil {
 		if v, err := s.server.CPUSeconds(); err == nil {
@@ -199,7 +202,7 @@ func (c Config) runJob(ctx context.Context, s side, j JobFile) *report.Metrics {
 	// job's read-back phase; leave generous room.
 	jctx, cancel := context.WithTimeout(ctx, 4*rt+2*time.Minute)
 	defer cancel()
-	out, _, err := fio.Run(jctx, cmd)
+	res, err := fio.Run(jctx, cmd)
 	server := -1.0
 	if s.server != nil && cpu0 >= 0 {
 		if v, err := s.server.CPUSeconds(); err == nil {
@@ -207,8 +210,8 @@ func (c Config) runJob(ctx context.Context, s side, j JobFile) *report.Metrics {
 		}
 	}
 	m := &report.Metrics{}
-	if out != nil {
-		mm, ferr := report.FromFio(out, server)
+	if res.Output != nil {
+		mm, ferr := report.FromFio(res.Output, res.CPU.Seconds(), server)
 		if ferr == nil {
 			m = &mm
 		} else if err == nil {
@@ -221,9 +224,18 @@ func (c Config) runJob(ctx context.Context, s side, j JobFile) *report.Metrics {
 		c.logf("   %-26s %s: %v", j.Name, s.name, err)
 		return m
 	}
-	c.logf("   %-26s %s: %8.0f IOPS %8.1f MB/s  p50 %7.1f µs  p99 %8.1f µs  CPU %.2f s/GB",
-		j.Name, s.name, m.IOPS, m.MBps, m.P50us, m.P99us, m.CPUsPerGB)
+	c.logf("   %-26s %s: %8.0f IOPS %8.1f MB/s  p50 %7.1f µs  p99 %8.1f µs  CPU %.2f s/GB (fio %.2f + server %.2f)",
+		j.Name, s.name, m.IOPS, m.MBps, m.P50us, m.P99us, m.CPUsPerGB, m.FioCPUsPerGB, m.ServerCPUsPerGB)
 	return m
+}
+
+// absPath returns p as an absolute path (fio runs in the work directory), or
+// p itself when that fails.
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
 
 // prefill writes the whole device once with 1 MiB sequential writes.
@@ -231,15 +243,20 @@ func (c Config) prefill(ctx context.Context, s side) error {
 	if !c.Prefill {
 		return nil
 	}
-	cmd := fio.Command{Fio: c.Fio, Engine: s.engine,
+	cmd := fio.Command{Fio: c.Fio, Engine: s.engine, Dir: c.WorkDir,
 		Extra: []string{"name=prefill", "rw=write", "bs=1m", "iodepth=8"}}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	t0 := time.Now()
-	if _, _, err := fio.Run(pctx, cmd); err != nil {
+	res, err := fio.Run(pctx, cmd)
+	if err != nil {
 		return fmt.Errorf("prefill %s: %w", s.name, err)
 	}
-	c.logf("   prefill %s: %v", s.name, time.Since(t0).Round(time.Millisecond))
+	var bytes int64
+	for i := range res.Output.Jobs {
+		bytes += res.Output.Jobs[i].Bytes()
+	}
+	c.logf("   prefill %s: %d MiB in %v (%.0f MB/s)", s.name, bytes>>20, res.Wall.Round(time.Millisecond),
+		float64(bytes)/res.Wall.Seconds()/1e6)
 	return nil
 }
 
@@ -265,14 +282,18 @@ func Run(ctx context.Context, c Config) (*report.Report, error) {
 		}
 		defer os.RemoveAll(dir)
 		c.WorkDir = dir
+	} else {
+		// fio runs there, and socket paths must hold from there too.
+		c.WorkDir = absPath(c.WorkDir)
 	}
 
 	r := &report.Report{
-		Started:  time.Now(),
-		CPUs:     runtime.NumCPU(),
-		Mode:     c.Mode,
-		RuntimeS: c.runtime().Seconds(),
-		MemSize:  c.MemSize,
+		Started:   time.Now(),
+		CPUs:      runtime.NumCPU(),
+		Mode:      c.Mode,
+		RuntimeS:  c.runtime().Seconds(),
+		MemSize:   c.MemSize,
+		LoadStart: loadAvg(),
 	}
 	r.Host, _ = os.Hostname()
 	var uts unix.Utsname
@@ -328,12 +349,27 @@ func Run(ctx context.Context, c Config) (*report.Report, error) {
 		r.NvmeofSkipped = skip
 		c.logf("   skipped: %s", skip)
 	}
+	r.LoadEnd = loadAvg()
 	r.Compute()
 	return r, nil
 }
 
+// loadAvg returns the 1-minute load average, or -1.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	var v float64
+	if _, err := fmt.Sscan(string(b), &v); err != nil {
+		return -1
+	}
+	return v
+}
+
 // runSide prefills and runs every job against s, storing each result with
-// set. Only a canceled context stops it early.
+// set. Only a canceled context stops it early; once the server has exited,
+// the remaining jobs are recorded as failed without running fio.
 func (c Config) runSide(ctx context.Context, s side, jobs []JobFile, r *report.Report, set func(*report.Job, *report.Metrics)) error {
 	if err := c.prefill(ctx, s); err != nil {
 		return err
@@ -341,6 +377,12 @@ func (c Config) runSide(ctx context.Context, s side, jobs []JobFile, r *report.R
 	for i, j := range jobs {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("bench: %w", err)
+		}
+		if s.server != nil && s.server.exited() {
+			msg := fmt.Sprintf("%s (pid %d) exited during the run: %v%s", s.server.Name, s.server.PID, s.server.err, s.server.logTail())
+			c.logf("   %-26s %s: %s", j.Name, s.name, msg)
+			set(&r.Jobs[i], &report.Metrics{Error: msg})
+			continue
 		}
 		set(&r.Jobs[i], c.runJob(ctx, s, j))
 	}

@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"image/png"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,12 +120,15 @@ func TestNvmeofHook(t *testing.T) {
 		t.Errorf("Available() with no engine = %v, %q", ok, why)
 	}
 	n.Engine = "/engines/e.so"
-	want := []string{"ioengine=external:/engines/e.so", "traddr=127.0.0.1", "trsvcid=4420", "subnqn=nqn.2026-11.io.nvmeof:bench", "nsid=1"}
+	n.Port = 4420
+	want := []string{"ioengine=external:/engines/e.so", "thread", "traddr=127.0.0.1", "trsvcid=4420",
+		"subnqn=nqn.2026-11.io.nvmeof:bench", "host_traddr=127.0.0.2", "nsid=1"}
 	if got := n.EngineArgs(); !reflect.DeepEqual(got, want) {
 		t.Errorf("EngineArgs() = %q\nwant %q", got, want)
 	}
 	cfg := n.NvmetdConfig("1G")
-	for _, s := range []string{`backend    = "memory"`, `size       = "1GiB"`, `address   = "127.0.0.1"`, `subsystem "nqn.2026-11.io.nvmeof:bench"`} {
+	for _, s := range []string{`backend    = "memory"`, `size       = "1GiB"`, `address   = "127.0.0.1"`, `service   = 4420`,
+		`allow_any_host = true`, `log_level = "info"`, `subsystem "nqn.2026-11.io.nvmeof:bench"`} {
 		if !strings.Contains(cfg, s) {
 			t.Errorf("nvmetd config lacks %s:\n%s", s, cfg)
 		}
@@ -131,6 +137,99 @@ func TestNvmeofHook(t *testing.T) {
 		if got := hclSize(in); got != want {
 			t.Errorf("hclSize(%q) = %q, want %q", in, got, want)
 		}
+	}
+	for range 100 {
+		if p := pickPort(); p < 49152 || p > 65535 {
+			t.Fatalf("pickPort() = %d", p)
+		}
+	}
+}
+
+func TestUDPFree(t *testing.T) {
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	port := c.LocalAddr().(*net.UDPAddr).Port
+	if err := udpFree("127.0.0.1", port); err == nil {
+		t.Errorf("udpFree of a bound port: no error")
+	}
+	if err := udpFree("not-an-ip", port); err == nil {
+		t.Errorf("udpFree of a bad address: no error")
+	}
+}
+
+// fakeNvmetd writes a shell script that logs nvmetd's listening line for the
+// config it is given, after a delay, then waits; with ignoreTerm it
+// ignores SIGTERM.
+func fakeNvmetd(t *testing.T, ignoreTerm bool) string {
+	t.Helper()
+	trap := ""
+	if ignoreTerm {
+		trap = "trap '' TERM\n"
+	}
+	script := "#!/bin/sh\n" + trap + `cfg=$2
+port=$(sed -n 's/^ *service *= *\([0-9]*\).*/\1/p' "$cfg")
+sleep 0.2
+echo "2026-11-29T16:07:20.866Z [INFO]  nvmetd: listening: port=bench portid=1 address=\"trtype=rdma,traddr=127.0.0.1,trsvcid=$port\"" >&2
+while :; do sleep 0.05; done
+`
+	p := filepath.Join(t.TempDir(), "nvmetd")
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestStartNvmetd checks the readiness wait (nvmetd's "listening" line for
+// the picked port) and the stop by PID, SIGKILL included.
+func TestStartNvmetd(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	for _, ignoreTerm := range []bool{false, true} {
+		n := DefaultNvmeofConfig()
+		n.Nvmetd = fakeNvmetd(t, ignoreTerm)
+		n.Port = pickPort()
+		n.Grace = 300 * time.Millisecond
+		c := Config{WorkDir: t.TempDir(), MemSize: "64M"}
+		srv, err := c.startNvmetd(context.Background(), n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(filepath.Join(c.WorkDir, "nvmetd.hcl"))
+		if !strings.Contains(string(b), fmt.Sprintf("service   = %d", n.Port)) || !strings.Contains(string(b), `"64MiB"`) {
+			t.Errorf("config:\n%s", b)
+		}
+		if srv.exited() {
+			t.Fatal("fake nvmetd exited")
+		}
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+		if srv.Killed != ignoreTerm {
+			t.Errorf("ignoreTerm %v: Killed %v", ignoreTerm, srv.Killed)
+		}
+		if err := syscall.Kill(srv.PID, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("pid %d still there after Stop: %v", srv.PID, err)
+		}
+	}
+
+	// Listening on another service ID than the one picked (the fake reads
+	// another config): the wait gives up and says why.
+	n := DefaultNvmeofConfig()
+	n.Nvmetd = fakeNvmetd(t, false)
+	n.Port = 1
+	n.Ready = 500 * time.Millisecond
+	other := filepath.Join(t.TempDir(), "other.hcl")
+	if err := os.WriteFile(other, []byte("service = 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.NvmetdArgs = []string{"--config", other}
+	c := Config{WorkDir: t.TempDir(), MemSize: "64M"}
+	if _, err := c.startNvmetd(context.Background(), n); err == nil || !strings.Contains(err.Error(), "not ready") {
+		t.Errorf("startNvmetd listening on another port: %v", err)
 	}
 }
 
@@ -195,6 +294,9 @@ func TestRunSmoke(t *testing.T) {
 		t.Error("nvmeof side neither skipped nor failed")
 	}
 	t.Logf("nvmeof side: skipped %q, first job %+v", r.NvmeofSkipped, r.Jobs[0].Nvmeof)
+	if r.LoadStart < 0 || r.LoadEnd < 0 {
+		t.Errorf("load average not read: %v, %v", r.LoadStart, r.LoadEnd)
+	}
 	if r.Ceilings.PingPong.Count == 0 {
 		t.Errorf("no ping-pong measured: %+v", r.Ceilings)
 	}
@@ -219,5 +321,56 @@ func TestRunSmoke(t *testing.T) {
 	b, _ := os.ReadFile(paths[0])
 	if err := json.Unmarshal(b, &back); err != nil || len(back.Jobs) != 2 {
 		t.Errorf("JSON read back: %v, %d jobs", err, len(back.Jobs))
+	}
+}
+
+// TestRunNvmeofSmoke runs two short jobs on the nvmeof side for real: nvmetd
+// and the fio engine from out/ (scripts/bench.sh builds them), as root.
+func TestRunNvmeofSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	nv := DefaultNvmeofConfig()
+	nv.Engine = filepath.Join("..", "..", DefaultEngine)
+	nv.Nvmetd = filepath.Join("..", "..", DefaultNvmetd)
+	if e := os.Getenv("NVMEOF_FIO_ENGINE"); e != "" {
+		nv.Engine = e
+	}
+	if e := os.Getenv("NVMEOF_NVMETD"); e != "" {
+		nv.Nvmetd = e
+	}
+	if ok, why := nv.Available(); !ok {
+		t.Skip(why)
+	}
+	if err := CheckTools("", "", true); err != nil {
+		t.Skip(err)
+	}
+	var log bytes.Buffer
+	r, err := Run(context.Background(), Config{
+		Mode:         ModeSmoke,
+		Runtime:      500 * time.Millisecond,
+		JobsDir:      jobsDir,
+		Only:         []string{"randread-4k-qd32", "randwrite-4k-qd32-verify"},
+		MemSize:      "128M",
+		SkipCeilings: true,
+		SkipNbdkit:   true,
+		Nvmeof:       nv,
+		Log:          &log,
+	})
+	t.Logf("%s", log.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.NvmeofSkipped != "" {
+		t.Fatalf("nvmeof skipped: %s", r.NvmeofSkipped)
+	}
+	for _, j := range r.Jobs {
+		m := j.Nvmeof
+		if m == nil || m.Error != "" || m.IOPS <= 0 || m.FioCPUs <= 0 || m.ServerCPUs < 0 {
+			t.Errorf("job %s nvmeof metrics %+v", j.Name, m)
+		}
+	}
+	if !strings.Contains(log.String(), "nvmetd pid") || strings.Contains(log.String(), "killed") {
+		t.Errorf("nvmetd start/stop not as expected:\n%s", log.String())
 	}
 }

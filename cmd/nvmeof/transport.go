@@ -80,7 +80,7 @@ func openSoft(target netip.Addr, explicit string, log hclog.Logger) (*soft.Devic
 		case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
 			return nil, fmt.Errorf("opening the soft RoCE device on %s: %w", a, errNeedRoot)
 		case errors.Is(err, syscall.EADDRINUSE):
-			last = fmt.Errorf("host address %s is taken by another soft RoCE device (one per address; pass -w with another local address)", a)
+			last = fmt.Errorf("host address %s is taken: UDP port 4791 there is bound by another soft RoCE device or by the kernel's rdma_rxe (one RoCE device per address; pass -w with another local address, or unload rdma_rxe)", a)
 			continue
 		case errors.Is(err, syscall.EADDRNOTAVAIL):
 			return nil, fmt.Errorf("host address %s is not an address of this machine", a)

@@ -66,17 +66,18 @@ func run() int {
 		nbdkitBin = flag.String("nbdkit", "nbdkit", "nbdkit binary")
 		noCeil    = flag.Bool("skip-ceilings", false, "do not measure the UDP ceilings")
 		noNbdkit  = flag.Bool("skip-nbdkit", false, "do not run the nbdkit side")
-		engine    = flag.String("nvmeof-engine", def.Engine, "nvmeof side: fio external engine .so (or $NVMEOF_FIO_ENGINE); the side is skipped while it does not exist")
-		nvmetd    = flag.String("nvmetd", def.Nvmetd, "nvmeof side: nvmetd binary to start with a generated memory-namespace config (empty: a target is already listening)")
-		addr      = flag.String("nvmeof-addr", def.Address, "nvmeof side: target address")
-		port      = flag.Int("nvmeof-port", def.Port, "nvmeof side: target service id")
+		engine    = flag.String("nvmeof-engine", def.Engine, "nvmeof side: fio external engine .so, built by scripts/build-fio-engine.sh (or $NVMEOF_FIO_ENGINE); the side is skipped while it does not exist")
+		nvmetd    = flag.String("nvmetd", def.Nvmetd, "nvmeof side: nvmetd binary to start with a generated memory-namespace config (or $NVMEOF_NVMETD; empty: a target is already listening on -nvmeof-addr and -nvmeof-port)")
+		addr      = flag.String("nvmeof-addr", def.Address, "nvmeof side: target address (traddr); unless given, the runner moves to 127.0.N.1 and .2 when UDP 4791 is taken on the defaults")
+		hostAddr  = flag.String("nvmeof-host-addr", def.HostAddress, "nvmeof side: the initiator's soft RoCE device address (host_traddr)")
+		port      = flag.Int("nvmeof-port", def.Port, "nvmeof side: target service id (trsvcid); 0: a free one from 49152-65535 for the nvmetd started, 4420 otherwise")
 		nqn       = flag.String("nvmeof-nqn", def.NQN, "nvmeof side: subsystem NQN")
 		only      listFlag
 		engOpts   repeatFlag
 		nvmetdArg repeatFlag
 	)
 	flag.Var(&only, "only", "run only these jobs (names without .fio; repeat or comma-separate)")
-	flag.Var(&engOpts, "nvmeof-opt", "nvmeof side: engine option name=value, once per option; {address} {port} {nqn} are substituted (default "+strings.Join(def.Options, " ")+")")
+	flag.Var(&engOpts, "nvmeof-opt", "nvmeof side: engine option name=value, once per option; {address} {port} {nqn} {host_address} are substituted (default "+strings.Join(def.Options, " ")+")")
 	flag.Var(&nvmetdArg, "nvmetd-arg", "nvmeof side: nvmetd argument, once per argument; {config} is the generated config (default "+strings.Join(def.NvmetdArgs, " ")+")")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), `Usage: nvmeof-bench [flags]
@@ -84,9 +85,12 @@ func run() int {
 Measures on loopback, in one run: UDP ceilings (64 B ping-pong RTT, 4 KiB
 datagrams with sendmmsg, UDP GSO+GRO), every fio job in -jobs against
 'nbdkit memory' with fio's nbd engine, and the same jobs against nvmetd
-through our fio engine. Prints one table with the ratios nvmeof/nbdkit and
-nvmeof/ceiling, writes -json and a PNG chart beside it.
-Needs fio and nbdkit (apt-get install fio nbdkit).
+through our fio engine (out/fio-nvmeof.so) with nvmetd (out/nvmetd), which
+the runner starts with a generated config and stops. Prints one table with
+the ratios nvmeof/nbdkit and nvmeof/ceiling, writes -json and a PNG chart
+beside it. Needs fio and nbdkit (apt-get install fio nbdkit); the nvmeof
+side needs root (soft RoCE raw sockets). scripts/bench.sh builds the engine
+and nvmetd, then runs this.
 
 Flags:
 `)
@@ -119,7 +123,12 @@ Flags:
 	}
 	cfg.Nvmeof = def
 	cfg.Nvmeof.Engine, cfg.Nvmeof.Nvmetd = *engine, *nvmetd
-	cfg.Nvmeof.Address, cfg.Nvmeof.Port, cfg.Nvmeof.NQN = *addr, *port, *nqn
+	cfg.Nvmeof.Address, cfg.Nvmeof.HostAddress, cfg.Nvmeof.Port, cfg.Nvmeof.NQN = *addr, *hostAddr, *port, *nqn
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "nvmeof-addr" || f.Name == "nvmeof-host-addr" {
+			cfg.Nvmeof.Fallback = false
+		}
+	})
 	if len(engOpts) > 0 {
 		cfg.Nvmeof.Options = engOpts
 	}
