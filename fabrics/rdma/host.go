@@ -339,7 +339,6 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 
 // run polls the CQ until the queue closes, then fails what is outstanding.
 func (q *hostQueue) run() {
-	defer close(q.done)
 	wcs := make([]rdma.WorkCompletion, 32)
 	notify := q.cq.Notify()
 	for {
@@ -374,6 +373,9 @@ func (q *hostQueue) teardown() {
 		}
 	}
 	q.mu.Unlock()
+	// Done before the commands complete: their callbacks may Close the
+	// queue, and Close waits for done.
+	close(q.done)
 	for _, c := range pending {
 		c.Err = err
 		c.Done(c)

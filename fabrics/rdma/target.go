@@ -223,7 +223,7 @@ func (l *Listener) setup(req rdma.ConnRequest) (*targetQueue, error) {
 	defer cancel()
 	conn, err := req.Accept(ctx, q.qp, acc, param)
 	if err != nil {
-		q.destroy()
+		q.Close() // the queue goroutine releases the resources
 		return nil, fmt.Errorf("nvme-rdma: accept queue %d from %s: %w", qid, req.RemoteAddr(), err)
 	}
 	q.conn = conn
@@ -461,7 +461,6 @@ func (q *targetQueue) destroy() {
 
 // run is the queue's goroutine: it waits for Serve, then polls the CQ.
 func (q *targetQueue) run() {
-	defer close(q.done)
 	select {
 	case <-q.serveCh:
 	case <-q.closing:
@@ -494,6 +493,9 @@ func (q *targetQueue) teardown() {
 		cancel()
 	}
 	q.destroy()
+	// Done before the handler hears of it: a handler may Close the queue
+	// from QueueClosed, and Close waits for done.
+	close(q.done)
 	if q.handler != nil {
 		q.handler.QueueClosed(q.closeErr)
 	}
