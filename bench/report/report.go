@@ -342,13 +342,22 @@ func (r *Report) goals() []Goal {
 		return s
 	}
 	if j := r.Job(JobSeqRead128kQD8); j != nil {
+		// A ceiling that either side went past was not one in this run
+		// (measured while other work starved the receiver): the goal
+		// then falls back to its absolute figure alone.
+		gsoNote := ""
+		for _, m := range []*Metrics{j.Nbdkit, j.Nvmeof} {
+			if gso > 0 && ok(m) && m.MBps/1e3 > gso && gsoNote == "" {
+				gsoNote = fmt.Sprintf("; GSO %.2f GB/s is below what was moved here, so not a ceiling in this run: not used", gso)
+			}
+		}
 		if ok(j.Nbdkit) {
 			g2.Reference = "nbdkit " + seq(j.Nbdkit)
 		}
 		if ok(j.Nvmeof) {
-			g2.Measured = "nvmeof " + seq(j.Nvmeof)
+			g2.Measured = "nvmeof " + seq(j.Nvmeof) + gsoNote
 			gbps := j.Nvmeof.MBps / 1e3
-			g2.Pass = boolPtr(gbps >= GoalSeqReadGBps || (gso > 0 && gbps/gso >= GoalSeqReadOfGSO))
+			g2.Pass = boolPtr(gbps >= GoalSeqReadGBps || (gso > 0 && gsoNote == "" && gbps/gso >= GoalSeqReadOfGSO))
 		}
 	}
 

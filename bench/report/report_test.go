@@ -196,6 +196,24 @@ func TestCompute(t *testing.T) {
 	}
 }
 
+// TestGoalGSOBelowSides: a GSO "ceiling" below what nbdkit moved (measured
+// under load) does not let the seqread goal pass on its percentage.
+func TestGoalGSOBelowSides(t *testing.T) {
+	r := sample()
+	r.Ceilings.GSO.GBps = 0.43
+	r.Jobs[2].Nvmeof.MBps = 516
+	r.Compute()
+	g := r.Goals[1]
+	if g.Pass == nil || *g.Pass || !strings.Contains(g.Measured, "not a ceiling") {
+		t.Errorf("seqread goal with a GSO below nbdkit's MB/s: pass %v, %q", g.Pass, g.Measured)
+	}
+	r.Jobs[2].Nvmeof.MBps = 2600
+	r.Compute()
+	if g := r.Goals[1]; g.Pass == nil || !*g.Pass {
+		t.Errorf("seqread goal at 2.6 GB/s: pass %v, %q", g.Pass, g.Measured)
+	}
+}
+
 func TestGoalsNotMeasured(t *testing.T) {
 	r := sample()
 	for i := range r.Jobs {
@@ -265,6 +283,14 @@ func TestTable(t *testing.T) {
 		if !strings.Contains(out, s) {
 			t.Errorf("table lacks %q:\n%s", s, out)
 		}
+	}
+	if strings.Contains(out, "WARNING") {
+		t.Errorf("loss warning without loss:\n%s", out)
+	}
+	r.Ceilings.GSO.SentBytes, r.Ceilings.GSO.Bytes = 100, 10
+	b.Reset()
+	if err := r.WriteTable(&b); err != nil || !strings.Contains(b.String(), "lost up to 90 %") {
+		t.Errorf("no loss warning for a 90 %% loss: %v\n%s", err, b.String())
 	}
 	// Columns line up: every table line has the "side" column at the same
 	// rune offset.

@@ -183,6 +183,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	b.WriteString("CPU s/GB: user+system CPU seconds per 1e9 bytes moved (all jobs of the file, prep jobs too), client + server:\n")
 	b.WriteString("the fio process (all threads, the engine's included; from wait4) + the server (nbdkit, nvmetd; from /proc/PID/stat).\n")
 	b.WriteString("Ceilings: sender + receiver.\n")
+	if l := max(r.Ceilings.Datagram.Loss(), r.Ceilings.GSO.Loss()); l > 0.2 {
+		fmt.Fprintf(&b, "WARNING: the receiver lost up to %.0f %% of the ceilings' datagrams (other work on the machine?): ratios to them are unreliable.\n", l*100)
+	}
 	if r.LoadStart >= 0 && r.LoadEnd >= 0 && (r.LoadStart != 0 || r.LoadEnd != 0) {
 		fmt.Fprintf(&b, "Load average (1 min) %.2f at the start, %.2f at the end, on %d CPUs.\n", r.LoadStart, r.LoadEnd, r.CPUs)
 	}
