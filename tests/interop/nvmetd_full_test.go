@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -220,6 +221,34 @@ func TestKernelHostNvmetdRestart(t *testing.T) {
 			t.Errorf("nvmetd log lacks %q:\n%s", want, lastLines(host, 60))
 		}
 	}
+	// What the guest wrote before and after each restart is in the
+	// backing file of namespace 1 (2 MiB each, see io_check in the script).
+	img, err := os.ReadFile(s.ns1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n <= 2; n++ {
+		for _, p := range []struct {
+			tag string
+			off int
+		}{{fmt.Sprintf("before%d", n), 8 * n}, {fmt.Sprintf("after%d", n), 8*n + 4}} {
+			want := guestPattern(p.tag, 2)
+			got := img[p.off<<20 : p.off<<20+len(want)]
+			if !bytes.Equal(got, want) {
+				t.Errorf("namespace 1 at %d MiB: not the guest's %q pattern (first block %q)", p.off, p.tag, got[:64])
+			}
+		}
+	}
+}
+
+// guestPattern returns what nvmetd-full.sh's pattern() writes: mib MiB of
+// 512-byte blocks "TAG(12 columns) blk NNNNNNNN 000…N\n".
+func guestPattern(tag string, mib int) []byte {
+	var b bytes.Buffer
+	for i := range mib * 2048 {
+		fmt.Fprintf(&b, "%-12s blk %08d %0485d\n", tag, i, i)
+	}
+	return b.Bytes()
 }
 
 // sha256File returns the hex SHA-256 and the size of a file.

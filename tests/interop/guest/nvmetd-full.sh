@@ -360,8 +360,10 @@ if has_step ext4; then
     cp /tmp/src/random.bin /mnt/data/
     cp "$(command -v fio)" "$(command -v nvme)" /mnt/data/
     cp -a /etc /mnt/data/etc 2>/dev/null
-    for i in $(seq 200); do echo "small file $i $(date +%s%N)" > "/mnt/data/small/$i.txt"; done
+    for i in $(seq 200); do printf 'small file %d %s\n' "$i" "$RANDOM$RANDOM" > "/mnt/data/small/$i.txt"; done
+    echo "copied [t=$(cut -d' ' -f1 /proc/uptime)s]"
     sync
+    echo "synced [t=$(cut -d' ' -f1 /proc/uptime)s]"
     (cd /mnt/data && find . -type f -print0 | sort -z | xargs -0 sha256sum) > /tmp/ext4.sums
     echo "$(wc -l < /tmp/ext4.sums) files, $(du -sk /mnt/data | cut -f1) KiB"
     df -k /mnt
