@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+
+	"github.com/nvmeof/nvmeof/nvme"
 )
 
 // Transport types (the discovery log entry's TRTYPE values).
@@ -117,6 +119,12 @@ type Request struct {
 	Data []byte
 	// InCapsule reports that the data came in the command capsule.
 	InCapsule bool
+	// Refused, when its Status is not success, is the transport's verdict
+	// on a command it cannot carry out (a bad SGL, a transfer larger
+	// than it can move): the handler completes the command with it,
+	// without executing it, so that the SQ head advances and the error
+	// is logged as for any failed command. Data is empty then.
+	Refused nvme.Error
 
 	// Queue is the transport's queue the request belongs to.
 	Queue TargetQueue

@@ -71,6 +71,11 @@ func (q *queue) HandleCommand(r *fabrics.Request) {
 	clear(r.CQE[:10])
 	r.CQE[14], r.CQE[15] = 0, 0
 
+	if r.Refused.Status != 0 {
+		// The transport could not carry the command out (a bad SGL).
+		q.complete(r, r.Refused, locDPTR, 0)
+		return
+	}
 	c := q.ctrl.Load()
 	if c == nil {
 		q.handleUnconnected(r)

@@ -562,8 +562,14 @@ func (q *targetQueue) onCapsule(i int) {
 	} else {
 		s.dir = fabrics.DataDirection(op & 3)
 	}
+	r.Refused = nvme.Error{}
 	if st := q.mapSGL(s); st != 0 {
-		q.respondError(s, st)
+		// The target completes it, as nvmet_req_complete does for Linux:
+		// the SQ head advances and the error is logged.
+		r.Refused = nvme.Error{Status: st, DNR: true}
+		r.Data = nil
+		s.keyed, s.dataLen = false, 0
+		q.deliver(i)
 		return
 	}
 	if s.keyed && s.dir == fabrics.DirHostToCtrl && s.dataLen > 0 {
@@ -596,7 +602,9 @@ func (q *targetQueue) mapSGL(s *targetSlot) nvme.Status {
 		}
 		n := int(sgl.KeyedLength())
 		if n > q.maxXfer {
-			return nvme.StatusDataSGLLengthInvalid
+			// More than MDTS allows: Invalid Field in Command (NVMe base
+			// specification, MDTS).
+			return nvme.StatusInvalidField
 		}
 		s.keyed = true
 		s.inval = sub == 0xf
@@ -654,15 +662,6 @@ func (q *targetQueue) startWaitingReads() {
 
 func (q *targetQueue) deliver(i int) {
 	q.handler.HandleCommand(&q.slots[i].req)
-}
-
-// respondError completes a command the transport refuses, with DNR set.
-func (q *targetQueue) respondError(s *targetSlot, st nvme.Status) {
-	cqe := nvme.CQE(s.req.CQE[:])
-	cqe.SetStatus(st)
-	cqe.SetDNR(true)
-	s.dataLen = 0
-	q.CompleteRequest(&s.req)
 }
 
 // CompleteRequest implements fabrics.Completer: the RDMA WRITE of read
