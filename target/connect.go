@@ -261,6 +261,11 @@ func (c *controller) handleFabrics(q *queue, r *fabrics.Request) {
 			return
 		}
 		c.log.Debug("Disconnect", "qid", q.qid)
+		if q.qid != 0 {
+			// The qid is free once the host has the completion: a
+			// Connect for it may follow before the transport's teardown.
+			c.ioQueueClosed(q)
+		}
 		q.ok(r)
 		go q.tq.Close()
 	case q.qid != 0:
