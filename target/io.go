@@ -114,7 +114,7 @@ func (c *controller) handleIO(q *queue, r *fabrics.Request) {
 		cmd.n = int64(nlb << ns.bsShift)
 	}
 	cmd.flush = op == nvme.IOWrite && (rw.FUA() || !c.vwc.Load())
-	ns.pool.push(cmd)
+	ns.submit(q, cmd)
 }
 
 // flushAll runs Flush with NSID FFFFFFFFh: every active namespace.
@@ -134,6 +134,17 @@ func (c *controller) flushAll(q *queue, r *fabrics.Request) {
 	}
 	cmd := q.getCmd()
 	cmd.r, cmd.ns, cmd.op, cmd.all = r, ns, nvme.IOFlush, true
+	ns.submit(q, cmd)
+}
+
+// submit runs cmd on the namespace's workers, or at once on the calling
+// transport goroutine when the backend never blocks (DESIGN: run to
+// completion where it can, without a goroutine hop).
+func (ns *namespace) submit(q *queue, cmd *ioCmd) {
+	if ns.inline {
+		q.inline.run(cmd)
+		return
+	}
 	ns.pool.push(cmd)
 }
 

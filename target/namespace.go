@@ -40,6 +40,9 @@ type namespace struct {
 
 	pool  ioPool
 	stats nsStats
+	// inline: the backend never blocks; its I/O runs on the transport's
+	// goroutine (bdev.NonBlocking).
+	inline bool
 }
 
 const nsDead = 1 << 62
@@ -89,6 +92,9 @@ func newNamespace(t *Target, subsys string, cfg NamespaceConfig) (*namespace, er
 	}
 	if h, ok := cfg.Device.(bdev.HealthReporter); ok {
 		ns.health = h
+	}
+	if nb, ok := cfg.Device.(bdev.NonBlocking); ok && nb.NonBlocking() {
+		ns.inline = true
 	}
 	switch cfg.Device.(type) {
 	case *bdev.Memory, *bdev.File, *bdev.Null:

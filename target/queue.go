@@ -29,6 +29,10 @@ type queue struct {
 
 	freeMu sync.Mutex
 	free   []*ioCmd
+
+	// inline runs the I/O of non-blocking backends on the transport's
+	// goroutine, which delivers this queue's commands one at a time.
+	inline worker
 }
 
 var _ fabrics.CommandHandler = (*queue)(nil)

@@ -69,6 +69,13 @@ type Identifier interface {
 	ID() (string, error)
 }
 
+// NonBlocking is implemented by backends whose operations never wait
+// (memory, null): the target runs their I/O on the transport's goroutine,
+// run to completion, instead of handing it to a worker goroutine.
+type NonBlocking interface {
+	NonBlocking() bool
+}
+
 // Errors returned by backends; match them with errors.Is.
 var (
 	// ErrOutOfRange: an offset or length outside [0, Size).

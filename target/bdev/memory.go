@@ -185,3 +185,6 @@ func (d *Memory) Close() error {
 	}
 	return nil
 }
+
+// NonBlocking reports that Memory's operations never wait (see NonBlocking).
+func (d *Memory) NonBlocking() bool { return true }

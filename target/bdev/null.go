@@ -83,3 +83,6 @@ func (d *Null) Close() error {
 	}
 	return nil
 }
+
+// NonBlocking reports that Null's operations never wait (see NonBlocking).
+func (d *Null) NonBlocking() bool { return true }
