@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -50,7 +51,17 @@ type Config struct {
 	RecvBatch int
 	// Logger receives the connection manager's logs (nil: none).
 	Logger hclog.Logger
+	// MinRNRTimer is the RNR NAK timer the connection manager gives the
+	// QPs it connects: how long their responder asks a requester whose
+	// SEND found no receive posted to wait before resending. It is
+	// rounded up to an RNR timer code (IBA vol. 1 table 45); 0 means
+	// DefaultMinRNRTimer. Linux's ib_cm gives code 0, 655.36 ms, which
+	// makes every RNR NAK cost the connection more than half a second.
+	MinRNRTimer time.Duration
 }
+
+// DefaultMinRNRTimer is the default Config.MinRNRTimer (RNR timer code 14).
+const DefaultMinRNRTimer = 1280 * time.Microsecond
 
 // Device is a software RoCEv2 HCA on one IPv4 address. It implements
 // rdma.Device.
@@ -130,6 +141,9 @@ func Open(cfg Config) (*Device, error) {
 	if d.cfg.RecvBatch <= 0 {
 		d.cfg.RecvBatch = 64
 	}
+	if d.cfg.MinRNRTimer <= 0 {
+		d.cfg.MinRNRTimer = DefaultMinRNRTimer
+	}
 	mtu := cfg.MTU
 	if mtu == 0 {
 		// As rxe: the interface MTU minus a GRH, UDP, BTH, the largest
@@ -185,6 +199,17 @@ func interfaceMTU(a netip.Addr) int {
 	return 1500
 }
 
+// rnrTimerCode returns the RNR timer code of the shortest wait of at
+// least d (code 0, the longest, for anything above 491.52 ms).
+func rnrTimerCode(d time.Duration) uint8 {
+	for code := uint8(1); code < 32; code++ {
+		if rdma.RNRTimerDuration(code) >= d {
+			return code
+		}
+	}
+	return 0
+}
+
 // Name returns the device name.
 func (d *Device) Name() string { return d.name }
 
@@ -207,10 +232,10 @@ func (d *Device) Attr() rdma.DeviceAttr {
 
 // ConnManager returns the device's connection manager: the InfiniBand CM
 // of package ibcm on the device's GSI QP (QP1), created on first use and
-// destroyed by Close.
+// destroyed by Close. The QPs it connects get Config.MinRNRTimer.
 func (d *Device) ConnManager() (rdma.ConnManager, error) {
 	d.cmOnce.Do(func() {
-		m, err := ibcm.New(d, ibcm.Options{Logger: d.cfg.Logger})
+		m, err := ibcm.New(d, ibcm.Options{Logger: d.cfg.Logger, MinRNRTimer: rnrTimerCode(d.cfg.MinRNRTimer)})
 		if err != nil {
 			d.cmErr = fmt.Errorf("soft: %s: connection manager: %w", d.name, err)
 			return

@@ -24,5 +24,7 @@
 // Config.AckReqEvery packets; a large RDMA READ work request is issued as
 // several READ requests of Config.ReadChunk packets (paced by max_rd_atomic
 // and the window); the retry count 7 means 7 retries (the IBA rule; rxe
-// treats it as infinite), the RNR retry count 7 means infinite.
+// treats it as infinite), the RNR retry count 7 means infinite; the
+// connection manager gives the QPs it connects a min RNR timer of 1.28 ms
+// (Config.MinRNRTimer), not ib_cm's 655.36 ms.
 package soft
