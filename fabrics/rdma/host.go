@@ -118,10 +118,7 @@ type hostQueue struct {
 	maxXfer int
 	maxInl  int
 
-	pd   rdma.PD
-	cq   rdma.CQ
-	qp   rdma.QP
-	mr   rdma.MR
+	verbs
 	conn rdma.Conn
 
 	mu       sync.Mutex
@@ -262,21 +259,6 @@ func (q *hostQueue) watchConn() {
 	}
 }
 
-func (q *hostQueue) destroy() {
-	if q.qp != nil {
-		q.qp.Destroy()
-	}
-	if q.mr != nil {
-		q.mr.Deregister()
-	}
-	if q.cq != nil {
-		q.cq.Destroy()
-	}
-	if q.pd != nil {
-		q.pd.Dealloc()
-	}
-}
-
 // Submit implements fabrics.HostQueue.
 func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 	n := len(cmd.Data)
@@ -339,23 +321,8 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 
 // run polls the CQ until the queue closes, then fails what is outstanding.
 func (q *hostQueue) run() {
-	wcs := make([]rdma.WorkCompletion, 32)
-	notify := q.cq.Notify()
-	for {
-		n := q.cq.Poll(wcs)
-		for i := range wcs[:n] {
-			q.complete(&wcs[i])
-		}
-		if n > 0 {
-			continue
-		}
-		select {
-		case <-notify:
-		case <-q.closing:
-			q.teardown()
-			return
-		}
-	}
+	q.poll(q.closing, q.complete)
+	q.teardown()
 }
 
 func (q *hostQueue) teardown() {

@@ -275,10 +275,7 @@ type targetQueue struct {
 	params  fabrics.QueueParams
 	remote  fabrics.Address
 
-	pd   rdma.PD
-	cq   rdma.CQ
-	qp   rdma.QP
-	mr   rdma.MR
+	verbs
 	conn rdma.Conn
 
 	slots []targetSlot
@@ -444,21 +441,6 @@ func (q *targetQueue) watchConn() {
 	}
 }
 
-func (q *targetQueue) destroy() {
-	if q.qp != nil {
-		q.qp.Destroy()
-	}
-	if q.mr != nil {
-		q.mr.Deregister()
-	}
-	if q.cq != nil {
-		q.cq.Destroy()
-	}
-	if q.pd != nil {
-		q.pd.Dealloc()
-	}
-}
-
 // run is the queue's goroutine: it waits for Serve, then polls the CQ.
 func (q *targetQueue) run() {
 	select {
@@ -467,23 +449,8 @@ func (q *targetQueue) run() {
 		q.teardown()
 		return
 	}
-	wcs := make([]rdma.WorkCompletion, 32)
-	notify := q.cq.Notify()
-	for {
-		n := q.cq.Poll(wcs)
-		for i := range wcs[:n] {
-			q.complete(&wcs[i])
-		}
-		if n > 0 {
-			continue
-		}
-		select {
-		case <-notify:
-		case <-q.closing:
-			q.teardown()
-			return
-		}
-	}
+	q.poll(q.closing, q.complete)
+	q.teardown()
 }
 
 func (q *targetQueue) teardown() {
