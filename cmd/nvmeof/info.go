@@ -120,16 +120,21 @@ func cmdList(c *cli.Context) error {
 	return printList(c.App.Writer, format, states)
 }
 
+// deviceCommand reads what id-ctrl, id-ns and smart-log share: the output
+// format and the DEVICE argument, resolved to its connection.
+func deviceCommand(c *cli.Context) (format, dev string, t devTarget, err error) {
+	if format, err = checkFormat(c); err != nil {
+		return
+	}
+	if dev, err = deviceArg(c); err != nil {
+		return
+	}
+	t, err = resolveDevice(c, c.String("run-dir"), dev)
+	return
+}
+
 func cmdIDCtrl(c *cli.Context) error {
-	format, err := checkFormat(c)
-	if err != nil {
-		return err
-	}
-	dev, err := deviceArg(c)
-	if err != nil {
-		return err
-	}
-	t, err := resolveDevice(c, c.String("run-dir"), dev)
+	format, _, t, err := deviceCommand(c)
 	if err != nil {
 		return err
 	}
@@ -145,15 +150,7 @@ func cmdIDCtrl(c *cli.Context) error {
 }
 
 func cmdIDNS(c *cli.Context) error {
-	format, err := checkFormat(c)
-	if err != nil {
-		return err
-	}
-	dev, err := deviceArg(c)
-	if err != nil {
-		return err
-	}
-	t, err := resolveDevice(c, c.String("run-dir"), dev)
+	format, dev, t, err := deviceCommand(c)
 	if err != nil {
 		return err
 	}
@@ -179,15 +176,7 @@ func cmdIDNS(c *cli.Context) error {
 }
 
 func cmdSMARTLog(c *cli.Context) error {
-	format, err := checkFormat(c)
-	if err != nil {
-		return err
-	}
-	dev, err := deviceArg(c)
-	if err != nil {
-		return err
-	}
-	t, err := resolveDevice(c, c.String("run-dir"), dev)
+	format, dev, t, err := deviceCommand(c)
 	if err != nil {
 		return err
 	}
