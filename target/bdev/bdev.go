@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"sync/atomic"
 )
 
 // Device is a block backend. Offsets and lengths are in bytes. All methods
@@ -199,3 +200,26 @@ func sizeAndBlock(kind string, size int64, bs uint32) (uint32, error) {
 
 // zeroes is a read-only source of zero bytes for the write-zeroes fallbacks.
 var zeroes = make([]byte, 64<<10)
+
+// rangeOp runs WriteZeroes or Discard on a file or block device: the
+// closed and range checks, then the device's own operation (fast: an
+// fallocate or an ioctl) when try, and fallback when the device reports
+// that it cannot do it (fallocateUnsupported).
+func rangeOp(closed *atomic.Bool, op string, off, n, size int64, try bool, fast, fallback func() error) error {
+	if closed.Load() {
+		return ErrClosed
+	}
+	if err := checkRange(op, off, n, size); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	if try {
+		err := fast()
+		if err == nil || !fallocateUnsupported(err) {
+			return err
+		}
+	}
+	return fallback()
+}

@@ -192,49 +192,23 @@ func (d *Block) aligned(off, n int64) bool {
 // WriteZeroes implements Device with BLKZEROOUT (falling back to writing
 // zeroes for ranges not aligned to the logical block size).
 func (d *Block) WriteZeroes(off, n int64) error {
-	if d.closed.Load() {
-		return ErrClosed
-	}
-	if err := checkRange("write zeroes", off, n, d.size); err != nil {
-		return err
-	}
-	if n == 0 {
-		return nil
-	}
-	if d.aligned(off, n) {
-		err := d.rangeIoctl(unix.BLKZEROOUT, off, n)
-		if err == nil {
-			return nil
-		}
-		if !fallocateUnsupported(err) {
+	return rangeOp(&d.closed, "write zeroes", off, n, d.size, d.aligned(off, n), func() error {
+		if err := d.rangeIoctl(unix.BLKZEROOUT, off, n); err != nil {
 			return fmt.Errorf("bdev: block %q: BLKZEROOUT %d+%d: %w", d.path, off, n, err)
 		}
-	}
-	return writeZeroes(d.buffered, off, n)
+		return nil
+	}, func() error { return writeZeroes(d.buffered, off, n) })
 }
 
 // Discard implements Device with BLKDISCARD, falling back to WriteZeroes
 // when the device cannot discard.
 func (d *Block) Discard(off, n int64) error {
-	if d.closed.Load() {
-		return ErrClosed
-	}
-	if err := checkRange("discard", off, n, d.size); err != nil {
-		return err
-	}
-	if n == 0 {
-		return nil
-	}
-	if d.aligned(off, n) {
-		err := d.rangeIoctl(unix.BLKDISCARD, off, n)
-		if err == nil {
-			return nil
-		}
-		if !fallocateUnsupported(err) {
+	return rangeOp(&d.closed, "discard", off, n, d.size, d.aligned(off, n), func() error {
+		if err := d.rangeIoctl(unix.BLKDISCARD, off, n); err != nil {
 			return fmt.Errorf("bdev: block %q: BLKDISCARD %d+%d: %w", d.path, off, n, err)
 		}
-	}
-	return d.WriteZeroes(off, n)
+		return nil
+	}, func() error { return d.WriteZeroes(off, n) })
 }
 
 // Size implements Device.

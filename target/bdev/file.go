@@ -138,49 +138,23 @@ func (d *File) Flush() error {
 // WriteZeroes implements Device with fallocate(FALLOC_FL_ZERO_RANGE),
 // falling back to writing zeroes.
 func (d *File) WriteZeroes(off, n int64) error {
-	if d.closed.Load() {
-		return ErrClosed
-	}
-	if err := checkRange("write zeroes", off, n, d.size); err != nil {
-		return err
-	}
-	if n == 0 {
-		return nil
-	}
-	if !d.noFallocate {
-		err := unix.Fallocate(d.fd, unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n)
-		if err == nil {
-			return nil
-		}
-		if !fallocateUnsupported(err) {
+	return rangeOp(&d.closed, "write zeroes", off, n, d.size, !d.noFallocate, func() error {
+		if err := unix.Fallocate(d.fd, unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n); err != nil {
 			return fmt.Errorf("bdev: file %q: zero range %d+%d: %w", d.path, off, n, err)
 		}
-	}
-	return writeZeroes(d.f, off, n)
+		return nil
+	}, func() error { return writeZeroes(d.f, off, n) })
 }
 
 // Discard implements Device with fallocate(FALLOC_FL_PUNCH_HOLE), falling
 // back to WriteZeroes. Reads of the range return zeroes afterwards.
 func (d *File) Discard(off, n int64) error {
-	if d.closed.Load() {
-		return ErrClosed
-	}
-	if err := checkRange("discard", off, n, d.size); err != nil {
-		return err
-	}
-	if n == 0 {
-		return nil
-	}
-	if !d.noFallocate {
-		err := unix.Fallocate(d.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n)
-		if err == nil {
-			return nil
-		}
-		if !fallocateUnsupported(err) {
+	return rangeOp(&d.closed, "discard", off, n, d.size, !d.noFallocate, func() error {
+		if err := unix.Fallocate(d.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n); err != nil {
 			return fmt.Errorf("bdev: file %q: punch hole %d+%d: %w", d.path, off, n, err)
 		}
-	}
-	return d.WriteZeroes(off, n)
+		return nil
+	}, func() error { return d.WriteZeroes(off, n) })
 }
 
 // Size implements Device.
