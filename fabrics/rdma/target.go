@@ -261,7 +261,6 @@ type targetSlot struct {
 	writeWR  rdma.SendWR
 	sendSGE  [1]rdma.SGE
 	sendWR   rdma.SendWR
-	busy     bool // between receive and SEND completion
 }
 
 // targetQueue is one NVMe queue on an RC QP. Its goroutine polls the CQ.
@@ -475,14 +474,14 @@ const disconnectTimeout = 5e9
 func (q *targetQueue) complete(wc *rdma.WorkCompletion) {
 	i := int(wc.WRID &^ wrKind)
 	if i >= len(q.slots) {
-		q.fail(fmt.Errorf("nvme-rdma: queue %d: completion for unknown WR %#x", q.qid, wc.WRID))
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: completion for unknown WR %#x", q.qid, wc.WRID))
 		return
 	}
 	if wc.Status != rdma.Success {
 		if wc.Status != rdma.WRFlushError {
 			q.log.Warn("work request failed", "wr", wc.WRID>>56, "slot", i, "status", wc.Status)
 		}
-		q.fail(fmt.Errorf("nvme-rdma: queue %d: %w", q.qid, wc.Err()))
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: %w", q.qid, wc.Err()))
 		return
 	}
 	s := &q.slots[i]
@@ -496,15 +495,10 @@ func (q *targetQueue) complete(wc *rdma.WorkCompletion) {
 		q.startWaitingReads()
 	case wrSend:
 		// The response is out: the slot's receive buffer takes the next capsule.
-		s.busy = false
 		if err := q.qp.PostRecv(&s.recvWR); err != nil {
-			q.fail(fmt.Errorf("nvme-rdma: queue %d: repost receive: %w", q.qid, err))
+			q.shutdown(fmt.Errorf("nvme-rdma: queue %d: repost receive: %w", q.qid, err))
 		}
 	}
-}
-
-func (q *targetQueue) fail(err error) {
-	q.shutdown(err)
 }
 
 // onCapsule parses a received command capsule and starts its data
@@ -513,10 +507,9 @@ func (q *targetQueue) onCapsule(i int) {
 	s := &q.slots[i]
 	if s.recvLen < nvme.SQESize {
 		// As nvmet-rdma: a capsule without a whole SQE ends the queue.
-		q.fail(fmt.Errorf("nvme-rdma: queue %d: %d-byte command capsule", q.qid, s.recvLen))
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: %d-byte command capsule", q.qid, s.recvLen))
 		return
 	}
-	s.busy = true
 	r := &s.req
 	copy(r.SQE[:], s.recvBuf[:nvme.SQESize])
 	r.CQE = [16]byte{}
@@ -614,7 +607,7 @@ func (q *targetQueue) postRead(i int) {
 	q.reads++
 	if err := q.qp.PostSend(&s.readWR); err != nil {
 		q.reads--
-		q.fail(fmt.Errorf("nvme-rdma: queue %d: post RDMA READ: %w", q.qid, err))
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: post RDMA READ: %w", q.qid, err))
 	}
 }
 
@@ -661,7 +654,7 @@ func (q *targetQueue) CompleteRequest(r *fabrics.Request) {
 		first = w
 	}
 	if err := q.qp.PostSend(first); err != nil {
-		q.fail(fmt.Errorf("nvme-rdma: queue %d: post response: %w", q.qid, err))
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: post response: %w", q.qid, err))
 	}
 }
 

@@ -48,9 +48,6 @@ func (f *Frame) IPOnward() []byte {
 	return f.Data[f.IPOff : f.IPOff+len(f.IP)+len(f.L4)+len(f.Payload)]
 }
 
-// BTHOnward returns a RoCEv2 packet from the BTH through the ICRC.
-func (f *Frame) BTHOnward() []byte { return f.Payload }
-
 // Root returns the repository root: the nearest parent directory of the
 // working directory that holds go.mod.
 func Root() (string, error) {
