@@ -94,6 +94,8 @@ type Device struct {
 	txPool sync.Pool
 	stats  counters
 	rxDone chan struct{}
+	// handlers tracks CQs with completion handlers to run (handler.go).
+	handlers handlerState
 }
 
 // Device limits.

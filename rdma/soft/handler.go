@@ -1,0 +1,4 @@
+package soft
+
+// handlerState tracks the CQs whose completion handlers have work.
+type handlerState struct{}
