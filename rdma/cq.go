@@ -28,6 +28,31 @@ type CQ interface {
 	Destroy() error
 }
 
+// HandlerCQ is a CQ whose provider runs the consumer's completion handler
+// itself, on the goroutine that produced the completions, instead of
+// queueing them for Poll: the completion context of a kernel ib_cq polled
+// with IB_POLL_DIRECT or IB_POLL_SOFTIRQ, where the consumer's done
+// callback runs in the provider's own context. It saves the goroutine
+// hand-off of Notify and a poll loop per CQ.
+type HandlerCQ interface {
+	CQ
+	// SetHandler makes the provider call h for every completion, in
+	// completion order and one call at a time, on whatever goroutine
+	// produced it: the provider's receive goroutine at the end of a
+	// batch, a timer's, or the caller of a verb (PostSend, PostRecv,
+	// Modify) that completed work, after the verb released its locks.
+	// No provider lock is held while h runs, so h may post work requests
+	// (their completions are delivered after h returns, never by a nested
+	// call). h must not block: the receive goroutine of the whole device
+	// may be the one running it. With a handler set, Poll and Wait see
+	// nothing and Notify never fires.
+	//
+	// SetHandler(nil) removes the handler and returns once no call of the
+	// old one is running (it must not be called from the handler);
+	// later completions queue for Poll again.
+	SetHandler(h func(*WorkCompletion))
+}
+
 // WorkCompletion is one entry of a completion queue (struct ibv_wc).
 type WorkCompletion struct {
 	WRID    uint64   // the work request's WRID

@@ -448,7 +448,7 @@ func (q *targetQueue) run() {
 		q.teardown()
 		return
 	}
-	q.poll(q.closing, q.complete)
+	q.poll(q.closing, q.qid != 0, q.complete)
 	q.teardown()
 }
 

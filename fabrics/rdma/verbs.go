@@ -26,9 +26,21 @@ func (v *verbs) destroy() {
 	}
 }
 
-// poll runs handle on every completion of the CQ until closing is closed:
-// it polls until the CQ is empty, then waits for its notification.
-func (v *verbs) poll(closing <-chan struct{}, handle func(*rdma.WorkCompletion)) {
+// poll runs handle on every completion of the CQ until closing is closed.
+// With direct set and a CQ that can run handlers (rdma.HandlerCQ), the
+// provider calls handle itself on the goroutine that produced the
+// completions (for the soft device, its receive goroutine: no hand-off
+// between the packet and the NVMe queue), and poll just waits; handle
+// must then never block. Otherwise poll polls until the CQ is empty, then
+// waits for its notification. When poll returns, handle is not running
+// and will not be called again.
+func (v *verbs) poll(closing <-chan struct{}, direct bool, handle func(*rdma.WorkCompletion)) {
+	if hcq, ok := v.cq.(rdma.HandlerCQ); ok && direct {
+		hcq.SetHandler(handle)
+		<-closing
+		hcq.SetHandler(nil)
+		return
+	}
 	wcs := make([]rdma.WorkCompletion, 32)
 	notify := v.cq.Notify()
 	for {

@@ -2,24 +2,29 @@ package soft
 
 import "github.com/nvmeof/nvmeof/rdma"
 
-// finishBatch sends the coalesced ACKs and the responder's packets, then
-// runs the requesters whose window opened.
+// finishBatch ends a receive batch. It runs the completion handlers of
+// the batch first, with PostSend deferred (handler.go); then it sends the
+// responder's packets (READ responses, NAKs), then, QP by QP under the
+// QP's lock so that request packets leave in PSN order, the coalesced ACK
+// together with the requester's packets (those whose window opened and
+// those the handlers posted), then the remaining ACKs in one sendmmsg.
 func (d *Device) finishBatch(rx *rxState) {
-	for i, q := range rx.acks {
-		q.mu.Lock()
-		q.ackQueued = false
-		if !q.destroyed && q.state != rdma.QPSErr && q.state != rdma.QPSReset {
-			q.flushAck(rx)
-		}
-		q.mu.Unlock()
-		rx.acks[i] = nil
-	}
-	rx.acks = rx.acks[:0]
+	rx.kicks = d.runDeferring(rx.kicks)
 	rx.tx.flush()
 	for i, q := range rx.kicks {
 		q.mu.Lock()
 		q.kickQueued = false
 		if !q.destroyed {
+			if q.ackQueued {
+				q.ackQueued = false
+				if q.state != rdma.QPSErr && q.state != rdma.QPSReset {
+					// sendAck builds into rx.tx: lend it the request batch.
+					tx := rx.tx
+					rx.tx = rx.reqTx
+					q.flushAck(rx)
+					rx.tx = tx
+				}
+			}
 			q.runRequester(rx.reqTx)
 			rx.reqTx.flush()
 		}
@@ -27,4 +32,19 @@ func (d *Device) finishBatch(rx *rxState) {
 		rx.kicks[i] = nil
 	}
 	rx.kicks = rx.kicks[:0]
+	for i, q := range rx.acks {
+		q.mu.Lock()
+		if q.ackQueued {
+			q.ackQueued = false
+			if !q.destroyed && q.state != rdma.QPSErr && q.state != rdma.QPSReset {
+				q.flushAck(rx)
+			}
+		}
+		q.mu.Unlock()
+		rx.acks[i] = nil
+	}
+	rx.acks = rx.acks[:0]
+	rx.tx.flush()
+	// Completions of the requesters run above (UD sends, errors).
+	d.runHandlers()
 }

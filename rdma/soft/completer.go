@@ -201,6 +201,7 @@ func (q *qp) onRNR(psn uint32, timer uint8) {
 
 // onRNRTimer resends after an RNR wait.
 func (q *qp) onRNRTimer() {
+	defer q.dev.runHandlers()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.req.rnrWait || q.destroyed {
@@ -293,6 +294,7 @@ func (q *qp) armRTO() {
 // onRTO runs when the retransmission timer fires: if no progress was
 // made for the timeout, go back N.
 func (q *qp) onRTO() {
+	defer q.dev.runHandlers()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	c := &q.comp

@@ -9,8 +9,12 @@ import (
 )
 
 // cq is a completion queue: a ring of completions under a mutex, and a
-// one-token channel signalled after every push.
+// one-token channel signalled after every push. With a handler set
+// (SetHandler), a push instead queues the CQ on the device's list of CQs
+// to drain, and the goroutine that pushed runs the handler once it has
+// released the QP's lock (handler.go).
 type cq struct {
+	dev      *Device
 	mu       sync.Mutex
 	ring     []rdma.WorkCompletion
 	head     int
@@ -20,12 +24,18 @@ type cq struct {
 	dead     bool
 	notify   chan struct{}
 	closed   chan struct{}
+
+	handler func(*rdma.WorkCompletion) // under mu
+	queued  bool                       // on the device's drain list; under mu
+	// drainMu is held while the handler runs: one drainer at a time.
+	drainMu sync.Mutex
+	drained [16]rdma.WorkCompletion // the drainer's batch, under drainMu
 }
 
-var _ rdma.CQ = (*cq)(nil)
+var _ rdma.HandlerCQ = (*cq)(nil)
 
-func newCQ(entries int) *cq {
-	return &cq{ring: make([]rdma.WorkCompletion, entries), notify: make(chan struct{}, 1), closed: make(chan struct{})}
+func newCQ(d *Device, entries int) *cq {
+	return &cq{dev: d, ring: make([]rdma.WorkCompletion, entries), notify: make(chan struct{}, 1), closed: make(chan struct{})}
 }
 
 // push appends a completion; it reports false when the CQ is full (the
@@ -43,6 +53,15 @@ func (c *cq) push(wc *rdma.WorkCompletion) bool {
 	}
 	c.ring[i] = *wc
 	c.n++
+	if c.handler != nil {
+		enqueue := !c.queued
+		c.queued = true
+		c.mu.Unlock()
+		if enqueue {
+			c.dev.handlers.add(c)
+		}
+		return true
+	}
 	c.mu.Unlock()
 	select {
 	case c.notify <- struct{}{}:
@@ -55,6 +74,16 @@ func (c *cq) push(wc *rdma.WorkCompletion) bool {
 func (c *cq) Poll(wc []rdma.WorkCompletion) int {
 	c.mu.Lock()
 	k := 0
+	if c.handler == nil {
+		k = c.pollLocked(wc)
+	}
+	c.mu.Unlock()
+	return k
+}
+
+// pollLocked moves up to len(wc) completions into wc; c.mu is held.
+func (c *cq) pollLocked(wc []rdma.WorkCompletion) int {
+	k := 0
 	for k < len(wc) && c.n > 0 {
 		wc[k] = c.ring[c.head]
 		c.head++
@@ -64,7 +93,6 @@ func (c *cq) Poll(wc []rdma.WorkCompletion) int {
 		c.n--
 		k++
 	}
-	c.mu.Unlock()
 	return k
 }
 
@@ -73,6 +101,9 @@ func (c *cq) Wait(ctx context.Context) error {
 	for {
 		c.mu.Lock()
 		n, dead := c.n, c.dead
+		if c.handler != nil {
+			n = 0
+		}
 		c.mu.Unlock()
 		if n > 0 {
 			return nil

@@ -271,7 +271,7 @@ func (d *Device) CreateCQ(entries int) (rdma.CQ, error) {
 	if d.closed {
 		return nil, fmt.Errorf("soft: %s: %w", d.name, rdma.ErrClosed)
 	}
-	return newCQ(entries), nil
+	return newCQ(d, entries), nil
 }
 
 // SetCommEstablished registers f to be called when an RC QP in state RTR

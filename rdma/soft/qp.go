@@ -232,6 +232,7 @@ func (q *qp) requiredMask(cur, next rdma.QPState) rdma.QPAttrMask {
 
 // Modify applies the attributes selected by mask.
 func (q *qp) Modify(attr *rdma.QPAttr, mask rdma.QPAttrMask) error {
+	defer q.dev.runHandlers()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.destroyed {
@@ -516,6 +517,7 @@ func (q *qp) completeDone() {
 
 // PostSend queues a chain of send work requests.
 func (q *qp) PostSend(wr *rdma.SendWR) error {
+	defer q.dev.runHandlers() // after the unlock: deferred calls run last in, first out
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var err error
@@ -532,7 +534,9 @@ func (q *qp) PostSend(wr *rdma.SendWR) error {
 		case rdma.QPSErr:
 			q.flushSQ()
 		default:
-			q.kick()
+			if !q.dev.handlers.deferKick(q) {
+				q.kick()
+			}
 		}
 	}
 	return err
@@ -631,6 +635,7 @@ func (q *qp) postSend(wr *rdma.SendWR) error {
 
 // PostRecv queues a chain of receive work requests.
 func (q *qp) PostRecv(wr *rdma.RecvWR) error {
+	defer q.dev.runHandlers()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := 0
