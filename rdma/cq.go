@@ -36,21 +36,23 @@ type CQ interface {
 // hand-off of Notify and a poll loop per CQ.
 type HandlerCQ interface {
 	CQ
-	// SetHandler makes the provider call h for every completion, in
-	// completion order and one call at a time, on whatever goroutine
-	// produced it: the provider's receive goroutine at the end of a
-	// batch, a timer's, or the caller of a verb (PostSend, PostRecv,
-	// Modify) that completed work, after the verb released its locks.
-	// No provider lock is held while h runs, so h may post work requests
-	// (their completions are delivered after h returns, never by a nested
-	// call). h must not block: the receive goroutine of the whole device
-	// may be the one running it. With a handler set, Poll and Wait see
-	// nothing and Notify never fires.
+	// SetHandler makes the provider call h with the completions, in
+	// completion order, a batch at a time (wcs is valid during the call
+	// only) and one call at a time, on whatever goroutine produced them:
+	// the provider's receive goroutine at the end of a batch, a timer's,
+	// or the caller of a verb (PostSend, PostRecv, Modify) that completed
+	// work, after the verb released its locks. No provider lock is held
+	// while h runs, so h may post work requests (their completions are
+	// delivered after h returns, never by a nested call); a consumer can
+	// collect the work a batch produces and post it as one chain before
+	// returning. h must not block: the receive goroutine of the whole
+	// device may be the one running it. With a handler set, Poll and
+	// Wait see nothing and Notify never fires.
 	//
 	// SetHandler(nil) removes the handler and returns once no call of the
 	// old one is running (it must not be called from the handler);
 	// later completions queue for Poll again.
-	SetHandler(h func(*WorkCompletion))
+	SetHandler(h func(wcs []WorkCompletion))
 }
 
 // WorkCompletion is one entry of a completion queue (struct ibv_wc).

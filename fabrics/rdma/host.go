@@ -321,7 +321,7 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 
 // run polls the CQ until the queue closes, then fails what is outstanding.
 func (q *hostQueue) run() {
-	q.poll(q.closing, q.qid != 0, q.complete)
+	q.poll(q.closing, q.qid != 0, q.complete, nil)
 	q.teardown()
 }
 

@@ -285,6 +285,15 @@ type targetQueue struct {
 	reads    int
 	waiting  []int
 
+	// While a batch of completions is handled (begin to end), the work
+	// requests it produces collect in chains and leave as one PostSend
+	// at its end: the RDMA READs, then the RDMA WRITEs, then the response
+	// SENDs, so that packets of equal size sit together (a provider can
+	// send such runs as one datagram burst, GSO on loopback).
+	postMu  sync.Mutex
+	plugged bool
+	chains  [3]wrChain
+
 	handler  fabrics.CommandHandler
 	serveCh  chan struct{}
 	closed   atomic.Bool
@@ -295,6 +304,84 @@ type targetQueue struct {
 }
 
 const acceptTimeout = 30e9 // 30 s for the host's RTU
+
+// wrChain is a list of send work requests linked by Next.
+type wrChain struct{ head, tail *rdma.SendWR }
+
+func (c *wrChain) add(wr *rdma.SendWR) {
+	wr.Next = nil
+	if c.tail == nil {
+		c.head = wr
+	} else {
+		c.tail.Next = wr
+	}
+	c.tail = wr
+}
+
+// The chains of a batch, in the order they are posted.
+const (
+	chainRead = iota
+	chainWrite
+	chainSend
+)
+
+// begin opens a batch of completions (batcher).
+func (q *targetQueue) begin() {
+	q.postMu.Lock()
+	q.plugged = true
+	q.postMu.Unlock()
+}
+
+// end closes the batch and posts what it collected (batcher).
+func (q *targetQueue) end() {
+	q.postMu.Lock()
+	q.plugged = false
+	var all wrChain
+	for k := range q.chains {
+		c := &q.chains[k]
+		if c.head == nil {
+			continue
+		}
+		if all.tail == nil {
+			all.head = c.head
+		} else {
+			all.tail.Next = c.head
+		}
+		all.tail = c.tail
+		*c = wrChain{}
+	}
+	q.postMu.Unlock()
+	if all.head != nil {
+		if err := q.qp.PostSend(all.head); err != nil {
+			q.shutdown(fmt.Errorf("nvme-rdma: queue %d: post send: %w", q.qid, err))
+		}
+	}
+}
+
+// post posts one or two work requests (a may be nil) in that order, or
+// adds them to their chains while a batch is open. ka and kb name the
+// chains.
+func (q *targetQueue) post(a *rdma.SendWR, ka int, b *rdma.SendWR, kb int, what string) {
+	q.postMu.Lock()
+	if q.plugged {
+		if a != nil {
+			q.chains[ka].add(a)
+		}
+		q.chains[kb].add(b)
+		q.postMu.Unlock()
+		return
+	}
+	q.postMu.Unlock()
+	b.Next = nil
+	first := b
+	if a != nil {
+		a.Next = b
+		first = a
+	}
+	if err := q.qp.PostSend(first); err != nil {
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: post %s: %w", q.qid, what, err))
+	}
+}
 
 func newTargetQueue(l *Listener, qid uint16, depth, inline, reads int, req rdma.ConnRequest) (*targetQueue, error) {
 	dev := l.cfg.Device
@@ -448,7 +535,7 @@ func (q *targetQueue) run() {
 		q.teardown()
 		return
 	}
-	q.poll(q.closing, q.qid != 0, q.complete)
+	q.poll(q.closing, q.qid != 0, q.complete, q)
 	q.teardown()
 }
 
@@ -605,10 +692,7 @@ func (q *targetQueue) postRead(i int) {
 	s.readWR.RemoteAddr = s.raddr
 	s.readWR.RKey = s.rkey
 	q.reads++
-	if err := q.qp.PostSend(&s.readWR); err != nil {
-		q.reads--
-		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: post RDMA READ: %w", q.qid, err))
-	}
+	q.post(nil, 0, &s.readWR, chainRead, "RDMA READ")
 }
 
 func (q *targetQueue) startWaitingReads() {
@@ -637,25 +721,20 @@ func (q *targetQueue) CompleteRequest(r *fabrics.Request) {
 	cqe.SetSQID(q.qid)
 	copy(s.respBuf, r.CQE[:])
 	send := &s.sendWR
-	send.Next = nil
 	if s.inval {
 		send.Opcode = rdma.WRSendWithInv
 		send.InvalidateRKey = s.rkey
 	} else {
 		send.Opcode = rdma.WRSend
 	}
-	first := send
+	var w *rdma.SendWR
 	if s.keyed && s.dir == fabrics.DirCtrlToHost && s.dataLen > 0 && cqe.Status() == 0 {
-		w := &s.writeWR
+		w = &s.writeWR
 		s.writeSGE[0].Length = uint32(s.dataLen)
 		w.RemoteAddr = s.raddr
 		w.RKey = s.rkey
-		w.Next = send
-		first = w
 	}
-	if err := q.qp.PostSend(first); err != nil {
-		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: post response: %w", q.qid, err))
-	}
+	q.post(w, chainWrite, send, chainSend, "response")
 }
 
 // String describes the queue for logs.

@@ -34,9 +34,19 @@ func (v *verbs) destroy() {
 // must then never block. Otherwise poll polls until the CQ is empty, then
 // waits for its notification. When poll returns, handle is not running
 // and will not be called again.
-func (v *verbs) poll(closing <-chan struct{}, direct bool, handle func(*rdma.WorkCompletion)) {
+func (v *verbs) poll(closing <-chan struct{}, direct bool, handle func(*rdma.WorkCompletion), batch batcher) {
 	if hcq, ok := v.cq.(rdma.HandlerCQ); ok && direct {
-		hcq.SetHandler(handle)
+		hcq.SetHandler(func(wcs []rdma.WorkCompletion) {
+			if batch != nil {
+				batch.begin()
+			}
+			for i := range wcs {
+				handle(&wcs[i])
+			}
+			if batch != nil {
+				batch.end()
+			}
+		})
 		<-closing
 		hcq.SetHandler(nil)
 		return
@@ -45,8 +55,14 @@ func (v *verbs) poll(closing <-chan struct{}, direct bool, handle func(*rdma.Wor
 	notify := v.cq.Notify()
 	for {
 		n := v.cq.Poll(wcs)
+		if n > 0 && batch != nil {
+			batch.begin()
+		}
 		for i := range wcs[:n] {
 			handle(&wcs[i])
+		}
+		if n > 0 && batch != nil {
+			batch.end()
 		}
 		if n > 0 {
 			continue
@@ -57,4 +73,11 @@ func (v *verbs) poll(closing <-chan struct{}, direct bool, handle func(*rdma.Wor
 			return
 		}
 	}
+}
+
+// batcher is told where a batch of completions begins and ends, so that
+// it can post the work the batch produced as one chain.
+type batcher interface {
+	begin()
+	end()
 }

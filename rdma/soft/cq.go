@@ -25,11 +25,11 @@ type cq struct {
 	notify   chan struct{}
 	closed   chan struct{}
 
-	handler func(*rdma.WorkCompletion) // under mu
+	handler func([]rdma.WorkCompletion) // under mu
 	queued  bool                       // on the device's drain list; under mu
 	// drainMu is held while the handler runs: one drainer at a time.
 	drainMu sync.Mutex
-	drained [16]rdma.WorkCompletion // the drainer's batch, under drainMu
+	drained [64]rdma.WorkCompletion // the drainer's batch, under drainMu
 }
 
 var _ rdma.HandlerCQ = (*cq)(nil)

@@ -86,9 +86,7 @@ func (c *cq) drain() {
 			if k == 0 {
 				break
 			}
-			for i := range c.drained[:k] {
-				h(&c.drained[i])
-			}
+			h(c.drained[:k])
 		}
 		c.drainMu.Unlock()
 		c.mu.Lock()
@@ -101,7 +99,7 @@ func (c *cq) drain() {
 }
 
 // SetHandler implements rdma.HandlerCQ.
-func (c *cq) SetHandler(h func(*rdma.WorkCompletion)) {
+func (c *cq) SetHandler(h func([]rdma.WorkCompletion)) {
 	c.drainMu.Lock() // wait out a running drain
 	c.mu.Lock()
 	c.handler = h

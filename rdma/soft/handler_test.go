@@ -46,8 +46,8 @@ func newEchoServer(t testing.TB, e *end, slots, msg int) *echoServer {
 			t.Fatal(err)
 		}
 	}
-	e.rcq.(rdma.HandlerCQ).SetHandler(s.onRecv)
-	e.scq.(rdma.HandlerCQ).SetHandler(s.onSend)
+	e.rcq.(rdma.HandlerCQ).SetHandler(s.onRecvs)
+	e.scq.(rdma.HandlerCQ).SetHandler(s.onSends)
 	return s
 }
 
@@ -64,9 +64,15 @@ func (s *echoServer) enter() {
 	}
 }
 
-func (s *echoServer) onRecv(wc *rdma.WorkCompletion) {
+func (s *echoServer) onRecvs(wcs []rdma.WorkCompletion) {
 	s.enter()
 	defer s.running.Add(-1)
+	for i := range wcs {
+		s.onRecv(&wcs[i])
+	}
+}
+
+func (s *echoServer) onRecv(wc *rdma.WorkCompletion) {
 	if wc.Status != rdma.Success {
 		if wc.Status != rdma.WRFlushError {
 			s.fail(wc.Err())
@@ -87,9 +93,11 @@ func (s *echoServer) onRecv(wc *rdma.WorkCompletion) {
 	}
 }
 
-func (s *echoServer) onSend(wc *rdma.WorkCompletion) {
-	if wc.Status != rdma.Success && wc.Status != rdma.WRFlushError {
-		s.fail(wc.Err())
+func (s *echoServer) onSends(wcs []rdma.WorkCompletion) {
+	for _, wc := range wcs {
+		if wc.Status != rdma.Success && wc.Status != rdma.WRFlushError {
+			s.fail(wc.Err())
+		}
 	}
 }
 
@@ -150,9 +158,7 @@ func TestCQHandlerEcho(t *testing.T) {
 				postRecv(t, ea.qp, uint64(i), recvSGEs[i])
 			}
 			want := make([]byte, msg)
-			ea.rcq.(rdma.HandlerCQ).SetHandler(func(wc *rdma.WorkCompletion) {
-				c.enter()
-				defer c.running.Add(-1)
+			onAnswer := func(wc *rdma.WorkCompletion) {
 				if wc.Status != rdma.Success {
 					if wc.Status != rdma.WRFlushError {
 						c.fail(wc.Err())
@@ -178,8 +184,15 @@ func TestCQHandlerEcho(t *testing.T) {
 				if got == tc.n {
 					close(done)
 				}
+			}
+			ea.rcq.(rdma.HandlerCQ).SetHandler(func(wcs []rdma.WorkCompletion) {
+				c.enter()
+				defer c.running.Add(-1)
+				for i := range wcs {
+					onAnswer(&wcs[i])
+				}
 			})
-			ea.scq.(rdma.HandlerCQ).SetHandler(c.onSend)
+			ea.scq.(rdma.HandlerCQ).SetHandler(c.onSends)
 			mu.Lock()
 			for range window {
 				post(next % window)
@@ -226,13 +239,15 @@ func TestCQHandlerFlush(t *testing.T) {
 		mu  sync.Mutex
 		got []uint64
 	)
-	ea.rcq.(rdma.HandlerCQ).SetHandler(func(wc *rdma.WorkCompletion) {
-		if wc.Status != rdma.WRFlushError {
-			t.Errorf("completion %+v, want a flush", *wc)
+	ea.rcq.(rdma.HandlerCQ).SetHandler(func(wcs []rdma.WorkCompletion) {
+		for _, wc := range wcs {
+			if wc.Status != rdma.WRFlushError {
+				t.Errorf("completion %+v, want a flush", wc)
+			}
+			mu.Lock()
+			got = append(got, wc.WRID)
+			mu.Unlock()
 		}
-		mu.Lock()
-		got = append(got, wc.WRID)
-		mu.Unlock()
 	})
 	for i := range 8 {
 		postRecv(t, ea.qp, uint64(i), sge(buf, i*512, 512))
