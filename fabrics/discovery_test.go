@@ -164,3 +164,29 @@ func TestDiscoveryNames(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoveryPage checks that discoveryPage, the page builder of
+// FuzzDiscoveryLog, lays its fields out as Encode does: from the fields of
+// one entry it builds the page of a log whose entries are all that entry.
+func TestDiscoveryPage(t *testing.T) {
+	l := sampleLog()
+	for _, r := range l.Entries {
+		want, err := (&DiscoveryLog{GenCtr: 7, Entries: []DiscoveryRecord{r, r, r}}).Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, size := range []int{0, 17, DiscoveryHeaderLen, 2000, len(want)} {
+			if got := discoveryPage(discoverySeed(uint16(size), 7, 3, &r)); !bytes.Equal(got, want[:size]) {
+				t.Errorf("%s entry, %d bytes: page differs from Encode's", r.TRType, size)
+			}
+		}
+	}
+	// Lengths wrap at a header and four entries; fields are cut at their
+	// end and at the end of the page.
+	long := bytes.Repeat([]byte{'x'}, 300)
+	b := discoveryPage(maxDiscoveryPage+1+DiscoveryHeaderLen+dleSubNQN+10, nil, long, long, long, long, long)
+	if len(b) != DiscoveryHeaderLen+dleSubNQN+10 || b[dleTRSVCID-1+DiscoveryHeaderLen] != 'x' ||
+		string(b[DiscoveryHeaderLen+dleTRSVCID+TRSVCIDLen:][:4]) != "\x00\x00\x00\x00" || b[len(b)-1] != 'x' {
+		t.Errorf("page % x", b[DiscoveryHeaderLen:])
+	}
+}

@@ -13,68 +13,6 @@ import (
 	"github.com/nvmeof/nvmeof/rdma/wire"
 )
 
-// Oracle records of the RDMA capture (testdata/pcap/ORACLE.md). Every key
-// of the records is a field here: strictDecode fails on any other.
-
-type oracleCapsule struct {
-	Kind            string             `json:"kind"`
-	Frames          []int              `json:"frames"`
-	Dir             string             `json:"dir"`
-	Src             string             `json:"src"`
-	Dst             string             `json:"dst"`
-	DQPN            uint32             `json:"dqpn"`
-	QID             *uint16            `json:"qid"`
-	SQE             oracleSQE          `json:"sqe"`
-	IncapsuleLen    int                `json:"incapsule_len"`
-	IncapsuleSHA256 string             `json:"incapsule_sha256"`
-	ConnectData     *oracleConnectData `json:"connect_data"`
-	Invalidate      bool               `json:"invalidate"`
-	IETHRKey        *uint32            `json:"ieth_rkey"`
-	ImmDt           *uint32            `json:"immdt"`
-}
-
-type oracleCQERecord struct {
-	Kind       string    `json:"kind"`
-	Frames     []int     `json:"frames"`
-	Dir        string    `json:"dir"`
-	Src        string    `json:"src"`
-	Dst        string    `json:"dst"`
-	DQPN       uint32    `json:"dqpn"`
-	QID        *uint16   `json:"qid"`
-	CQE        oracleCQE `json:"cqe"`
-	Invalidate bool      `json:"invalidate"`
-	IETHRKey   *uint32   `json:"ieth_rkey"`
-	ImmDt      *uint32   `json:"immdt"`
-	ForCID     *uint16   `json:"for_cid"`
-	ForOpcode  *uint8    `json:"for_opcode"`
-	ForFCType  *uint8    `json:"for_fctype"`
-	ForFrames  []int     `json:"for_frames"`
-}
-
-type oracleRDMAData struct {
-	Kind        string             `json:"kind"`
-	Frames      []int              `json:"frames"`
-	Op          string             `json:"op"`
-	Dir         string             `json:"dir"`
-	Src         string             `json:"src"`
-	Dst         string             `json:"dst"`
-	DQPN        uint32             `json:"dqpn"`
-	QID         *uint16            `json:"qid"`
-	VA          uint64             `json:"va"`
-	RKey        uint32             `json:"rkey"`
-	DMALen      uint32             `json:"dmalen"`
-	Len         int                `json:"len"`
-	SHA256      string             `json:"sha256"`
-	ReqFrame    *int               `json:"req_frame"`
-	ImmDt       *uint32            `json:"immdt"`
-	ForCID      *uint16            `json:"for_cid"`
-	ForOpcode   *uint8             `json:"for_opcode"`
-	ForFCType   *uint8             `json:"for_fctype"`
-	ForFrames   []int              `json:"for_frames"`
-	Offset      *uint64            `json:"offset"`
-	ConnectData *oracleConnectData `json:"connect_data"`
-}
-
 // decodedCapsule is what this test decoded of one capsule.
 type decodedCapsule struct {
 	sqe       nvme.SQE
@@ -123,9 +61,9 @@ func TestGoldenRDMA(t *testing.T) {
 		var where string
 		switch r.Kind {
 		case "capsule":
-			var o oracleCapsule
-			if err := strictDecode(r.Raw, &o); err != nil {
-				t.Fatalf("capsule record: %v", err)
+			var o capture.CapsuleRecord
+			if err := r.DecodeStrict(&o); err != nil {
+				t.Fatal(err)
 			}
 			where = fmt.Sprintf("capsule frames %v", o.Frames)
 			m := byFrames[frameKey(o.Frames)]
@@ -134,16 +72,9 @@ func TestGoldenRDMA(t *testing.T) {
 				continue
 			}
 			nCapsule++
-			d.eq("dir", "host->target", o.Dir)
-			d.eq("src", m.Src, o.Src)
-			d.eq("dst", m.Dst, o.Dst)
-			d.eq("dqpn", m.DestQP, o.DQPN)
-			d.eq("invalidate", m.Invalidate, o.Invalidate)
+			checkSend(&d, m, &o.OracleRDMAMessage, "host->target", o.Invalidate, o.ImmDt)
 			if o.IETHRKey != nil {
 				d.eq("ieth_rkey", m.IETHRKey, *o.IETHRKey)
-			}
-			if o.ImmDt != nil {
-				d.eq("immdt", m.Imm, *o.ImmDt)
 			}
 			if len(m.Payload) < fabrics.SQELen {
 				t.Errorf("%s: %d bytes", where, len(m.Payload))
@@ -176,9 +107,9 @@ func TestGoldenRDMA(t *testing.T) {
 			placement[name+", "+dataPlacement(sqe, len(in))]++
 
 		case "cqe":
-			var o oracleCQERecord
-			if err := strictDecode(r.Raw, &o); err != nil {
-				t.Fatalf("cqe record: %v", err)
+			var o capture.CQERecord
+			if err := r.DecodeStrict(&o); err != nil {
+				t.Fatal(err)
 			}
 			where = fmt.Sprintf("cqe frames %v", o.Frames)
 			m := byFrames[frameKey(o.Frames)]
@@ -187,14 +118,7 @@ func TestGoldenRDMA(t *testing.T) {
 				continue
 			}
 			nCQE++
-			d.eq("dir", "target->host", o.Dir)
-			d.eq("src", m.Src, o.Src)
-			d.eq("dst", m.Dst, o.Dst)
-			d.eq("dqpn", m.DestQP, o.DQPN)
-			d.eq("invalidate", m.Invalidate, o.Invalidate)
-			if o.ImmDt != nil {
-				d.eq("immdt", m.Imm, *o.ImmDt)
-			}
+			checkSend(&d, m, &o.OracleRDMAMessage, "target->host", o.Invalidate, o.ImmDt)
 			nFields += checkCQE(&d, m.Payload, &o.CQE)
 			cqe := nvme.CQE(m.Payload)
 			c := capsules[frameKey(o.ForFrames)]
@@ -225,9 +149,9 @@ func TestGoldenRDMA(t *testing.T) {
 			checkCompletion(&d, c, cqe)
 
 		case "rdma_data":
-			var o oracleRDMAData
-			if err := strictDecode(r.Raw, &o); err != nil {
-				t.Fatalf("rdma_data record: %v", err)
+			var o capture.RDMADataRecord
+			if err := r.DecodeStrict(&o); err != nil {
+				t.Fatal(err)
 			}
 			where = fmt.Sprintf("rdma_data frames %v", o.Frames)
 			m := byFrames[frameKey(o.Frames)]
@@ -324,6 +248,20 @@ func TestGoldenRDMA(t *testing.T) {
 	}
 	for _, b := range discoveryLogs {
 		checkDiscoveryLog(t, b, fabrics.TRTypeRDMA)
+	}
+}
+
+// checkSend compares a SEND message with the oracle's record of it: the
+// direction the message goes, addresses, destination QP, invalidate flag
+// and immediate data.
+func checkSend(d *diff, m *capture.Message, o *capture.OracleRDMAMessage, dir string, invalidate bool, immdt *uint32) {
+	d.eq("dir", dir, o.Dir)
+	d.eq("src", m.Src, o.Src)
+	d.eq("dst", m.Dst, o.Dst)
+	d.eq("dqpn", m.DestQP, o.DQPN)
+	d.eq("invalidate", m.Invalidate, invalidate)
+	if immdt != nil {
+		d.eq("immdt", m.Imm, *immdt)
 	}
 }
 

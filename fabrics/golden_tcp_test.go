@@ -12,78 +12,6 @@ import (
 	"github.com/nvmeof/nvmeof/nvme"
 )
 
-// oracleTCPPDU is the tcp_pdu record of the decode oracle
-// (testdata/pcap/ORACLE.md); strictDecode fails on any other key.
-type oracleTCPPDU struct {
-	Kind       string `json:"kind"`
-	FrameFirst int    `json:"frame_first"`
-	FrameLast  int    `json:"frame_last"`
-	Dir        string `json:"dir"`
-	Src        string `json:"src"`
-	Sport      uint16 `json:"sport"`
-	Dst        string `json:"dst"`
-	Dport      uint16 `json:"dport"`
-	Hdr        struct {
-		Type  uint8  `json:"type"`
-		Flags uint8  `json:"flags"`
-		HLen  uint8  `json:"hlen"`
-		PDO   uint8  `json:"pdo"`
-		PLen  uint32 `json:"plen"`
-	} `json:"hdr"`
-	TypeName string  `json:"type_name"`
-	QID      *uint16 `json:"qid"`
-	HDgst    *uint32 `json:"hdgst"`
-	HDgstOK  *bool   `json:"hdgst_ok"`
-	DDgst    *uint32 `json:"ddgst"`
-	DDgstOK  *bool   `json:"ddgst_ok"`
-	ICReq    *struct {
-		PFV         uint16 `json:"pfv"`
-		HPDA        uint8  `json:"hpda"`
-		DGST        uint8  `json:"dgst"`
-		HDgstEnable uint8  `json:"hdgst_enable"`
-		DDgstEnable uint8  `json:"ddgst_enable"`
-		MaxR2T      uint32 `json:"maxr2t"`
-	} `json:"icreq"`
-	ICResp *struct {
-		PFV         uint16 `json:"pfv"`
-		CPDA        uint8  `json:"cpda"`
-		DGST        uint8  `json:"dgst"`
-		HDgstEnable uint8  `json:"hdgst_enable"`
-		DDgstEnable uint8  `json:"ddgst_enable"`
-		MaxH2CData  uint32 `json:"maxh2cdata"`
-	} `json:"icresp"`
-	Term *struct {
-		FES    uint16 `json:"fes"`
-		FEI    uint32 `json:"fei"`
-		HdrHex string `json:"hdr_hex"`
-	} `json:"term"`
-	SQE             *oracleSQE         `json:"sqe"`
-	IncapsuleLen    *int               `json:"incapsule_len"`
-	IncapsuleSHA256 string             `json:"incapsule_sha256"`
-	ConnectData     *oracleConnectData `json:"connect_data"`
-	CQE             *oracleCQE         `json:"cqe"`
-	Data            *struct {
-		CCCID   uint16 `json:"cccid"`
-		TTag    uint16 `json:"ttag"`
-		DataO   uint32 `json:"datao"`
-		DataL   uint32 `json:"datal"`
-		Len     int    `json:"len"`
-		SHA256  string `json:"sha256"`
-		LastPDU uint8  `json:"last_pdu"`
-		Success *uint8 `json:"success"`
-	} `json:"data"`
-	R2T *struct {
-		CCCID uint16 `json:"cccid"`
-		TTag  uint16 `json:"ttag"`
-		R2TO  uint32 `json:"r2to"`
-		R2TL  uint32 `json:"r2tl"`
-	} `json:"r2t"`
-	ForCID    *uint16 `json:"for_cid"`
-	ForOpcode *uint8  `json:"for_opcode"`
-	ForFCType *uint8  `json:"for_fctype"`
-	ForFrames []int   `json:"for_frames"`
-}
-
 // connKey names a TCP connection whichever way a PDU goes.
 type connKey struct{ host, target netip.AddrPort }
 
@@ -99,21 +27,11 @@ func pduFrames(first, last int) string {
 // package fabrics/tcp, the SQEs and CQEs with nvme and fabrics, and
 // compares every field with the decode oracle.
 func TestGoldenTCP(t *testing.T) {
-	frames, err := capture.Load("kernel-nvme-tcp.pcapng.gz")
+	g, err := capture.LoadTCPGolden("kernel-nvme-tcp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pdus, err := capture.NVMeTCPPDUs(frames, 4420)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := capture.LoadOracle("kernel-nvme-tcp.decoded.jsonl.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pdus) != len(recs) {
-		t.Fatalf("%d PDUs, oracle has %d records", len(pdus), len(recs))
-	}
+	pdus, recs := g.PDUs, g.Records
 	qidOf := map[connKey]uint16{}
 	capsules := map[string]*decodedCapsule{} // by connection and for_frames
 	counts := map[string]int{}
@@ -124,8 +42,8 @@ func TestGoldenTCP(t *testing.T) {
 	pending := map[string][]byte{} // Get Log Page 0x70 data by connection and CID
 
 	for i, r := range recs {
-		var o oracleTCPPDU
-		if err := strictDecode(r.Raw, &o); err != nil {
+		var o capture.TCPPDURecord
+		if err := r.DecodeStrict(&o); err != nil {
 			t.Fatalf("record %d: %v", i, err)
 		}
 		cp := pdus[i]

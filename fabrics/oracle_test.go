@@ -1,84 +1,15 @@
 package fabrics_test
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/internal/capture"
 	"github.com/nvmeof/nvmeof/nvme"
 )
-
-// The oracle's SQE, CQE and Connect data objects (testdata/pcap/ORACLE.md),
-// shared by the RDMA golden test here and the TCP one in fabrics/tcp
-// (which has its own copy: test files do not export).
-
-type oracleSGL struct {
-	Addr    uint64  `json:"addr"`
-	Length  uint32  `json:"length"`
-	Key     *uint32 `json:"key"`
-	Type    uint8   `json:"type"`
-	Subtype uint8   `json:"subtype"`
-	RawHex  string  `json:"raw_hex"`
-}
-
-type oracleSQE struct {
-	Opcode uint8     `json:"opcode"`
-	Fuse   uint8     `json:"fuse"`
-	PSDT   uint8     `json:"psdt"`
-	CID    uint16    `json:"cid"`
-	NSID   uint32    `json:"nsid"`
-	CDW2   uint32    `json:"cdw2"`
-	CDW3   uint32    `json:"cdw3"`
-	MPTR   uint64    `json:"mptr"`
-	SGL    oracleSGL `json:"sgl"`
-	CDW10  uint32    `json:"cdw10"`
-	CDW11  uint32    `json:"cdw11"`
-	CDW12  uint32    `json:"cdw12"`
-	CDW13  uint32    `json:"cdw13"`
-	CDW14  uint32    `json:"cdw14"`
-	CDW15  uint32    `json:"cdw15"`
-	// Fabrics commands.
-	FCType *uint8  `json:"fctype"`
-	RecFmt *uint16 `json:"recfmt"`
-	QID    *uint16 `json:"qid"`
-	SQSize *uint16 `json:"sqsize"`
-	CAttr  *uint8  `json:"cattr"`
-	KATO   *uint32 `json:"kato"`
-	Attrib *uint8  `json:"attrib"`
-	Offset *uint32 `json:"offset"`
-	Value  *uint64 `json:"value"`
-	SPSP0  *uint8  `json:"spsp0"`
-	SPSP1  *uint8  `json:"spsp1"`
-	SECP   *uint8  `json:"secp"`
-	TL     *uint32 `json:"tl"`
-	AL     *uint32 `json:"al"`
-}
-
-type oracleConnectData struct {
-	HostID  string `json:"hostid"`
-	CntlID  uint16 `json:"cntlid"`
-	SubNQN  string `json:"subnqn"`
-	HostNQN string `json:"hostnqn"`
-}
-
-type oracleCQE struct {
-	DW0       uint32 `json:"dw0"`
-	DW1       uint32 `json:"dw1"`
-	SQHD      uint16 `json:"sqhd"`
-	SQID      uint16 `json:"sqid"`
-	CID       uint16 `json:"cid"`
-	Phase     uint8  `json:"phase"`
-	StatusRaw uint16 `json:"status_raw"`
-	SCT       uint8  `json:"sct"`
-	SC        uint8  `json:"sc"`
-	CRD       uint8  `json:"crd"`
-	More      uint8  `json:"more"`
-	DNR       uint8  `json:"dnr"`
-}
 
 func b2u(b bool) uint8 {
 	if b {
@@ -106,7 +37,7 @@ func (d diff) err() error {
 // checkSQE compares a 64-byte SQE, decoded with nvme.SQE for the common
 // fields and with package fabrics for SGL1 and the Fabrics fields, with
 // the oracle. It returns the number of fields compared.
-func checkSQE(d *diff, b []byte, o *oracleSQE, keyed bool) int {
+func checkSQE(d *diff, b []byte, o *capture.OracleSQE, keyed bool) int {
 	s, err := nvme.ParseSQE(b)
 	if err != nil {
 		d.eq("SQE", err, nil)
@@ -228,7 +159,7 @@ func deref[T any](p *T) T {
 
 // checkConnectData decodes Connect data and compares it with the oracle,
 // and validates both NQNs.
-func checkConnectData(d *diff, b []byte, o *oracleConnectData) int {
+func checkConnectData(d *diff, b []byte, o *capture.OracleConnectData) int {
 	cd, err := fabrics.ParseConnectData(b)
 	if err != nil {
 		d.eq("connect data", err, nil)
@@ -252,7 +183,7 @@ func checkConnectData(d *diff, b []byte, o *oracleConnectData) int {
 }
 
 // checkCQE compares a 16-byte CQE, decoded with nvme.CQE, with the oracle.
-func checkCQE(d *diff, b []byte, o *oracleCQE) int {
+func checkCQE(d *diff, b []byte, o *capture.OracleCQE) int {
 	c, err := nvme.ParseCQE(b)
 	if err != nil {
 		d.eq("CQE", err, nil)
@@ -289,12 +220,4 @@ func commandName(sqe []byte, qid uint16) string {
 		return "admin " + nvme.AdminOpcode(op).String()
 	}
 	return "I/O " + nvme.IOOpcode(op).String()
-}
-
-// strictDecode decodes an oracle record into v and fails on any key v does
-// not have, so that no field of the oracle goes unchecked.
-func strictDecode(raw []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
 }

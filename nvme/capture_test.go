@@ -55,16 +55,9 @@ func loadOracle(t testing.TB, name string) []capture.Record {
 // oracleRecords decodes the records of one kind into T.
 func oracleRecords[T any](t testing.TB, recs []capture.Record, kind string) []T {
 	t.Helper()
-	var out []T
-	for _, r := range recs {
-		if r.Kind != kind {
-			continue
-		}
-		var v T
-		if err := r.Decode(&v); err != nil {
-			t.Fatalf("%s record: %v", kind, err)
-		}
-		out = append(out, v)
+	out, err := capture.Records[T](recs, kind)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
@@ -105,31 +98,28 @@ type streamKey struct{ src, dst netip.AddrPort }
 // tcpPDU is one NVMe/TCP PDU cut from the capture with its oracle record.
 type tcpPDU struct {
 	capture.TCPPDU
-	rec oracleTCPPDU
+	rec capture.TCPPDURecord
 }
 
 // key returns the PDU's stream.
 func (p *tcpPDU) key() streamKey { return streamKey{p.Stream.Src, p.Stream.Dst} }
 
-// tcpPDUs reassembles the NVMe/TCP streams of the capture, cuts them into
-// PDUs by PLEN and pairs each PDU with its tcp_pdu oracle record, in the
-// oracle's order. The cut must agree with the record (stream, frames of the
-// first and last byte, PDU type, PLEN) and the capture must be clean: every
-// stream starts with its SYN and has no retransmitted, reordered or missing
-// segment.
-func tcpPDUs(t testing.TB, frames []capture.Frame, recs []capture.Record) []tcpPDU {
+// tcpPDUs reassembles the NVMe/TCP streams of the TCP capture, cuts them
+// into PDUs by PLEN and pairs each PDU with its tcp_pdu oracle record, in
+// the oracle's order; it returns the capture's frames too. The cut must
+// agree with the record (stream, frames of the first and last byte, PDU
+// type, PLEN) and the capture must be clean: every stream starts with its
+// SYN and has no retransmitted, reordered or missing segment.
+func tcpPDUs(t testing.TB) ([]capture.Frame, []tcpPDU) {
 	t.Helper()
-	cut, err := capture.NVMeTCPPDUs(frames, 4420)
+	g, err := capture.LoadTCPGolden(tcpCapture)
 	if err != nil {
 		t.Fatal(err)
 	}
-	oracle := oracleRecords[oracleTCPPDU](t, recs, "tcp_pdu")
-	if len(cut) != len(oracle) {
-		t.Fatalf("%d PDUs cut from the capture, the oracle has %d", len(cut), len(oracle))
-	}
-	out := make([]tcpPDU, len(cut))
+	oracle := oracleRecords[capture.TCPPDURecord](t, g.Records, capture.KindTCPPDU)
+	out := make([]tcpPDU, len(g.PDUs))
 	for i, r := range oracle {
-		p := cut[i]
+		p := g.PDUs[i]
 		s := p.Stream
 		if !s.SYN || s.Duplicate != 0 || s.Reordered != 0 || s.Missing != 0 {
 			t.Fatalf("%v: SYN %v, %d duplicate bytes, %d reordered segments, %d missing bytes (the capture should be clean)",
@@ -144,114 +134,5 @@ func tcpPDUs(t testing.TB, frames []capture.Frame, recs []capture.Record) []tcpP
 		}
 		out[i] = tcpPDU{p, r}
 	}
-	return out
-}
-
-// Oracle record shapes (testdata/pcap ORACLE.md). Every 64-bit value is a
-// uint64 so that encoding/json keeps it exact.
-
-type oracleSGL struct {
-	Addr    uint64 `json:"addr"`
-	Length  uint64 `json:"length"`
-	Type    uint64 `json:"type"`
-	Subtype uint64 `json:"subtype"`
-	RawHex  string `json:"raw_hex"`
-}
-
-type oracleSQE struct {
-	Opcode uint64    `json:"opcode"`
-	Fuse   uint64    `json:"fuse"`
-	PSDT   uint64    `json:"psdt"`
-	CID    uint64    `json:"cid"`
-	NSID   uint64    `json:"nsid"`
-	CDW2   uint64    `json:"cdw2"`
-	CDW3   uint64    `json:"cdw3"`
-	MPTR   uint64    `json:"mptr"`
-	SGL    oracleSGL `json:"sgl"`
-	CDW10  uint64    `json:"cdw10"`
-	CDW11  uint64    `json:"cdw11"`
-	CDW12  uint64    `json:"cdw12"`
-	CDW13  uint64    `json:"cdw13"`
-	CDW14  uint64    `json:"cdw14"`
-	CDW15  uint64    `json:"cdw15"`
-}
-
-type oracleCQE struct {
-	DW0       uint64 `json:"dw0"`
-	DW1       uint64 `json:"dw1"`
-	SQHD      uint64 `json:"sqhd"`
-	SQID      uint64 `json:"sqid"`
-	CID       uint64 `json:"cid"`
-	Phase     uint64 `json:"phase"`
-	StatusRaw uint64 `json:"status_raw"`
-	SCT       uint64 `json:"sct"`
-	SC        uint64 `json:"sc"`
-	CRD       uint64 `json:"crd"`
-	More      uint64 `json:"more"`
-	DNR       uint64 `json:"dnr"`
-}
-
-// oracleConnectData is the part of the Connect data the tests use.
-type oracleConnectData struct {
-	SubNQN string `json:"subnqn"`
-}
-
-type oracleCapsule struct {
-	Frames       []int              `json:"frames"`
-	ConnectData  *oracleConnectData `json:"connect_data"`
-	DQPN         uint64             `json:"dqpn"`
-	QID          *uint64            `json:"qid"`
-	SQE          oracleSQE          `json:"sqe"`
-	IncapsuleLen int                `json:"incapsule_len"`
-}
-
-type oracleCQERecord struct {
-	Frames    []int     `json:"frames"`
-	DQPN      uint64    `json:"dqpn"`
-	CQE       oracleCQE `json:"cqe"`
-	ForOpcode *uint64   `json:"for_opcode"`
-	ForFrames []int     `json:"for_frames"`
-}
-
-type oracleRDMAData struct {
-	Frames      []int              `json:"frames"`
-	Op          string             `json:"op"`
-	DQPN        uint64             `json:"dqpn"`
-	QID         *uint64            `json:"qid"`
-	Len         int                `json:"len"`
-	SHA256      string             `json:"sha256"`
-	ForCID      *uint64            `json:"for_cid"`
-	ForOpcode   *uint64            `json:"for_opcode"`
-	ForFrames   []int              `json:"for_frames"`
-	Offset      uint64             `json:"offset"`
-	ConnectData *oracleConnectData `json:"connect_data"`
-}
-
-type oracleTCPPDU struct {
-	FrameFirst int    `json:"frame_first"`
-	FrameLast  int    `json:"frame_last"`
-	Src        string `json:"src"`
-	Sport      uint16 `json:"sport"`
-	Dst        string `json:"dst"`
-	Dport      uint16 `json:"dport"`
-	Hdr        struct {
-		Type uint8  `json:"type"`
-		HLen uint8  `json:"hlen"`
-		PDO  uint8  `json:"pdo"`
-		PLen uint32 `json:"plen"`
-	} `json:"hdr"`
-	TypeName     string    `json:"type_name"`
-	QID          *uint64   `json:"qid"`
-	SQE          oracleSQE `json:"sqe"`
-	IncapsuleLen int       `json:"incapsule_len"`
-	CQE          oracleCQE `json:"cqe"`
-	Data         struct {
-		CCCID uint16 `json:"cccid"`
-		DataO uint32 `json:"datao"`
-		DataL uint32 `json:"datal"`
-		Len   int    `json:"len"`
-	} `json:"data"`
-	ForOpcode   *uint64            `json:"for_opcode"`
-	ForFrames   []int              `json:"for_frames"`
-	ConnectData *oracleConnectData `json:"connect_data"`
+	return g.Frames, out
 }

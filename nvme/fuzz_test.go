@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nvmeof/nvmeof/nvme"
@@ -223,82 +224,161 @@ func FuzzDecodeDSMRanges(f *testing.F) {
 
 // FuzzIdentifyAndLogViews runs every getter of the fixed-size views over
 // arbitrary data: none may panic, and setters must restore what getters
-// read.
+// read. The data is a page built by viewPage from a size, a fill byte and
+// a patch.
 func FuzzIdentifyAndLogViews(f *testing.F) {
-	f.Add(bytes.Repeat([]byte{0xff}, 4096))
-	f.Add(make([]byte, 4096))
-	f.Add([]byte("short"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if c, err := nvme.ParseIdentifyController(b); err == nil {
-			callGetters(t, reflect.ValueOf(c))
-			for i := -1; i <= 32; i++ {
-				if ps := c.PowerState(i); ps != nil {
-					callGetters(t, reflect.ValueOf(ps))
-				}
-			}
-			_ = c.MDTSBytes(4096)
-		}
-		if n, err := nvme.ParseIdentifyNamespace(b); err == nil {
-			callGetters(t, reflect.ValueOf(n))
-			for i := -1; i <= 64; i++ {
-				_ = n.LBAF(i).DataSize()
-			}
-			before := bytes.Clone(n)
-			n.SetFormatIndex(n.FormatIndex())
-			if !bytes.Equal(before, n) {
-				t.Fatal("SetFormatIndex(FormatIndex()) changed FLBAS")
-			}
-		}
-		if l, err := nvme.ParseSMARTLog(b); err == nil {
-			callGetters(t, reflect.ValueOf(l))
-			for i := -1; i <= 8; i++ {
-				_ = l.TemperatureSensor(i)
-			}
-		}
-		if l, err := nvme.ParseFirmwareSlotLog(b); err == nil {
-			callGetters(t, reflect.ValueOf(l))
-			for i := 0; i <= 8; i++ {
-				_ = l.FRS(i)
-			}
-		}
-		if l, err := nvme.ParseEffectsLog(b); err == nil {
-			for op := 0; op < 256; op++ {
-				_ = l.ACS(nvme.AdminOpcode(op)) | l.IOCS(nvme.IOOpcode(op))
-			}
-		}
-		for _, e := range nvme.ParseErrorLog(b) {
-			callGetters(t, reflect.ValueOf(e))
-		}
+	f.Add(uint16(nvme.IdentifyDataSize), byte(0xff), uint16(0), []byte(nil))
+	f.Add(uint16(nvme.IdentifyDataSize), byte(0), uint16(0), []byte(nil))
+	f.Add(uint16(5), byte(0), uint16(0), []byte("short"))
+	f.Fuzz(func(t *testing.T, size uint16, fill byte, off uint16, patch []byte) {
+		checkViews(t, viewPage(size, fill, off, patch))
 	})
 }
 
-// callGetters calls every method without arguments that has a Set
-// counterpart, and the setter with the value read, checking the bytes do not
-// change (string setters may refuse values they did not write).
+// maxViewPage bounds the pages of FuzzIdentifyAndLogViews: the largest
+// view and one more error log entry.
+const maxViewPage = nvme.IdentifyDataSize + nvme.ErrorLogEntrySize
+
+// maxViewPatch bounds the patch of a page: it covers the longest field but
+// SUBNQN (256 bytes, whose rest the fill byte gives).
+const maxViewPatch = 64
+
+// viewPage returns size bytes (modulo maxViewPage+1) of fill with the
+// first maxViewPatch bytes of patch copied in at offset off, cut at the
+// end of the page.
+//
+// The fuzz target takes its page in this form rather than as raw bytes
+// because the fuzzing engine stalls on raw 4 KiB inputs: it minimizes
+// every input that widens coverage before going on, and for a []byte it
+// tries removing every run of bytes, quadratic in the length, for up to
+// -fuzzminimizetime (60 s) per input. Here it mutates and minimizes a few
+// bytes (the minimizer drops unused patch bytes first, in large steps),
+// and the getters, which read fixed offsets, still see every length
+// around the views' sizes and any value at any offset.
+func viewPage(size uint16, fill byte, off uint16, patch []byte) []byte {
+	b := bytes.Repeat([]byte{fill}, int(size)%(maxViewPage+1))
+	if int(off) < len(b) {
+		copy(b[off:], patch[:min(len(patch), maxViewPatch)])
+	}
+	return b
+}
+
+// checkViews decodes b with every fixed-size view and runs their getters
+// and setters. Of the power state descriptors and error log entries, those
+// byte for byte equal to one checked before are skipped: the getters and
+// setters would do exactly the same again (a page of one fill byte has up
+// to 32 equal descriptors and 65 equal entries).
+func checkViews(t *testing.T, b []byte) {
+	seen := map[string]bool{}
+	once := func(v []byte) bool {
+		if seen[string(v)] {
+			return false
+		}
+		seen[string(v)] = true
+		return true
+	}
+	if c, err := nvme.ParseIdentifyController(b); err == nil {
+		callGetters(t, reflect.ValueOf(c))
+		for i := -1; i <= 32; i++ {
+			if ps := c.PowerState(i); ps != nil && once(ps) {
+				callGetters(t, reflect.ValueOf(ps))
+			}
+		}
+		_ = c.MDTSBytes(4096)
+	}
+	if n, err := nvme.ParseIdentifyNamespace(b); err == nil {
+		callGetters(t, reflect.ValueOf(n))
+		for i := -1; i <= 64; i++ {
+			_ = n.LBAF(i).DataSize()
+		}
+		before := bytes.Clone(n)
+		n.SetFormatIndex(n.FormatIndex())
+		if !bytes.Equal(before, n) {
+			t.Fatal("SetFormatIndex(FormatIndex()) changed FLBAS")
+		}
+	}
+	if l, err := nvme.ParseSMARTLog(b); err == nil {
+		callGetters(t, reflect.ValueOf(l))
+		for i := -1; i <= 8; i++ {
+			_ = l.TemperatureSensor(i)
+		}
+	}
+	if l, err := nvme.ParseFirmwareSlotLog(b); err == nil {
+		callGetters(t, reflect.ValueOf(l))
+		for i := 0; i <= 8; i++ {
+			_ = l.FRS(i)
+		}
+	}
+	if l, err := nvme.ParseEffectsLog(b); err == nil {
+		for op := 0; op < 256; op++ {
+			_ = l.ACS(nvme.AdminOpcode(op)) | l.IOCS(nvme.IOOpcode(op))
+		}
+	}
+	for _, e := range nvme.ParseErrorLog(b) {
+		if once(e) {
+			callGetters(t, reflect.ValueOf(e))
+		}
+	}
+}
+
+// getter is a method without arguments and with one result of a view
+// type, with its setter (Set + the getter's name, taking that result) if
+// the type has one.
+type getter struct {
+	get, set reflect.Method
+	hasSet   bool
+	str      bool // the result is a string
+	setErr   bool // the setter returns something (an error)
+}
+
+// viewGetters caches the getters of each view type: finding methods by
+// reflection costs far more than calling them.
+var viewGetters sync.Map // reflect.Type -> []getter
+
+func gettersOf(typ reflect.Type) []getter {
+	if gs, ok := viewGetters.Load(typ); ok {
+		return gs.([]getter)
+	}
+	var gs []getter
+	for i := 0; i < typ.NumMethod(); i++ {
+		m := typ.Method(i)
+		if m.Type.NumIn() != 1 || m.Type.NumOut() != 1 { // the receiver is In(0)
+			continue
+		}
+		g := getter{get: m, str: m.Type.Out(0).Kind() == reflect.String}
+		if set, ok := typ.MethodByName("Set" + m.Name); ok && set.Type.NumIn() == 2 && set.Type.In(1) == m.Type.Out(0) {
+			g.set, g.hasSet, g.setErr = set, true, set.Type.NumOut() != 0
+		}
+		gs = append(gs, g)
+	}
+	viewGetters.Store(typ, gs)
+	return gs
+}
+
+// callGetters calls every method without arguments that has one result,
+// and the setter with the value read where there is one, checking the
+// bytes do not change (string setters may refuse values they did not
+// write).
 func callGetters(t *testing.T, v reflect.Value) {
 	t.Helper()
 	before := bytes.Clone(v.Bytes())
-	for i := 0; i < v.NumMethod(); i++ {
-		m := v.Type().Method(i)
-		if m.Type.NumIn() != 1 || m.Type.NumOut() != 1 {
+	recv := []reflect.Value{v}
+	for _, g := range gettersOf(v.Type()) {
+		out := g.get.Func.Call(recv)[0]
+		if !g.hasSet {
 			continue
 		}
-		out := v.Method(i).Call(nil)[0]
-		set := v.MethodByName("Set" + m.Name)
-		if !set.IsValid() || set.Type().NumIn() != 1 || set.Type().In(0) != out.Type() {
-			continue
-		}
-		res := set.Call([]reflect.Value{out})
-		if out.Kind() == reflect.String {
+		g.set.Func.Call([]reflect.Value{v, out})
+		if g.str {
 			// Trailing padding is not restored byte for byte.
 			copy(v.Bytes(), before)
 			continue
 		}
-		if len(res) != 0 {
+		if g.setErr {
 			continue
 		}
 		if !bytes.Equal(before, v.Bytes()) {
-			t.Fatalf("%s: Set%s(%s()) changed the bytes", v.Type(), m.Name, m.Name)
+			t.Fatalf("%s: Set%s(%s()) changed the bytes", v.Type(), g.get.Name, g.get.Name)
 		}
 	}
 }

@@ -11,28 +11,31 @@ import (
 	"github.com/nvmeof/nvmeof/rdma/wire"
 )
 
+// sqeFields are the SQE fields the oracle decodes for every command (SGL1
+// is compared as bytes).
+type sqeFields struct {
+	Opcode, Fuse, PSDT                       uint8
+	CID                                      uint16
+	NSID, CDW2, CDW3                         uint32
+	MPTR                                     uint64
+	CDW10, CDW11, CDW12, CDW13, CDW14, CDW15 uint32
+}
+
 // checkSQE compares every SQE field the oracle decodes with our view.
-func checkSQE(t *testing.T, where string, s nvme.SQE, want oracleSQE) {
+func checkSQE(t *testing.T, where string, s nvme.SQE, want *capture.OracleSQE) {
 	t.Helper()
-	got := oracleSQE{
-		Opcode: uint64(s.Opcode()),
-		Fuse:   uint64(s.Fuse()),
-		PSDT:   uint64(s.PSDT()),
-		CID:    uint64(s.CID()),
-		NSID:   uint64(s.NSID()),
-		CDW2:   uint64(s.CDW2()),
-		CDW3:   uint64(s.CDW3()),
-		MPTR:   s.MPTR(),
-		CDW10:  uint64(s.CDW10()),
-		CDW11:  uint64(s.CDW11()),
-		CDW12:  uint64(s.CDW12()),
-		CDW13:  uint64(s.CDW13()),
-		CDW14:  uint64(s.CDW14()),
-		CDW15:  uint64(s.CDW15()),
+	got := sqeFields{
+		Opcode: s.Opcode(), Fuse: uint8(s.Fuse()), PSDT: uint8(s.PSDT()), CID: s.CID(),
+		NSID: s.NSID(), CDW2: s.CDW2(), CDW3: s.CDW3(), MPTR: s.MPTR(),
+		CDW10: s.CDW10(), CDW11: s.CDW11(), CDW12: s.CDW12(), CDW13: s.CDW13(), CDW14: s.CDW14(), CDW15: s.CDW15(),
 	}
-	got.SGL = want.SGL // compared below as bytes
-	if got != want {
-		t.Errorf("%s: SQE\n got %+v\nwant %+v", where, got, want)
+	w := sqeFields{
+		Opcode: want.Opcode, Fuse: want.Fuse, PSDT: want.PSDT, CID: want.CID,
+		NSID: want.NSID, CDW2: want.CDW2, CDW3: want.CDW3, MPTR: want.MPTR,
+		CDW10: want.CDW10, CDW11: want.CDW11, CDW12: want.CDW12, CDW13: want.CDW13, CDW14: want.CDW14, CDW15: want.CDW15,
+	}
+	if got != w {
+		t.Errorf("%s: SQE\n got %+v\nwant %+v", where, got, w)
 	}
 	if h := hex.EncodeToString(s.DPTR()); h != want.SGL.RawHex {
 		t.Errorf("%s: SGL1 %s, oracle %s", where, h, want.SGL.RawHex)
@@ -43,32 +46,32 @@ func checkSQE(t *testing.T, where string, s nvme.SQE, want oracleSQE) {
 }
 
 // checkCQE compares every CQE field the oracle decodes with our view.
-func checkCQE(t *testing.T, where string, c nvme.CQE, want oracleCQE) {
+func checkCQE(t *testing.T, where string, c nvme.CQE, want *capture.OracleCQE) {
 	t.Helper()
-	b2u := func(b bool) uint64 {
+	b2u := func(b bool) uint8 {
 		if b {
 			return 1
 		}
 		return 0
 	}
-	got := oracleCQE{
-		DW0:       uint64(c.DW0()),
-		DW1:       uint64(c.DW1()),
-		SQHD:      uint64(c.SQHD()),
-		SQID:      uint64(c.SQID()),
-		CID:       uint64(c.CID()),
+	got := capture.OracleCQE{
+		DW0:       c.DW0(),
+		DW1:       c.DW1(),
+		SQHD:      c.SQHD(),
+		SQID:      c.SQID(),
+		CID:       c.CID(),
 		Phase:     b2u(c.Phase()),
-		StatusRaw: uint64(c.StatusRaw()),
-		SCT:       uint64(c.SCT()),
-		SC:        uint64(c.SC()),
-		CRD:       uint64(c.CRD()),
+		StatusRaw: c.StatusRaw(),
+		SCT:       uint8(c.SCT()),
+		SC:        c.SC(),
+		CRD:       c.CRD(),
 		More:      b2u(c.More()),
 		DNR:       b2u(c.DNR()),
 	}
-	if got != want {
-		t.Errorf("%s: CQE\n got %+v\nwant %+v", where, got, want)
+	if got != *want {
+		t.Errorf("%s: CQE\n got %+v\nwant %+v", where, got, *want)
 	}
-	if st := c.Status(); st.SCT() != nvme.StatusCodeType(want.SCT) || uint64(st.SC()) != want.SC {
+	if st := c.Status(); st.SCT() != nvme.StatusCodeType(want.SCT) || st.SC() != want.SC {
 		t.Errorf("%s: Status %v, oracle SCT %d SC 0x%x", where, st, want.SCT, want.SC)
 	}
 	if (c.Err() == nil) != (want.SCT == 0 && want.SC == 0) {
@@ -79,9 +82,9 @@ func checkCQE(t *testing.T, where string, c nvme.CQE, want oracleCQE) {
 // checkCommand cross-checks the command-specific helpers with what the
 // capsule carries: the data length in SGL1 (or in the capsule) must be what
 // the command's own fields ask for.
-func checkCommand(t *testing.T, where string, qid uint64, s nvme.SQE, sgl oracleSGL, incapsule int, blockSize uint32) {
+func checkCommand(t *testing.T, where string, qid uint16, s nvme.SQE, sgl capture.OracleSGL, incapsule int, blockSize uint32) {
 	t.Helper()
-	dataLen := sgl.Length
+	dataLen := uint64(sgl.Length)
 	if qid != 0 {
 		switch nvme.IOOpcode(s.Opcode()) {
 		case nvme.IORead, nvme.IOWrite:
@@ -181,7 +184,7 @@ const captureBlockSize = 512
 
 func TestGoldenRDMACapsules(t *testing.T) {
 	msgs := roceMessages(t, loadFrames(t, rdmaCapture))
-	caps := oracleRecords[oracleCapsule](t, loadOracle(t, rdmaCapture), "capsule")
+	caps := oracleRecords[capture.CapsuleRecord](t, loadOracle(t, rdmaCapture), capture.KindCapsule)
 	if len(caps) != 206 {
 		t.Fatalf("%d capsule records, ORACLE.md says 206", len(caps))
 	}
@@ -204,7 +207,7 @@ func TestGoldenRDMACapsules(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", where, err)
 		}
-		checkSQE(t, where, s, c.SQE)
+		checkSQE(t, where, s, &c.SQE)
 		if c.QID == nil {
 			t.Errorf("%s: no qid in the oracle", where)
 			continue
@@ -219,12 +222,12 @@ func TestGoldenRDMACapsules(t *testing.T) {
 func TestGoldenRDMACompletions(t *testing.T) {
 	msgs := roceMessages(t, loadFrames(t, rdmaCapture))
 	recs := loadOracle(t, rdmaCapture)
-	cqes := oracleRecords[oracleCQERecord](t, recs, "cqe")
+	cqes := oracleRecords[capture.CQERecord](t, recs, capture.KindCQE)
 	if len(cqes) != 204 {
 		t.Fatalf("%d cqe records, ORACLE.md says 204", len(cqes))
 	}
-	caps := map[string]oracleCapsule{}
-	for _, c := range oracleRecords[oracleCapsule](t, recs, "capsule") {
+	caps := map[string]capture.CapsuleRecord{}
+	for _, c := range oracleRecords[capture.CapsuleRecord](t, recs, capture.KindCapsule) {
 		caps[frameKey(c.Frames)] = c
 	}
 	for _, r := range cqes {
@@ -238,47 +241,46 @@ func TestGoldenRDMACompletions(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", where, err)
 		}
-		checkCQE(t, where, c, r.CQE)
+		checkCQE(t, where, c, &r.CQE)
 		cmd, ok := caps[frameKey(r.ForFrames)]
 		if !ok {
 			t.Errorf("%s: no capsule at %v", where, r.ForFrames)
 			continue
 		}
-		if uint64(c.CID()) != cmd.SQE.CID {
+		if c.CID() != cmd.SQE.CID {
 			t.Errorf("%s: CID %d completes command CID %d", where, c.CID(), cmd.SQE.CID)
 		}
-		checkCompletionResult(t, where, cmd, c)
+		checkCompletionResult(t, where, cmd.QID, &cmd.SQE, c)
 	}
 }
 
 // checkCompletionResult checks DW0 of completions whose meaning this
-// package defines.
-func checkCompletionResult(t *testing.T, where string, cmd oracleCapsule, c nvme.CQE) {
+// package defines, for the command sqe on queue qid.
+func checkCompletionResult(t *testing.T, where string, qid *uint16, sqe *capture.OracleSQE, c nvme.CQE) {
 	t.Helper()
-	if cmd.QID == nil || *cmd.QID != 0 || nvme.AdminOpcode(cmd.SQE.Opcode) != nvme.AdminSetFeatures {
+	if qid == nil || *qid != 0 || nvme.AdminOpcode(sqe.Opcode) != nvme.AdminSetFeatures {
 		return
 	}
-	switch nvme.FeatureID(cmd.SQE.CDW10 & 0xff) {
+	switch nvme.FeatureID(sqe.CDW10 & 0xff) {
 	case nvme.FeatNumberOfQueues:
 		// nvmet grants its subsystem's max_qid (default 128) queues.
 		if nsq, ncq := nvme.NumQueues(c.DW0()); nsq != 128 || ncq != 128 {
 			t.Errorf("%s: Number of Queues granted %d/%d, nvmet's default is 128/128", where, nsq, ncq)
 		}
 	case nvme.FeatAsyncEventConfig:
-		if uint64(c.DW0()) != cmd.SQE.CDW11 {
-			t.Errorf("%s: AEC completion 0x%x for 0x%x", where, c.DW0(), cmd.SQE.CDW11)
+		if c.DW0() != sqe.CDW11 {
+			t.Errorf("%s: AEC completion 0x%x for 0x%x", where, c.DW0(), sqe.CDW11)
 		}
 	}
 }
 
 func TestGoldenTCPCapsules(t *testing.T) {
-	frames := loadFrames(t, tcpCapture)
-	pdus := tcpPDUs(t, frames, loadOracle(t, tcpCapture))
+	frames, pdus := tcpPDUs(t)
 	if len(pdus) != 595 {
 		t.Fatalf("%d tcp_pdu records, ORACLE.md says 595", len(pdus))
 	}
 	var cmds, resps, singleCmds, singleResps int
-	commands := map[string]oracleTCPPDU{}
+	commands := map[string]capture.TCPPDURecord{}
 	for _, p := range pdus {
 		r := p.rec
 		where := fmt.Sprintf("%s frames %d-%d", r.TypeName, r.FrameFirst, r.FrameLast)
@@ -296,6 +298,9 @@ func TestGoldenTCPCapsules(t *testing.T) {
 					}
 				}
 			}
+			if r.SQE == nil || r.IncapsuleLen == nil {
+				t.Fatalf("%s: no sqe or incapsule_len in the oracle", where)
+			}
 			// Common header (8 bytes), then the SQE; no header digest here.
 			s, err := nvme.ParseSQE(p.Data[8:])
 			if err != nil {
@@ -303,13 +308,16 @@ func TestGoldenTCPCapsules(t *testing.T) {
 			}
 			checkSQE(t, where, s, r.SQE)
 			if r.QID != nil {
-				checkCommand(t, where, *r.QID, s, r.SQE.SGL, r.IncapsuleLen, captureBlockSize)
+				checkCommand(t, where, *r.QID, s, r.SQE.SGL, *r.IncapsuleLen, captureBlockSize)
 			}
-			commands[frameKey(pduFrames(r))] = r
+			commands[frameKey(r.PDUFrames())] = r
 		case "CapsuleResp":
 			resps++
 			if r.FrameFirst == r.FrameLast {
 				singleResps++
+			}
+			if r.CQE == nil {
+				t.Fatalf("%s: no cqe in the oracle", where)
 			}
 			c, err := nvme.ParseCQE(p.Data[8:])
 			if err != nil {
@@ -317,10 +325,10 @@ func TestGoldenTCPCapsules(t *testing.T) {
 			}
 			checkCQE(t, where, c, r.CQE)
 			if cmd, ok := commands[frameKey(r.ForFrames)]; ok {
-				if uint64(c.CID()) != cmd.SQE.CID {
+				if c.CID() != cmd.SQE.CID {
 					t.Errorf("%s: CID %d completes CID %d", where, c.CID(), cmd.SQE.CID)
 				}
-				checkCompletionResult(t, where, oracleCapsule{QID: cmd.QID, SQE: cmd.SQE}, c)
+				checkCompletionResult(t, where, cmd.QID, cmd.SQE, c)
 			} else {
 				t.Errorf("%s: completes no command seen (%v)", where, r.ForFrames)
 			}
@@ -329,15 +337,6 @@ func TestGoldenTCPCapsules(t *testing.T) {
 	if cmds != 206 || resps != 206 || singleCmds != 169 || singleResps != 202 {
 		t.Errorf("%d CapsuleCmd (%d in one segment), %d CapsuleResp (%d in one segment)", cmds, singleCmds, resps, singleResps)
 	}
-}
-
-// pduFrames returns the frames of a PDU as the oracle's for_frames lists
-// them: the first and the last, or one frame.
-func pduFrames(r oracleTCPPDU) []int {
-	if r.FrameFirst == r.FrameLast {
-		return []int{r.FrameFirst}
-	}
-	return []int{r.FrameFirst, r.FrameLast}
 }
 
 // identifyData is the data of one Identify or Get Log Page command found in
@@ -350,21 +349,36 @@ type identifyData struct {
 	data   []byte
 }
 
+// commandSQE rebuilds a command from the oracle's decode of its SQE: the
+// opcode, NSID and CDW10-15 that Identify and Get Log Page use.
+func commandSQE(o *capture.OracleSQE) nvme.SQE {
+	sqe := nvme.NewSQE()
+	sqe.SetOpcode(o.Opcode)
+	sqe.SetNSID(o.NSID)
+	sqe.SetCDW10(o.CDW10)
+	sqe.SetCDW11(o.CDW11)
+	sqe.SetCDW12(o.CDW12)
+	sqe.SetCDW13(o.CDW13)
+	sqe.SetCDW14(o.CDW14)
+	sqe.SetCDW15(o.CDW15)
+	return sqe
+}
+
 // rdmaAdminData returns the data the target RDMA WRITEs for Identify and
 // Get Log Page commands, checked against the oracle's SHA-256.
 func rdmaAdminData(t *testing.T) []identifyData {
 	t.Helper()
 	msgs := roceMessages(t, loadFrames(t, rdmaCapture))
 	recs := loadOracle(t, rdmaCapture)
-	caps := map[string]oracleCapsule{}
-	for _, c := range oracleRecords[oracleCapsule](t, recs, "capsule") {
+	caps := map[string]capture.CapsuleRecord{}
+	for _, c := range oracleRecords[capture.CapsuleRecord](t, recs, capture.KindCapsule) {
 		caps[frameKey(c.Frames)] = c
 	}
 	// Which controller a queue belongs to: the SUBNQN of the Connect on
 	// that QP (admin-queue Connect data comes by RDMA READ, I/O-queue
 	// Connect data in the capsule).
-	rdata := oracleRecords[oracleRDMAData](t, recs, "rdma_data")
-	subnqn := map[uint64]string{} // target QP -> subsystem NQN
+	rdata := oracleRecords[capture.RDMADataRecord](t, recs, capture.KindRDMAData)
+	subnqn := map[uint32]string{} // target QP -> subsystem NQN
 	for _, c := range caps {
 		if c.ConnectData != nil {
 			subnqn[c.DQPN] = c.ConnectData.SubNQN
@@ -384,7 +398,7 @@ func rdmaAdminData(t *testing.T) []identifyData {
 			continue
 		}
 		data := roceMessage(t, msgs, capture.MsgWrite, r.Frames).Payload
-		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != r.SHA256 || len(data) != r.Len || r.Offset != 0 {
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != r.SHA256 || len(data) != r.Len || (r.Offset != nil && *r.Offset != 0) {
 			t.Fatalf("RDMA WRITE frames %v: reassembly does not match the oracle", r.Frames)
 		}
 		c := caps[frameKey(r.ForFrames)]
@@ -392,17 +406,9 @@ func rdmaAdminData(t *testing.T) []identifyData {
 		if !ok {
 			t.Fatalf("RDMA WRITE frames %v: no Connect on QP %d", r.Frames, c.DQPN)
 		}
-		sqe := nvme.NewSQE()
-		sqe.SetOpcode(uint8(c.SQE.Opcode))
-		sqe.SetNSID(uint32(c.SQE.NSID))
-		sqe.SetCDW10(uint32(c.SQE.CDW10))
-		sqe.SetCDW11(uint32(c.SQE.CDW11))
-		sqe.SetCDW12(uint32(c.SQE.CDW12))
-		sqe.SetCDW13(uint32(c.SQE.CDW13))
-		sqe.SetCDW14(uint32(c.SQE.CDW14))
 		out = append(out, identifyData{
 			where:  fmt.Sprintf("RDMA WRITE frames %v for command frame %v", r.Frames, r.ForFrames),
-			cmd:    sqe,
+			cmd:    commandSQE(&c.SQE),
 			ioCtrl: nqn != discoveryNQN,
 			first:  r.Frames[0],
 			data:   data,
@@ -415,14 +421,14 @@ func rdmaAdminData(t *testing.T) []identifyData {
 // and Get Log Page commands of the NVMe/TCP capture, with the command.
 func tcpAdminData(t *testing.T) []identifyData {
 	t.Helper()
-	pdus := tcpPDUs(t, loadFrames(t, tcpCapture), loadOracle(t, tcpCapture))
-	cmds := map[string]oracleTCPPDU{}
+	_, pdus := tcpPDUs(t)
+	cmds := map[string]capture.TCPPDURecord{}
 	subnqn := map[streamKey]string{} // host -> target stream -> subsystem NQN
 	var out []identifyData
 	for _, p := range pdus {
 		r := p.rec
 		if r.TypeName == "CapsuleCmd" {
-			cmds[frameKey(pduFrames(r))] = r
+			cmds[frameKey(r.PDUFrames())] = r
 			if r.ConnectData != nil {
 				subnqn[p.key()] = r.ConnectData.SubNQN
 			}
@@ -434,23 +440,24 @@ func tcpAdminData(t *testing.T) []identifyData {
 		if op := nvme.AdminOpcode(*r.ForOpcode); op != nvme.AdminIdentify && op != nvme.AdminGetLogPage {
 			continue
 		}
+		if r.Data == nil {
+			t.Fatalf("C2HData frames %d-%d: no data in the oracle", r.FrameFirst, r.FrameLast)
+		}
 		if r.Data.DataO != 0 || int(r.Hdr.PDO)+int(r.Data.DataL) != len(p.Data) {
 			t.Fatalf("C2HData frames %d-%d: offset %d length %d in a %d-byte PDU", r.FrameFirst, r.FrameLast, r.Data.DataO, r.Data.DataL, len(p.Data))
 		}
 		c := cmds[frameKey(r.ForFrames)]
+		if c.SQE == nil {
+			t.Fatalf("C2HData frames %d-%d: for frames %v is no command", r.FrameFirst, r.FrameLast, r.ForFrames)
+		}
 		k := p.key()
 		nqn, ok := subnqn[streamKey{k.dst, k.src}]
 		if !ok {
 			t.Fatalf("C2HData frames %d-%d: no Connect on the connection", r.FrameFirst, r.FrameLast)
 		}
-		sqe := nvme.NewSQE()
-		sqe.SetOpcode(uint8(c.SQE.Opcode))
-		sqe.SetNSID(uint32(c.SQE.NSID))
-		sqe.SetCDW10(uint32(c.SQE.CDW10))
-		sqe.SetCDW11(uint32(c.SQE.CDW11))
 		out = append(out, identifyData{
 			where:  fmt.Sprintf("C2HData frames %d-%d", r.FrameFirst, r.FrameLast),
-			cmd:    sqe,
+			cmd:    commandSQE(c.SQE),
 			ioCtrl: nqn != discoveryNQN,
 			first:  r.FrameFirst,
 			data:   p.Data[r.Hdr.PDO:],

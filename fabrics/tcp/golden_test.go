@@ -10,69 +10,17 @@ import (
 	"github.com/nvmeof/nvmeof/internal/capture"
 )
 
-// The transport fields of the oracle's tcp_pdu records (testdata/pcap/ORACLE.md).
-// The SQE, CQE and Connect data in them are checked by package fabrics'
-// TestGoldenTCP.
-type oraclePDU struct {
-	FrameFirst int `json:"frame_first"`
-	FrameLast  int `json:"frame_last"`
-	Hdr        struct {
-		Type  uint8  `json:"type"`
-		Flags uint8  `json:"flags"`
-		HLen  uint8  `json:"hlen"`
-		PDO   uint8  `json:"pdo"`
-		PLen  uint32 `json:"plen"`
-	} `json:"hdr"`
-	TypeName string `json:"type_name"`
-	ICReq    *struct {
-		PFV    uint16 `json:"pfv"`
-		HPDA   uint8  `json:"hpda"`
-		DGST   uint8  `json:"dgst"`
-		MaxR2T uint32 `json:"maxr2t"`
-	} `json:"icreq"`
-	ICResp *struct {
-		PFV        uint16 `json:"pfv"`
-		CPDA       uint8  `json:"cpda"`
-		DGST       uint8  `json:"dgst"`
-		MaxH2CData uint32 `json:"maxh2cdata"`
-	} `json:"icresp"`
-	IncapsuleLen *int `json:"incapsule_len"`
-	Data         *struct {
-		CCCID  uint16 `json:"cccid"`
-		TTag   uint16 `json:"ttag"`
-		DataO  uint32 `json:"datao"`
-		DataL  uint32 `json:"datal"`
-		Len    int    `json:"len"`
-		SHA256 string `json:"sha256"`
-	} `json:"data"`
-	R2T *struct {
-		CCCID uint16 `json:"cccid"`
-		TTag  uint16 `json:"ttag"`
-		R2TO  uint32 `json:"r2to"`
-		R2TL  uint32 `json:"r2tl"`
-	} `json:"r2t"`
-}
-
 // TestGoldenPDUs parses every PDU of the kernel NVMe/TCP capture and
-// compares the transport fields with the decode oracle.
+// compares the transport fields with the decode oracle. The SQE, CQE and
+// Connect data in the PDUs are checked by package fabrics' TestGoldenTCP.
 func TestGoldenPDUs(t *testing.T) {
-	frames, err := capture.Load("kernel-nvme-tcp.pcapng.gz")
+	g, err := capture.LoadTCPGolden("kernel-nvme-tcp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pdus, err := capture.NVMeTCPPDUs(frames, 4420)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := capture.LoadOracle("kernel-nvme-tcp.decoded.jsonl.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pdus) != len(recs) {
-		t.Fatalf("%d PDUs, oracle %d", len(pdus), len(recs))
-	}
-	for i, r := range recs {
-		var o oraclePDU
+	pdus := g.PDUs
+	for i, r := range g.Records {
+		var o capture.TCPPDURecord
 		if err := r.Decode(&o); err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ package capture
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"encoding/binary"
 	"encoding/json"
@@ -210,8 +211,37 @@ type Record struct {
 }
 
 // Decode unmarshals the record into v (a pointer to a struct whose uint64
-// fields keep 64-bit values exact).
+// fields keep 64-bit values exact), such as the record types of
+// oracle_types.go.
 func (r Record) Decode(v any) error { return json.Unmarshal(r.Raw, v) }
+
+// DecodeStrict is Decode failing on any key v has no field for, so that a
+// test checking every field of v leaves no key of the oracle unchecked.
+func (r Record) DecodeStrict(v any) error {
+	dec := json.NewDecoder(bytes.NewReader(r.Raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("capture: %s record: %w", r.Kind, err)
+	}
+	return nil
+}
+
+// Records decodes the records of one kind (KindCapsule, …) into T, in
+// order.
+func Records[T any](recs []Record, kind string) ([]T, error) {
+	var out []T
+	for i, r := range recs {
+		if r.Kind != kind {
+			continue
+		}
+		var v T
+		if err := r.Decode(&v); err != nil {
+			return nil, fmt.Errorf("capture: record %d (%s): %w", i+1, kind, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
 
 // LoadOracle reads a decode oracle (a name in testdata/pcap or a path; .gz
 // is decompressed).

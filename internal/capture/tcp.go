@@ -242,3 +242,40 @@ func NVMeTCPPDUs(frames []Frame, port uint16) ([]TCPPDU, error) {
 	})
 	return all, nil
 }
+
+// TCPGolden is an NVMe/TCP capture cut into PDUs beside its decode oracle.
+type TCPGolden struct {
+	Frames []Frame  // every frame: frame number n is Frames[n-1]
+	PDUs   []TCPPDU // the NVMe/TCP PDUs (port 4420) in the oracle's order
+	// Records are the tcp_pdu records, Records[i] for PDUs[i].
+	Records []Record
+}
+
+// LoadTCPGolden reads testdata/pcap/<name>.pcapng.gz, cuts its NVMe/TCP
+// streams (port 4420) into PDUs and reads the tcp_pdu records of
+// <name>.decoded.jsonl.gz. A record count other than the PDU count is an
+// error; whether each pair agrees is for the caller to check.
+func LoadTCPGolden(name string) (*TCPGolden, error) {
+	frames, err := Load(name + ".pcapng.gz")
+	if err != nil {
+		return nil, err
+	}
+	pdus, err := NVMeTCPPDUs(frames, 4420)
+	if err != nil {
+		return nil, err
+	}
+	all, err := LoadOracle(name + ".decoded.jsonl.gz")
+	if err != nil {
+		return nil, err
+	}
+	var recs []Record
+	for _, r := range all {
+		if r.Kind == KindTCPPDU {
+			recs = append(recs, r)
+		}
+	}
+	if len(pdus) != len(recs) {
+		return nil, fmt.Errorf("capture: %s: %d PDUs, the oracle has %d tcp_pdu records", name, len(pdus), len(recs))
+	}
+	return &TCPGolden{Frames: frames, PDUs: pdus, Records: recs}, nil
+}

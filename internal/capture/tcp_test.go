@@ -117,34 +117,22 @@ func TestSplitPDUsErrors(t *testing.T) {
 	}
 }
 
-type oracleTCPFrames struct {
-	FrameFirst int    `json:"frame_first"`
-	FrameLast  int    `json:"frame_last"`
-	Src        string `json:"src"`
-	Sport      uint16 `json:"sport"`
-	Hdr        struct {
-		PLen uint32 `json:"plen"`
-	} `json:"hdr"`
-}
-
+// TestNVMeTCPPDUsGolden checks the PDUs LoadTCPGolden cuts (with
+// NVMeTCPPDUs) against the oracle's frames, source and length.
 func TestNVMeTCPPDUsGolden(t *testing.T) {
-	frames, err := Load("kernel-nvme-tcp.pcapng.gz")
+	g, err := LoadTCPGolden("kernel-nvme-tcp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pdus, err := NVMeTCPPDUs(frames, 4420)
-	if err != nil {
-		t.Fatal(err)
+	pdus, recs := g.PDUs, g.Records
+	if len(pdus) != len(recs) || len(pdus) != 595 || len(g.Frames) != 3722 {
+		t.Fatalf("%d PDUs, oracle %d, %d frames; want 595 and 3722 frames", len(pdus), len(recs), len(g.Frames))
 	}
-	recs, err := LoadOracle("kernel-nvme-tcp.decoded.jsonl.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pdus) != len(recs) || len(pdus) != 595 {
-		t.Fatalf("%d PDUs, oracle %d, want 595", len(pdus), len(recs))
+	if _, err := LoadTCPGolden("no-such-capture"); err == nil {
+		t.Error("a missing capture loaded")
 	}
 	for i, r := range recs {
-		var o oracleTCPFrames
+		var o TCPPDURecord
 		if err := r.Decode(&o); err != nil {
 			t.Fatal(err)
 		}
