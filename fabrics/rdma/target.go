@@ -659,7 +659,12 @@ func (q *targetQueue) mapSGL(s *targetSlot) nvme.Status {
 		s.raddr = sgl.Address()
 		s.dataLen = n
 		r.Data = s.dataBuf[:n]
-		if s.dir != fabrics.DirHostToCtrl {
+		if s.dir != fabrics.DirHostToCtrl && (q.qid == 0 || r.SQE[0] != byte(nvme.IORead)) {
+			// No stale bytes of an earlier command reach the host if a
+			// handler fills less than the buffer. An I/O queue's Read
+			// either fills all of it (the target requires the SGL length
+			// to equal the transfer length) or fails without a data
+			// transfer, so its 128 KiB need no clearing.
 			clear(r.Data)
 		}
 	case 0x0: // data block: only the offset subtype, in-capsule

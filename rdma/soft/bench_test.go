@@ -2,6 +2,8 @@ package soft
 
 import (
 	"context"
+	"encoding/binary"
+	"flag"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -13,17 +15,20 @@ import (
 	"github.com/nvmeof/nvmeof/rdma"
 )
 
-// Benchmarks between two soft devices on loopback, next to the raw UDP
-// ceiling of the same machine. Run with
+// Benchmarks between two soft devices on loopback (with UDP GSO unless
+// -nogso), next to the raw UDP ceilings of the same machine. Run with
 //
 //	go test ./rdma/soft -run '^$' -bench . -benchmem
+
+// noGSO runs the RDMA benchmarks with Config.DisableGSO (go test -args -nogso).
+var noGSO = flag.Bool("nogso", false, "benchmarks: soft devices without UDP GSO")
 
 // BenchmarkRDMAWrite measures RDMA WRITE bandwidth at MTU 4096 with 16
 // signaled writes in flight.
 func BenchmarkRDMAWrite(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			da, db := openPair(b, Config{}, Config{})
+			da, db := openPair(b, Config{DisableGSO: *noGSO}, Config{DisableGSO: *noGSO})
 			ea, eb := connect(b, da, db, qpOpts{mtu: rdma.MTU4096, sendWR: 64, cqe: 256})
 			src := regMR(b, ea.pd, size, 0)
 			dst := regMR(b, eb.pd, size, rdma.AccessLocalWrite|rdma.AccessRemoteWrite)
@@ -60,7 +65,7 @@ func BenchmarkRDMAWrite(b *testing.B) {
 func BenchmarkRDMARead(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			da, db := openPair(b, Config{}, Config{})
+			da, db := openPair(b, Config{DisableGSO: *noGSO}, Config{DisableGSO: *noGSO})
 			ea, eb := connect(b, da, db, qpOpts{mtu: rdma.MTU4096, sendWR: 64, cqe: 256})
 			dst := regMR(b, ea.pd, size, rdma.AccessLocalWrite)
 			src := regMR(b, eb.pd, size, rdma.AccessRemoteRead)
@@ -225,5 +230,94 @@ func BenchmarkUDPLoopback(b *testing.B) {
 	}
 	b.ReportMetric(float64(received.Load())/float64(sent), "delivered")
 	rc.Close()
+	<-done
+}
+
+// BenchmarkUDPGSOLoopback is the GSO ceiling: what a soft device's
+// sockets can move on loopback at best. A plain UDP socket on 127.0.0.1
+// (checksum on, as GSO needs) sends 4112-byte segments (a 4 KiB RoCE
+// packet) 15 to a UDP_SEGMENT send, 4 sends per sendmmsg, to a raw socket
+// on 127.0.0.2 filtered as a device's (which receives each send as one
+// datagram). One op is one segment; the metric "delivered" is the share
+// of segments the raw socket got.
+func BenchmarkUDPGSOLoopback(b *testing.B) {
+	const seg, segs, batch, port = 4112, 15, 4, 14792
+	dst := [4]byte{127, 0, 0, 2}
+	raw, err := net.ListenPacket("ip4:udp", "127.0.0.2")
+	if err != nil {
+		b.Skipf("raw socket: %v", err)
+	}
+	defer raw.Close()
+	rraw, _ := raw.(*net.IPConn).SyscallConn()
+	filter := rawFilter(binary.BigEndian.Uint32(dst[:]), port)
+	rraw.Control(func(fd uintptr) {
+		unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]})
+		unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 16<<20)
+	})
+	// The port is bound (no ICMP port unreachable) by a socket that drops
+	// everything and takes GSO datagrams whole, as a device's.
+	sink, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IP(dst[:]), Port: port})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sink.Close()
+	sinkRC, _ := sink.SyscallConn()
+	sinkRC.Control(func(fd uintptr) {
+		unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1)
+		unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: 1, Filter: &dropAll[0]})
+	})
+	sc, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IP{127, 0, 0, 1}, Port: port})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sc.Close()
+	sraw, _ := sc.SyscallConn()
+	sraw.Control(func(fd uintptr) {
+		unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
+		unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 4<<20)
+	})
+	var received atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		const rbatch = 64
+		m := newMmsg(rbatch, false)
+		buf := make([]byte, rbatch*rxGSOBufSize)
+		for i := 0; i < rbatch; i++ {
+			m.setBuf(i, buf[i*rxGSOBufSize:(i+1)*rxGSOBufSize])
+		}
+		for {
+			n, err := m.recvBatch(rraw, rbatch)
+			if err != nil {
+				return
+			}
+			for i := 0; i < n; i++ {
+				received.Add(int64(m.hdrs[i].Len-28+seg-1) / seg)
+			}
+		}
+	}()
+	m := newMmsg(batch, true)
+	data := make([]byte, seg*segs)
+	for i := 0; i < batch; i++ {
+		m.setIov(i, data)
+		m.setMsg(i, i, 1, dst, port, seg)
+	}
+	b.SetBytes(seg - 16) // the RoCE payload of a 4 KiB packet
+	b.ReportAllocs()
+	b.ResetTimer()
+	sent := 0
+	for sent < b.N {
+		n, _, err := m.sendBatch(sraw, batch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sent += n * segs
+	}
+	b.StopTimer()
+	for i := 0; i < 100 && received.Load() < int64(sent); i++ {
+		time.Sleep(time.Millisecond)
+	}
+	b.ReportMetric(float64(received.Load())/float64(sent), "delivered")
+	raw.Close()
 	<-done
 }

@@ -49,6 +49,14 @@ type Config struct {
 	RecvBuffer int
 	// RecvBatch is the number of datagrams read per recvmmsg (default 64).
 	RecvBatch int
+	// DisableGSO turns off UDP GSO sends. By default a device whose
+	// address is in 127.0.0.0/8 sends runs of packets to loopback
+	// destinations as UDP GSO super-datagrams (with the UDP checksum on,
+	// which GSO needs), and every loopback device splits the
+	// super-datagrams it receives. Devices on other addresses never use
+	// GSO. A receiver that is not a soft device of this package (a packet
+	// capture on lo, an older version) needs DisableGSO on the sender.
+	DisableGSO bool
 	// Logger receives the connection manager's logs (nil: none).
 	Logger hclog.Logger
 	// MinRNRTimer is the RNR NAK timer the connection manager gives the
@@ -166,7 +174,7 @@ func Open(cfg Config) (*Device, error) {
 	d.SetFaults(cfg.SendFaults, cfg.RecvFaults)
 	d.mrs.init(d.addr4)
 	d.txPool.New = func() any { return newTxBatch(d) }
-	s, err := openSockets(cfg.Addr, d.cfg.RecvBuffer)
+	s, err := openSocketsGSO(cfg.Addr, d.cfg.RecvBuffer, !d.cfg.DisableGSO)
 	if err != nil {
 		return nil, err
 	}

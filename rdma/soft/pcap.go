@@ -57,35 +57,94 @@ func (p *pcapWriter) flush() {
 }
 
 // writeSent records a packet this device sent: pkt is the UDP payload;
-// the IPv4 and UDP headers are the ones Linux writes for it.
-func (p *pcapWriter) writeSent(src, dst [4]byte, pkt []byte) {
+// the IPv4 and UDP headers are the ones Linux writes for it, with IP ID
+// id (k for segment k of a UDP GSO send, as the kernel numbers the
+// segments when it segments; 0 otherwise). A GSO send is recorded as its
+// segments, one packet per record.
+//
+// csum records a valid UDP checksum, as a socket that computes checksums
+// (a loopback device's, which GSO needs) would send on a wire; on lo the
+// kernel leaves it unfinished. Otherwise the checksum is 0 (SO_NO_CHECK).
+func (p *pcapWriter) writeSent(src, dst [4]byte, id uint16, pkt []byte, csum bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := wire.IPv4HeaderLen + wire.UDPHeaderLen + len(pkt)
 	p.record(n)
 	p.buf = p.buf[:16+wire.IPv4HeaderLen+wire.UDPHeaderLen]
-	putIPv4UDPHeader(p.buf[16:], src, dst, len(pkt))
+	putIPv4UDPHeaderID(p.buf[16:], src, dst, id, len(pkt))
 	p.buf = append(p.buf, pkt...)
+	if csum {
+		putUDPChecksum(p.buf[16:])
+	}
 	p.flush()
 }
 
-// writeReceived records a received IP datagram.
-func (p *pcapWriter) writeReceived(datagram []byte) {
+// writeReceived records a received IP datagram (a segment of a received
+// super-datagram with its rebuilt headers). fixCsum replaces a non-zero
+// UDP checksum by the valid one: on lo the sender's kernel leaves it
+// unfinished (CHECKSUM_PARTIAL), where a wire would carry the valid one.
+func (p *pcapWriter) writeReceived(datagram []byte, fixCsum bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.record(len(datagram))
 	p.buf = append(p.buf, datagram...)
+	if fixCsum {
+		if ip, udp, _, err := wire.SplitIPUDP(p.buf[16:]); err == nil && len(ip) >= wire.IPv4HeaderLen && ip[0]>>4 == 4 && (udp[6] != 0 || udp[7] != 0) {
+			putUDPChecksum(p.buf[16:])
+		}
+	}
 	p.flush()
+}
+
+// putUDPChecksum computes and stores the UDP checksum of the IPv4 UDP
+// datagram b (IP header, UDP header, payload; lengths already checked or
+// written by this file).
+func putUDPChecksum(b []byte) {
+	hl := int(b[0]&0x0f) * 4
+	udp := b[hl:]
+	ulen := int(binary.BigEndian.Uint16(udp[4:]))
+	if ulen < wire.UDPHeaderLen || ulen > len(udp) {
+		return
+	}
+	udp = udp[:ulen]
+	udp[6], udp[7] = 0, 0
+	// Pseudo header: source, destination, protocol, UDP length.
+	s := uint32(17) + uint32(ulen)
+	for i := 12; i < 20; i += 2 {
+		s += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	for i := 0; i+1 < len(udp); i += 2 {
+		s += uint32(binary.BigEndian.Uint16(udp[i:]))
+	}
+	if len(udp)%2 == 1 {
+		s += uint32(udp[len(udp)-1]) << 8
+	}
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	c := ^uint16(s)
+	if c == 0 {
+		c = 0xffff // 0 means no checksum
+	}
+	binary.BigEndian.PutUint16(udp[6:], c)
 }
 
 // putIPv4UDPHeader writes into h (28 bytes) the IPv4 and UDP headers
 // Linux sends for a UDP payload of n bytes from this provider's socket:
 // TOS 0, ID 0, DF, TTL 64, UDP ports 4791, UDP checksum 0 (SO_NO_CHECK).
 func putIPv4UDPHeader(h []byte, src, dst [4]byte, n int) {
+	putIPv4UDPHeaderID(h, src, dst, 0, n)
+}
+
+// putIPv4UDPHeaderID is putIPv4UDPHeader for IP ID id. (A loopback
+// device sends with the UDP checksum on; the kernel leaves it partial on
+// lo, and the capture records 0, no checksum.)
+func putIPv4UDPHeaderID(h []byte, src, dst [4]byte, id uint16, n int) {
 	ip := h[:wire.IPv4HeaderLen]
 	clear(ip)
 	ip[0] = 0x45
 	binary.BigEndian.PutUint16(ip[2:], uint16(wire.IPv4HeaderLen+wire.UDPHeaderLen+n))
+	binary.BigEndian.PutUint16(ip[4:], id)
 	ip[6] = 0x40 // DF
 	ip[8] = ipv4DefaultTTL
 	ip[9] = 17

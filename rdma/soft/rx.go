@@ -13,7 +13,8 @@ import (
 )
 
 // rxBufSize is the size of one receive buffer: any IPv4 datagram a RoCEv2
-// peer sends with a 4096-byte MTU fits.
+// peer sends with a 4096-byte MTU fits. Loopback devices, which may
+// receive UDP GSO super-datagrams, use rxGSOBufSize.
 const rxBufSize = 8192
 
 // rxState is the receive goroutine's working state. Work runs to
@@ -30,17 +31,23 @@ type rxState struct {
 	// A packet the receive-side fault injector delays behind the next one.
 	held    []byte
 	heldLen int
+	// split cuts GSO super-datagrams into packets.
+	split gsoSplitter
 }
 
 func (d *Device) rxLoop() {
 	defer close(d.rxDone)
 	batch := d.cfg.RecvBatch
-	m := newMmsg(batch, false)
-	bufs := make([]byte, batch*rxBufSize)
-	for i := 0; i < batch; i++ {
-		m.setBuf(i, bufs[i*rxBufSize:(i+1)*rxBufSize])
+	size := rxBufSize
+	if d.socks.loopback {
+		size = rxGSOBufSize
 	}
-	rx := &rxState{tx: newTxBatch(d), reqTx: newTxBatch(d), acks: make([]*qp, 0, 64), kicks: make([]*qp, 0, 64), held: make([]byte, rxBufSize)}
+	m := newMmsg(batch, false)
+	bufs := make([]byte, batch*size)
+	for i := 0; i < batch; i++ {
+		m.setBuf(i, bufs[i*size:(i+1)*size])
+	}
+	rx := &rxState{tx: newTxBatch(d), reqTx: newTxBatch(d), acks: make([]*qp, 0, 64), kicks: make([]*qp, 0, 64), held: make([]byte, size)}
 	for {
 		n, err := m.recvBatch(d.socks.rawRC, batch)
 		if err != nil {
@@ -52,27 +59,81 @@ func (d *Device) rxLoop() {
 		}
 		wireAcquire()
 		f := d.recvFaults.Load()
-		var bytes uint64
+		var pkts, bytes int
 		for i := 0; i < n; i++ {
 			if m.hdrs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
 				d.stats.malformed.Add(1)
+				pkts++
 				continue
 			}
-			b := bufs[i*rxBufSize : i*rxBufSize+int(m.hdrs[i].Len)]
-			bytes += uint64(len(b))
-			if d.pcap != nil {
-				d.pcap.writeReceived(b)
-			}
-			if f == nil {
-				d.input(b, rx)
-				continue
-			}
-			d.inputFaulty(f, b, rx)
+			b := bufs[i*size : i*size+int(m.hdrs[i].Len)]
+			np, nb := d.receive(b, rx, f)
+			pkts += np
+			bytes += nb
 		}
-		d.stats.packetsReceived.Add(uint64(n))
-		d.stats.bytesReceived.Add(bytes)
+		d.stats.packetsReceived.Add(uint64(pkts))
+		d.stats.bytesReceived.Add(uint64(bytes))
 		d.finishBatch(rx)
 	}
+}
+
+// receive handles one received datagram: on a loopback device a UDP GSO
+// super-datagram (gso.go) is split into its packets, each delivered with
+// its rebuilt IP and UDP headers. It returns the number of packets and
+// their bytes.
+func (d *Device) receive(b []byte, rx *rxState, f *faults) (pkts, bytes int) {
+	if d.socks.loopback {
+		if seg, hl, ulen := d.gsoSplitOf(b); seg > 0 && rx.split.start(b, hl, ulen, seg) {
+			d.socks.gso.supers.Add(1)
+			d.socks.gso.recvSegs.Add(uint64(rx.split.segments()))
+			for {
+				dg, ok := rx.split.next()
+				if !ok {
+					break
+				}
+				d.deliver(dg, rx, f)
+				pkts++
+				bytes += len(dg)
+			}
+			return pkts, bytes
+		}
+	}
+	d.deliver(b, rx, f)
+	return 1, len(b)
+}
+
+// gsoSplitOf returns the segment size by which datagram b is to be split
+// (0: a single packet), its IP header length and its UDP length.
+func (d *Device) gsoSplitOf(b []byte) (seg, hl, udpLen int) {
+	ip, udp, pkt, err := wire.SplitIPUDP(b)
+	if err != nil || ip[0]>>4 != 4 || binary.BigEndian.Uint16(udp[2:]) != wire.UDPPort {
+		return 0, 0, 0
+	}
+	qpn, ok := gsoCandidate(pkt)
+	if !ok {
+		return 0, 0, 0
+	}
+	q := d.lookupQP(qpn)
+	if q == nil {
+		return 0, 0, 0
+	}
+	q.mu.Lock()
+	pmtu := q.mtu
+	q.mu.Unlock()
+	return gsoSplitSize(pkt, pmtu), len(ip), wire.UDPHeaderLen + len(pkt)
+}
+
+// deliver hands one packet's datagram to the pcap writer, the receive-side
+// fault injector f (nil: none) and input.
+func (d *Device) deliver(b []byte, rx *rxState, f *faults) {
+	if d.pcap != nil {
+		d.pcap.writeReceived(b, d.socks.loopback)
+	}
+	if f == nil {
+		d.input(b, rx)
+		return
+	}
+	d.inputFaulty(f, b, rx)
 }
 
 // inputFaulty applies the receive-side fault injector to one datagram.

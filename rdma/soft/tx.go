@@ -3,39 +3,62 @@ package soft
 import (
 	"encoding/binary"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nvmeof/nvmeof/rdma/wire"
 )
 
-// txBatchSize is the number of packets one sendmmsg carries.
+// txBatchSize is the number of packets one flush carries.
 const txBatchSize = 64
+
+// txMaxOut is the number of datagrams one flush may send: every packet, a
+// fault-injected duplicate of each and the reordered packet.
+const txMaxOut = 2*txBatchSize + 1
 
 // txPkt is one packet being built: the UDP payload (BTH through ICRC).
 type txPkt struct {
 	buf [maxPacketSize]byte
 	n   int
 	dst [4]byte
+	// flip is the bit the send-side fault injector flips once the ICRC
+	// is computed, plus one (0: none).
+	flip int
+}
+
+// txMsg is one message of a sendmmsg: a packet, or a run of packets sent
+// with UDP GSO.
+type txMsg struct {
+	count int // packets
+	bytes int // UDP payload bytes
+	seg   int // GSO segment size (0: one packet)
 }
 
 // txBatch collects packets and sends them with one sendmmsg. The ICRC is
 // computed at flush time, so that a packet's headers (AckReq) may still
-// change after it was built. A batch is used by one goroutine at a time:
-// the receive goroutine owns two, other senders take one from the
-// device's pool.
+// change after it was built, and so that a packet sent as segment k of a
+// GSO run gets the ICRC for IP ID k. A batch is used by one goroutine at
+// a time: the receive goroutine owns two, other senders take one from
+// the device's pool.
 type txBatch struct {
 	dev  *Device
 	n    int
 	pkts [txBatchSize]txPkt
 	m    *mmsg
-	// out lists the datagrams of one sendmmsg: packets, fault-injected
-	// duplicates and the reordered packet.
-	out    [2*txBatchSize + 1][]byte
-	outDst [2*txBatchSize + 1][4]byte
+	// out lists the datagrams of one flush, in order: packets,
+	// fault-injected duplicates and the reordered packet. alone marks the
+	// two copies of a duplicate (one buffer, so one ICRC: each is sent
+	// as a datagram of its own, IP ID 0); ids holds the IP ID each
+	// packet is sent with.
+	out   [txMaxOut]*txPkt
+	alone [txMaxOut]bool
+	ids   [txMaxOut]uint16
+	msgs  [txMaxOut]txMsg
 	// held is the packet the fault injector delays behind the next one.
 	held txPkt
 }
 
 func newTxBatch(d *Device) *txBatch {
-	return &txBatch{dev: d, m: newMmsg(2*txBatchSize+1, true)}
+	return &txBatch{dev: d, m: newMmsg(txMaxOut, true)}
 }
 
 func (d *Device) getTx() *txBatch  { return d.txPool.Get().(*txBatch) }
@@ -61,24 +84,100 @@ func (t *txBatch) last() *txPkt {
 	return &t.pkts[t.n-1]
 }
 
-// flush computes the ICRCs, applies the send-side fault injector and
-// sends the batch.
+// flush applies the send-side fault injector, groups runs of packets for
+// UDP GSO (loopback), computes the ICRCs and sends the batch.
 func (t *txBatch) flush() {
 	if t.n == 0 {
 		return
 	}
 	d := t.dev
-	f := d.sendFaults.Load()
+	k := t.applyFaults(d.sendFaults.Load())
+	t.n = 0
+	if k == 0 {
+		return
+	}
+	gso := d.socks.gsoSend && !d.socks.gso.disabled.Load()
+	nm := 0
+	for i := 0; i < k; {
+		run := 1
+		if gso {
+			run = t.gsoRun(i, k)
+		}
+		bytes := 0
+		for j := i; j < i+run; j++ {
+			p := t.out[j]
+			id := uint16(j - i)
+			body := p.buf[:p.n-wire.ICRCLen]
+			binary.LittleEndian.PutUint32(p.buf[p.n-wire.ICRCLen:], wire.ICRCForIPv4(d.addr4, p.dst, id, true, wire.UDPPort, wire.UDPPort, body))
+			t.ids[j] = id
+			t.m.setIov(j, p.buf[:p.n])
+			bytes += p.n
+		}
+		seg := 0
+		if run > 1 {
+			seg = t.out[i].n
+		}
+		t.m.setMsg(nm, i, run, t.out[i].dst, wire.UDPPort, seg)
+		t.msgs[nm] = txMsg{count: run, bytes: bytes, seg: seg}
+		nm++
+		i += run
+	}
+	// Corruption acts on the packet as sent, after its ICRC (once per
+	// buffer: a duplicate shares it).
+	for _, p := range t.out[:k] {
+		if p.flip != 0 {
+			flipBit(p.buf[:p.n], p.flip-1)
+			p.flip = 0
+		}
+	}
+	if d.pcap != nil {
+		for i, p := range t.out[:k] {
+			d.pcap.writeSent(d.addr4, p.dst, t.ids[i], p.buf[:p.n], d.socks.gsoSend)
+		}
+	}
+	wireRelease()
+	t.m.sendBatch(d.socks.udpRC, nm)
+	var pkts, bytes, failed uint64
+	for i, msg := range t.msgs[:nm] {
+		if e := t.m.errs[i]; e != 0 {
+			failed += uint64(msg.count)
+			if msg.seg > 0 && (e == unix.EINVAL || e == unix.EOPNOTSUPP || e == unix.ENOPROTOOPT || e == unix.EIO) {
+				// The kernel does not take UDP GSO here: go back to
+				// one datagram per packet (go-back-N resends the run).
+				d.socks.gso.disabled.Store(true)
+			}
+			continue
+		}
+		pkts += uint64(msg.count)
+		bytes += uint64(msg.bytes)
+		if msg.seg > 0 {
+			d.socks.gso.sends.Add(1)
+			d.socks.gso.sentSegs.Add(uint64(msg.count))
+		}
+	}
+	d.stats.packetsSent.Add(pkts)
+	d.stats.bytesSent.Add(bytes)
+	if failed > 0 {
+		d.stats.sendErrors.Add(failed)
+	}
+	clear(t.out[:k])
+}
+
+// applyFaults fills t.out with the batch's packets as the send-side fault
+// injector f (nil: none) lets them go, and returns their number.
+// Corruption is recorded in txPkt.flip and applied after the ICRC.
+func (t *txBatch) applyFaults(f *faults) int {
+	d := t.dev
 	k := 0
-	add := func(p *txPkt) {
-		t.out[k], t.outDst[k] = p.buf[:p.n], p.dst
+	add := func(p *txPkt, alone bool) {
+		t.out[k], t.alone[k] = p, alone
 		k++
 	}
 	holding, reordered := false, false
 	for i := 0; i < t.n; i++ {
 		p := &t.pkts[i]
-		body := p.buf[:p.n-wire.ICRCLen]
-		binary.LittleEndian.PutUint32(p.buf[p.n-wire.ICRCLen:], wire.ICRCForIPv4(d.addr4, p.dst, 0, true, wire.UDPPort, wire.UDPPort, body))
+		p.flip = 0
+		dup := false
 		if f != nil {
 			act, bit := f.decide(p.n)
 			if act&faultDrop != 0 {
@@ -87,50 +186,61 @@ func (t *txBatch) flush() {
 			}
 			if act&faultCorrupt != 0 {
 				d.stats.faultCorruptions.Add(1)
-				flipBit(p.buf[:p.n], bit)
+				p.flip = bit + 1
 			}
 			if act&faultReorder != 0 && !reordered && i+1 < t.n {
 				// Deliver it after the next packet of this batch.
 				d.stats.faultReorders.Add(1)
-				t.held.n, t.held.dst = p.n, p.dst
+				t.held.n, t.held.dst, t.held.flip = p.n, p.dst, p.flip
 				copy(t.held.buf[:p.n], p.buf[:p.n])
 				holding, reordered = true, true
 				continue
 			}
 			if act&faultDuplicate != 0 {
 				d.stats.faultDuplicates.Add(1)
-				add(p)
+				add(p, true)
+				dup = true
 			}
 		}
-		add(p)
+		add(p, dup)
 		if holding {
-			add(&t.held)
+			add(&t.held, false)
 			holding = false
 		}
 	}
 	if holding {
-		add(&t.held)
+		add(&t.held, false)
 	}
-	t.n = 0
-	if k == 0 {
-		return
+	return k
+}
+
+// gsoRun returns the length of the GSO run starting at t.out[i] (1: the
+// packet goes alone), following the rule of gso.go: the first packet
+// starts a run (gsoStarts), the others have its length, the last may be
+// shorter; all go to the same loopback destination.
+func (t *txBatch) gsoRun(i, k int) int {
+	p := t.out[i]
+	if t.alone[i] || p.dst[0] != 127 || !gsoStarts(p.buf[:p.n]) {
+		return 1
 	}
-	for i := 0; i < k; i++ {
-		t.m.setBuf(i, t.out[i])
-		t.m.setDest(i, t.outDst[i], wire.UDPPort)
-		if d.pcap != nil {
-			d.pcap.writeSent(d.addr4, t.outDst[i], t.out[i])
+	s, total, run := p.n, p.n, 1
+	for i+run < k && run < gsoMaxSegments {
+		j := i + run
+		q := t.out[j]
+		if t.alone[j] || q.dst != p.dst || q.n > s || total+q.n > gsoMaxPayload {
+			break
 		}
+		if q.n < s {
+			// q ends the run, unless it starts one of its own (a Middle
+			// after a First of another size).
+			if j+1 < k && gsoStarts(q.buf[:q.n]) {
+				break
+			}
+			run++
+			break
+		}
+		total += q.n
+		run++
 	}
-	wireRelease()
-	sent, failed, _ := t.m.sendBatch(d.socks.udpRC, k)
-	d.stats.packetsSent.Add(uint64(sent))
-	if failed > 0 {
-		d.stats.sendErrors.Add(uint64(failed))
-	}
-	var bytes int
-	for i := 0; i < sent; i++ {
-		bytes += len(t.out[i])
-	}
-	d.stats.bytesSent.Add(uint64(bytes))
+	return run
 }

@@ -40,18 +40,39 @@ const (
 	ipProtoUDP    = 17
 )
 
-// crcBytes advances a (non-inverted) CRC-32 register over p one byte at a
-// time. It is used for the few header bytes that must be masked, so that
-// the masked copy lives in a caller's stack array: hash/crc32 calls its
-// implementation through a function value, which would move the array to
-// the heap.
+// crcBytes advances a (non-inverted) CRC-32 register over p, eight bytes
+// at a time (slicing-by-8, as hash/crc32 does without CLMUL). It is used
+// for the few header bytes that must be masked, so that the masked copy
+// lives in a caller's stack array: hash/crc32 calls its implementation
+// through a function value, which would move the array to the heap.
 func crcBytes(reg uint32, p []byte) uint32 {
-	tab := crc32.IEEETable
+	tab := crcSlicing8
+	for len(p) >= 8 {
+		reg ^= binary.LittleEndian.Uint32(p)
+		reg = tab[0][p[7]] ^ tab[1][p[6]] ^ tab[2][p[5]] ^ tab[3][p[4]] ^
+			tab[4][reg>>24] ^ tab[5][reg>>16&0xff] ^ tab[6][reg>>8&0xff] ^ tab[7][reg&0xff]
+		p = p[8:]
+	}
 	for _, v := range p {
-		reg = tab[byte(reg)^v] ^ reg>>8
+		reg = tab[0][byte(reg)^v] ^ reg>>8
 	}
 	return reg
 }
+
+// crcSlicing8 holds the slicing-by-8 tables of the IEEE polynomial: row 0
+// is crc32.IEEETable, row k advances a byte followed by k zero bytes.
+var crcSlicing8 = func() *[8][256]uint32 {
+	t := new([8][256]uint32)
+	t[0] = *crc32.IEEETable
+	for i := range 256 {
+		c := t[0][i]
+		for k := 1; k < 8; k++ {
+			c = t[0][byte(c)] ^ c>>8
+			t[k][i] = c
+		}
+	}
+	return t
+}()
 
 // maskIP sets the variant fields of an IPv4 or IPv6 header copy to all ones.
 // Fields beyond len(h) are left alone.
