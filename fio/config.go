@@ -56,7 +56,7 @@ type Config struct {
 	NrIOQueues, QueueSize int
 	// LoopSize is the size of the loop target's namespace in bytes.
 	LoopSize int64
-	// Depth is the number of request slots and workers (fio's iodepth).
+	// Depth is the number of request slots (fio's iodepth).
 	Depth int
 	// Logger receives the initiator's log (default: none).
 	Logger hclog.Logger

@@ -42,11 +42,16 @@
 // fio's rbd engine does; with create_serialize=0 (setup after the fork) it
 // refuses to run instead.
 //
-// The initiator's Namespace methods are synchronous, so Engine runs each
-// submitted I/O on one of Depth worker goroutines (Depth = fio's iodepth)
-// that completes into a ring Reap drains. Per I/O that costs two goroutine
-// hand-offs beyond the transport's own (submitter to worker, worker to
-// reaper) but no allocation: requests live in preallocated slots indexed by
-// fio's io_u index, and data moves directly between the transport and fio's
-// buffers.
+// Engine.Submit hands each request to the initiator's asynchronous API
+// (initiator.Namespace.Start) on the submitting fio thread: a read, write
+// or flush that is one NVMe command (at most MDTS and the transport's
+// limit) is posted to the transport right there, and its completion
+// callback, on the transport's goroutine, pushes the request's slot onto
+// the completion ring that Reap drains, waking Reap if it waits. That is
+// one goroutine hand-off per I/O beyond the transport's own (completion to
+// the fio thread) and no allocation: requests live in preallocated slots
+// indexed by fio's io_u index, each with its initiator.IO, and data moves
+// directly between the transport and fio's buffers. Larger transfers,
+// trims, and I/O that meets a full queue or a reconnecting controller run
+// the initiator's synchronous methods on a goroutine of their own.
 package fio

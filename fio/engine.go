@@ -62,12 +62,14 @@ type Completion struct {
 	Resid int64
 }
 
-// slot is the state of one request slot. The submitter writes it before it
-// hands the index to a worker over the work channel, the worker writes the
-// result before it pushes the index on the completion ring; the channel
-// and the ring's mutex order those writes.
+// slot is the state of one request slot: the request, the initiator I/O
+// that carries it (its Done bound once to the slot) and the result. The
+// submitter writes the request before Start; Done writes the result before
+// it pushes the slot on the completion ring, whose mutex orders it before
+// Reap reads it.
 type slot struct {
 	req   Request
+	io    initiator.IO
 	busy  bool
 	err   error
 	resid int64
@@ -82,7 +84,6 @@ type Engine struct {
 	ns   namespace
 
 	slots []slot
-	work  chan int32
 
 	mu      sync.Mutex
 	ring    []int32 // completed slots, FIFO; len(ring) == Depth
@@ -94,11 +95,11 @@ type Engine struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
-	workers   sync.WaitGroup
+	inflight  sync.WaitGroup // submitted and not completed
 }
 
 // namespace is what Engine needs of an *initiator.Namespace (tests put a
-// fake in its place).
+// fake in its place). The engine itself uses Start, Size and BlockSize.
 type namespace interface {
 	ReadAt(p []byte, off int64) (int, error)
 	WriteAt(p []byte, off int64) (int, error)
@@ -106,6 +107,9 @@ type namespace interface {
 	Flush() error
 	Size() int64
 	BlockSize() int
+	// Start starts io and calls io.Done once when it has finished, maybe
+	// before Start returns (initiator.Namespace.Start).
+	Start(io *initiator.IO)
 }
 
 // ErrBusy is returned by Submit for a slot whose previous request has not
@@ -116,8 +120,8 @@ var ErrBusy = errors.New("fio engine: slot busy or out of range")
 var ErrClosed = errors.New("fio engine: closed")
 
 // Open connects to the namespace cfg names (for transport loop, after
-// starting the in-process target if this process has none yet) and starts
-// cfg.Depth workers.
+// starting the in-process target if this process has none yet) and
+// returns an engine of cfg.Depth slots.
 func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -135,22 +139,20 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	return newEngine(cfg, c, ns), nil
 }
 
-// newEngine starts an engine of cfg.Depth slots on ns.
+// newEngine makes an engine of cfg.Depth slots on ns.
 func newEngine(cfg Config, c *conn, ns namespace) *Engine {
 	e := &Engine{
 		cfg:   cfg,
 		conn:  c,
 		ns:    ns,
 		slots: make([]slot, cfg.Depth),
-		work:  make(chan int32, cfg.Depth),
 		ring:  make([]int32, cfg.Depth),
 		wake:  make(chan struct{}, 1),
 		timer: time.NewTimer(time.Hour),
 	}
 	e.timer.Stop()
-	e.workers.Add(cfg.Depth)
-	for range cfg.Depth {
-		go e.worker()
+	for i := range e.slots {
+		e.slots[i].io.Done = func(*initiator.IO) { e.done(int32(i)) }
 	}
 	return e
 }
@@ -174,6 +176,9 @@ func (e *Engine) Controller() *initiator.Controller {
 
 // Submit starts r on slot, which must be free: 0 <= slot < Depth and its
 // previous request reaped. It does not wait; the result comes from Reap.
+// The request is handed to the initiator (Namespace.Start) on the calling
+// goroutine: a read or write that is one command goes to the transport
+// from here and completes from the transport's completion callback.
 func (e *Engine) Submit(slot int, r Request) error {
 	if e.closed.Load() {
 		return ErrClosed
@@ -184,8 +189,53 @@ func (e *Engine) Submit(slot int, r Request) error {
 	s := &e.slots[slot]
 	s.req, s.busy, s.err, s.resid = r, true, nil, 0
 	e.pending.Add(1)
-	e.work <- int32(slot) // never blocks: the channel holds Depth slots
+	e.inflight.Add(1)
+	x := &s.io
+	x.Buf, x.Off, x.Len = nil, r.Off, r.Len
+	switch r.Op {
+	case OpRead:
+		x.Op, x.Buf = initiator.OpRead, r.Buf
+	case OpWrite:
+		x.Op, x.Buf = initiator.OpWrite, r.Buf
+	case OpTrim:
+		x.Op = initiator.OpTrim
+	case OpFlush:
+		x.Op = initiator.OpFlush
+	default:
+		x.N, x.Err = 0, fmt.Errorf("fio engine: %w: operation %d", syscall.EINVAL, r.Op)
+		e.done(int32(slot))
+		return nil
+	}
+	e.ns.Start(x) // Done may run before Start returns: s is not touched after
 	return nil
+}
+
+// done is the Done of slot i's I/O: it turns the I/O's result into the
+// slot's and completes the slot. It runs on the transport's goroutine (or
+// the submitter's) and does not block.
+func (e *Engine) done(i int32) {
+	s := &e.slots[i]
+	r, x := &s.req, &s.io
+	err := x.Err
+	switch r.Op {
+	case OpRead:
+		if err == io.EOF && x.N > 0 {
+			err = nil // short read at the end: fio sees the residual
+		}
+		s.resid = int64(len(r.Buf) - x.N)
+	case OpWrite:
+		s.resid = int64(len(r.Buf) - x.N)
+	case OpTrim:
+		if err != nil {
+			s.resid = r.Len
+		}
+	case OpFlush:
+	default:
+		s.resid = int64(len(r.Buf))
+	}
+	s.err = err
+	e.complete(i)
+	e.inflight.Done()
 }
 
 // Pending returns the number of requests submitted and not yet reaped.
@@ -251,52 +301,19 @@ func (e *Engine) Err(slot int) error {
 	return e.slots[slot].err
 }
 
-// Close stops the workers once the requests in flight have completed and
-// disconnects the controller; Submit fails with ErrClosed afterwards. It
-// must not run concurrently with Submit.
+// Close waits for the requests in flight to complete and disconnects the
+// controller; Submit fails with ErrClosed afterwards. It must not run
+// concurrently with Submit.
 func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
-		close(e.work)
-		e.workers.Wait()
+		e.inflight.Wait()
 		if e.conn != nil {
 			err = e.conn.close()
 		}
 	})
 	return err
-}
-
-func (e *Engine) worker() {
-	defer e.workers.Done()
-	for i := range e.work {
-		s := &e.slots[i]
-		s.resid, s.err = e.do(&s.req)
-		e.complete(i)
-	}
-}
-
-// do runs one request and returns its residual byte count and error.
-func (e *Engine) do(r *Request) (int64, error) {
-	switch r.Op {
-	case OpRead:
-		n, err := e.ns.ReadAt(r.Buf, r.Off)
-		if err == io.EOF && n > 0 {
-			err = nil // short read at the end: fio sees the residual
-		}
-		return int64(len(r.Buf) - n), err
-	case OpWrite:
-		n, err := e.ns.WriteAt(r.Buf, r.Off)
-		return int64(len(r.Buf) - n), err
-	case OpTrim:
-		if err := e.ns.Trim(r.Off, r.Len); err != nil {
-			return r.Len, err
-		}
-		return 0, nil
-	case OpFlush:
-		return 0, e.ns.Flush()
-	}
-	return int64(len(r.Buf)), fmt.Errorf("fio engine: %w: operation %d", syscall.EINVAL, r.Op)
 }
 
 // complete pushes slot i on the completion ring and wakes the reaper.

@@ -28,6 +28,12 @@
 //   - Namespace.ReadAt and WriteAt split transfers at MDTS, the transport's
 //     limit and 65536 blocks, spread the pieces over the I/O queues round
 //     robin and keep up to 64 in flight. A 4 KiB ReadAt allocates nothing.
+//   - Namespace.Start is the asynchronous form (IO, its Done callback): a
+//     Read, Write, Write Zeroes or Flush that is one command is submitted
+//     on the caller's goroutine and completes from the transport's
+//     completion callback, with a per-slot timer for the command timeout
+//     (on expiry, no Abort: the queue is reset). Everything else runs the
+//     synchronous method on a goroutine. A 4 KiB Start allocates nothing.
 //   - Namespace Attribute Changed events re-read the Changed Namespace List
 //     and the namespaces before Options.OnAsyncEvent is called.
 //   - Disconnect closes the I/O queues, sets CC.SHN to normal shutdown and

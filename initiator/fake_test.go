@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/fabrics/loop"
@@ -43,9 +44,11 @@ type fakeTarget struct {
 
 	mdts      uint8
 	grantQ    uint32
-	stallRead atomic.Bool // Reads are never completed
-	stallKA   atomic.Bool // Keep Alives are never completed
-	abortOK   atomic.Bool // Abort completes the stalled command
+	stallRead atomic.Bool  // Reads are never completed
+	stallKA   atomic.Bool  // Keep Alives are never completed
+	abortOK   atomic.Bool  // Abort completes the stalled command
+	retryIO   atomic.Int32 // that many Reads and Writes fail with a status without DNR
+	readDelay atomic.Int64 // Reads complete after that many nanoseconds
 }
 
 type fakeCtrl struct {
@@ -413,6 +416,19 @@ func (fq *fakeQueue) getLogPage(r *fabrics.Request) {
 	r.Complete()
 }
 
+// takeRetry reports whether this I/O is one of those retryIO fails.
+func (ft *fakeTarget) takeRetry() bool {
+	for {
+		n := ft.retryIO.Load()
+		if n <= 0 {
+			return false
+		}
+		if ft.retryIO.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
 func (fq *fakeQueue) io(r *fabrics.Request) {
 	ft := fq.ft
 	sqe := nvme.SQE(r.SQE[:])
@@ -425,6 +441,11 @@ func (fq *fakeQueue) io(r *fabrics.Request) {
 	if !ok {
 		cqe.SetStatus(nvme.StatusInvalidNamespaceOrFormat)
 		cqe.SetDNR(true)
+		r.Complete()
+		return
+	}
+	if (op == nvme.IORead || op == nvme.IOWrite) && ft.takeRetry() {
+		cqe.SetStatus(nvme.StatusNamespaceNotReady) // without DNR: retried
 		r.Complete()
 		return
 	}
@@ -447,6 +468,10 @@ func (fq *fakeQueue) io(r *fabrics.Request) {
 		ft.mu.Lock()
 		copy(r.Data, b[start:start+n])
 		ft.mu.Unlock()
+		if d := ft.readDelay.Load(); d > 0 {
+			time.AfterFunc(time.Duration(d), r.Complete)
+			return
+		}
 	case nvme.IOWrite:
 		if !inRange || len(r.Data) != n {
 			cqe.SetStatus(nvme.StatusLBAOutOfRange)

@@ -16,7 +16,10 @@ import (
 // Slot states. A slot is idle in the free list; busy from Submit until its
 // Done callback; done once Done has signalled the waiter; abandoned when
 // the waiter gave up (timeout, cancelled context, failed Submit), in which
-// case the late Done returns the slot to the free list.
+// case the late Done returns the slot to the free list. A slot that
+// carries an asynchronous I/O (aio set, see async.go) goes through the
+// same states, but whoever moves it out of busy completes the I/O, and
+// the slot is freed by the last of its references (unref).
 const (
 	slotIdle int32 = iota
 	slotBusy
@@ -33,6 +36,16 @@ type cmdSlot struct {
 	done  chan struct{} // capacity 1
 	timer *time.Timer
 	state atomic.Int32
+
+	// Asynchronous use (Namespace.Start, I/O queues only): the I/O the
+	// command carries (nil for a synchronous command), a timer that runs
+	// asyncTimeout (created once, armed per command), and the references
+	// to the slot that are still out: the transport's completion, the
+	// timer's run and the submission (see startAsync and unref).
+	aio       *IO
+	atimer    *time.Timer
+	arefs     atomic.Int32
+	submitted atomic.Bool // Submit has returned (the SQE's CID is set)
 }
 
 // queue is one host queue (admin or I/O) with its pool of command slots.
@@ -73,6 +86,10 @@ func newQueue(c *Controller, a *assoc, qid uint16, hq fabrics.HostQueue) *queue 
 		s.timer = time.NewTimer(time.Hour)
 		s.timer.Stop()
 		s.cmd.Done = s.complete
+		if qid != 0 {
+			s.atimer = time.AfterFunc(time.Hour, s.asyncTimeout)
+			s.atimer.Stop()
+		}
 		q.free <- s
 	}
 	return q
@@ -85,6 +102,10 @@ func (s *cmdSlot) complete(cmd *fabrics.HostCommand) {
 	q.c.compSeen.Store(true)
 	if cmd.Err != nil {
 		q.transportFailed(cmd.Err)
+	}
+	if s.aio != nil {
+		s.completeAsync()
+		return
 	}
 	for {
 		switch s.state.Load() {
