@@ -86,11 +86,10 @@ type Engine struct {
 	slots []slot
 
 	mu      sync.Mutex
-	ring    []int32 // completed slots, FIFO; len(ring) == Depth
-	head    int     // next to reap
-	count   int     // completed and not reaped
-	wake    chan struct{}
-	timer   *time.Timer
+	ring    []int32      // completed slots, FIFO; len(ring) == Depth
+	head    int          // next to reap
+	count   int          // completed and not reaped
+	waker   waker        // wakes Reap
 	pending atomic.Int32 // submitted and not reaped
 
 	closed    atomic.Bool
@@ -147,10 +146,7 @@ func newEngine(cfg Config, c *conn, ns namespace) *Engine {
 		ns:    ns,
 		slots: make([]slot, cfg.Depth),
 		ring:  make([]int32, cfg.Depth),
-		wake:  make(chan struct{}, 1),
-		timer: time.NewTimer(time.Hour),
 	}
-	e.timer.Stop()
 	for i := range e.slots {
 		e.slots[i].io.Done = func(*initiator.IO) { e.done(int32(i)) }
 	}
@@ -249,8 +245,12 @@ func (e *Engine) Reap(min, max int, timeout time.Duration, out []Completion) int
 	max = minInt(max, len(out))
 	min = minInt(min, max, int(e.pending.Load()))
 	n := 0
-	timerSet := false
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
 	for {
+		t := e.waker.ticket()
 		got := 0
 		e.mu.Lock()
 		for n < max && e.count > 0 {
@@ -270,24 +270,14 @@ func (e *Engine) Reap(min, max int, timeout time.Duration, out []Completion) int
 		if n >= min || n >= max || timeout == 0 {
 			break
 		}
-		if timeout < 0 {
-			<-e.wake
-			continue
+		d := time.Duration(-1)
+		if timeout > 0 {
+			if d = time.Until(deadline); d <= 0 {
+				timeout = 0 // one last look, then return
+				continue
+			}
 		}
-		if !timerSet {
-			e.timer.Reset(timeout)
-			timerSet = true
-		}
-		select {
-		case <-e.wake:
-			continue
-		case <-e.timer.C:
-			timeout = 0 // one last look, then return
-			timerSet = false
-		}
-	}
-	if timerSet {
-		e.timer.Stop()
+		e.waker.sleep(t, d)
 	}
 	return n
 }
@@ -322,10 +312,7 @@ func (e *Engine) complete(i int32) {
 	e.ring[(e.head+e.count)%len(e.ring)] = i
 	e.count++
 	e.mu.Unlock()
-	select {
-	case e.wake <- struct{}{}:
-	default:
-	}
+	e.waker.wake()
 }
 
 // Errno maps an I/O error to the errno fio reports, as the Linux block

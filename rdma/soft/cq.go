@@ -26,7 +26,7 @@ type cq struct {
 	closed   chan struct{}
 
 	handler func([]rdma.WorkCompletion) // under mu
-	queued  bool                       // on the device's drain list; under mu
+	queued  bool                        // on the device's drain list; under mu
 	// drainMu is held while the handler runs: one drainer at a time.
 	drainMu sync.Mutex
 	drained [64]rdma.WorkCompletion // the drainer's batch, under drainMu
