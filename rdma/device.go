@@ -240,3 +240,20 @@ type MR interface {
 	// Deregister releases the region. Requests that name it afterwards fail.
 	Deregister() error
 }
+
+// RemappableMR is a region whose buffer can be changed without a new
+// registration: what a fast-registration work request (IB_WR_REG_MR on a
+// region from ib_alloc_mr) does, which lets an NVMe host hand each
+// command's own buffer to the target instead of copying through a
+// registered bounce buffer.
+type RemappableMR interface {
+	MR
+	// Remap binds the region to buf, at most as long as the buffer the
+	// region was registered with; the address (Addr) stays, and a new
+	// rkey valid for remote access is returned (requests with an older
+	// rkey fail). The caller must not remap while remote operations on
+	// the old binding may still arrive (invalidate first and wait for the
+	// operations that used it to complete), and must keep buf alive and
+	// unmoved until it remaps again or deregisters.
+	Remap(buf []byte) (uint32, error)
+}

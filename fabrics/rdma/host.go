@@ -108,7 +108,17 @@ type hostSlot struct {
 	sent     bool // SEND completed
 	answered bool // CQE received
 	keyed    bool
+	// dmr maps the command's own buffer for a large keyed transfer
+	// (direct), so that the data moves without the bounce copy; nil
+	// when the device cannot remap regions.
+	dmr    rdma.RemappableMR
+	direct bool
 }
+
+// directMin is the smallest keyed transfer that goes straight to and
+// from the command's buffer through the slot's remapped region; below
+// it the copy through the bounce buffer costs less than the remap.
+const directMin = 16 << 10
 
 // hostQueue is one NVMe queue on an RC QP, seen from the host.
 type hostQueue struct {
@@ -212,7 +222,42 @@ func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams) (
 			return nil, fmt.Errorf("post receive: %w", err)
 		}
 	}
+	if q.qid != 0 && cfg.MaxTransfer >= directMin {
+		for i := range q.slots {
+			s := &q.slots[i]
+			m, err := q.pd.RegMR(s.data, rdma.AccessLocalWrite|rdma.AccessRemoteRead|rdma.AccessRemoteWrite)
+			if err != nil {
+				q.destroy()
+				return nil, fmt.Errorf("register %d bytes: %w", len(s.data), err)
+			}
+			rm, ok := m.(rdma.RemappableMR)
+			if !ok {
+				m.Deregister()
+				break // the device cannot remap: bounce buffers only
+			}
+			s.dmr = rm
+			if _, err := rm.Remap(s.data); err != nil { // and invalidate until used
+				q.destroy()
+				return nil, fmt.Errorf("remap: %w", err)
+			}
+			rm.Invalidate()
+		}
+	}
 	return q, nil
+}
+
+// destroy releases the verbs objects, the slots' remapped regions
+// included (after the QP, before the PD).
+func (q *hostQueue) destroy() {
+	if q.qp != nil {
+		q.qp.Destroy()
+	}
+	for i := range q.slots {
+		if m := q.slots[i].dmr; m != nil {
+			m.Deregister()
+		}
+	}
+	q.verbs.destroy()
 }
 
 // Depth implements fabrics.HostQueue.
@@ -284,7 +329,7 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 	q.free = q.free[:len(q.free)-1]
 	inline := q.inline
 	s := &q.slots[i]
-	s.cmd, s.sent, s.answered = cmd, false, false
+	s.cmd, s.sent, s.answered, s.direct = cmd, false, false, false
 	q.mu.Unlock()
 
 	cmd.Slot = i
@@ -299,6 +344,14 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 		copy(s.capsule[nvme.SQESize:], cmd.Data)
 		length += n
 		s.keyed = false
+	case n >= directMin && s.dmr != nil:
+		rkey, err := s.dmr.Remap(cmd.Data)
+		if err != nil {
+			q.release(i)
+			return fmt.Errorf("nvme-rdma: queue %d: map %d-byte buffer: %w", q.qid, n, err)
+		}
+		sgl.PutKeyed(s.dmr.Addr(), uint32(n), rkey, false)
+		s.keyed, s.direct = true, true
 	case n > 0:
 		if cmd.Direction == fabrics.DirHostToCtrl {
 			copy(s.data, cmd.Data)
@@ -320,13 +373,23 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 	q.mu.Unlock()
 	s.sendWR.Next = nil
 	if err := q.qp.PostSend(&s.sendWR); err != nil {
-		q.mu.Lock()
-		s.cmd = nil
-		q.free = append(q.free, i)
-		q.mu.Unlock()
+		q.release(i)
 		return fmt.Errorf("nvme-rdma: queue %d: post SEND: %w", q.qid, err)
 	}
 	return nil
+}
+
+// release returns slot i, whose command was not sent, to the free list.
+func (q *hostQueue) release(i int) {
+	s := &q.slots[i]
+	if s.direct {
+		s.dmr.Invalidate()
+		s.direct = false
+	}
+	q.mu.Lock()
+	s.cmd = nil
+	q.free = append(q.free, i)
+	q.mu.Unlock()
 }
 
 var _ fabrics.Plugger = (*hostQueue)(nil)
@@ -431,7 +494,14 @@ func (q *hostQueue) onCQE(b []byte) {
 		return
 	}
 	copy(cmd.CQE[:], b)
-	if s.keyed && cmd.Direction == fabrics.DirCtrlToHost {
+	switch {
+	case s.direct:
+		// The target is done with the buffer (its RDMA WRITEs precede
+		// the response; its RDMA READs finished before it): take the
+		// mapping away before the buffer goes back to the caller.
+		s.dmr.Invalidate()
+		s.direct = false
+	case s.keyed && cmd.Direction == fabrics.DirCtrlToHost:
 		copy(cmd.Data, s.data)
 	}
 	s.answered = true

@@ -19,6 +19,7 @@ type mr struct {
 	dev    *Device
 	pd     *pd
 	buf    []byte
+	span   int // the length registered: Remap binds at most this much
 	addr   uint64
 	access rdma.Access
 	index  uint32
@@ -29,7 +30,7 @@ type mr struct {
 	valid     atomic.Bool // registered
 }
 
-var _ rdma.MR = (*mr)(nil)
+var _ rdma.RemappableMR = (*mr)(nil)
 
 // mrTable indexes a device's regions by key.
 type mrTable struct {
@@ -65,7 +66,7 @@ func (p *pd) RegMR(buf []byte, access rdma.Access) (rdma.MR, error) {
 	if err := p.use(true); err != nil {
 		return nil, err
 	}
-	m := &mr{dev: d, pd: p, buf: buf, access: access}
+	m := &mr{dev: d, pd: p, buf: buf, span: len(buf), access: access}
 	t := &d.mrs
 	t.mu.Lock()
 	if n := len(t.free); n > 0 {
@@ -130,6 +131,28 @@ func (m *mr) Rekey() (uint32, error) {
 	if !m.valid.Load() {
 		return 0, fmt.Errorf("soft: rekey MR %#x: %w", m.lkey, rdma.ErrClosed)
 	}
+	k := m.rkey.Load()
+	k = k&^0xff | (k+1)&0xff
+	m.rkey.Store(k)
+	m.rkeyValid.Store(true)
+	return k, nil
+}
+
+// Remap implements rdma.RemappableMR: buf replaces the region's buffer
+// and the rkey advances. Remote accesses check the key before they touch
+// the buffer, and the table lock orders this write before any access
+// that carries the new key.
+func (m *mr) Remap(buf []byte) (uint32, error) {
+	if len(buf) == 0 || len(buf) > m.span {
+		return 0, fmt.Errorf("soft: remap MR %#x of %d bytes to %d bytes: %w", m.lkey, m.span, len(buf), rdma.ErrInvalidArgument)
+	}
+	t := &m.dev.mrs
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !m.valid.Load() {
+		return 0, fmt.Errorf("soft: remap MR %#x: %w", m.lkey, rdma.ErrClosed)
+	}
+	m.buf = buf
 	k := m.rkey.Load()
 	k = k&^0xff | (k+1)&0xff
 	m.rkey.Store(k)
