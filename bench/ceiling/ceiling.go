@@ -238,11 +238,11 @@ func MeasurePingPong(ctx context.Context, o Options) (PingPong, error) {
 		defer runtime.UnlockOSThread()
 		buf := make([]byte, 65536)
 		for {
-			n, err := unix.Read(srv, buf)
+			n, err := readRetry(srv, buf)
 			if err != nil || n == 0 {
 				return
 			}
-			if _, err := unix.Write(srv, buf[:n]); err != nil {
+			if _, err := writeRetry(srv, buf[:n]); err != nil {
 				return
 			}
 		}
@@ -257,10 +257,10 @@ func MeasurePingPong(ctx context.Context, o Options) (PingPong, error) {
 	msg := make([]byte, o.PingPongSize)
 	buf := make([]byte, 65536)
 	roundTrip := func() error {
-		if _, err := unix.Write(cli, msg); err != nil {
+		if _, err := writeRetry(cli, msg); err != nil {
 			return fmt.Errorf("ping-pong: send: %w", err)
 		}
-		n, err := unix.Read(cli, buf)
+		n, err := readRetry(cli, buf)
 		if err != nil {
 			return fmt.Errorf("ping-pong: receive: %w", err)
 		}
@@ -290,6 +290,27 @@ func MeasurePingPong(ctx context.Context, o Options) (PingPong, error) {
 		return res, fmt.Errorf("ping-pong: no round trip in %v", o.Duration)
 	}
 	return summarize(res, rtts), nil
+}
+
+// readRetry and writeRetry are unix.Read and unix.Write on a blocking
+// socket, retried when a signal interrupts them: the Go runtime preempts
+// threads with signals (SIGURG), which end a blocking read with EINTR.
+func readRetry(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Read(fd, b)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+func writeRetry(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Write(fd, b)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
 }
 
 // summarize fills the statistics of p from rtts (which it sorts).
