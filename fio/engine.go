@@ -14,31 +14,16 @@ import (
 	"github.com/nvmeof/nvmeof/nvme"
 )
 
-// Op is the operation of one request.
-type Op uint8
+// Op is the operation of one request: the initiator's.
+type Op = initiator.Op
 
 // Operations, as fio's data directions map onto NVMe commands.
 const (
-	OpRead  Op = iota // DDIR_READ: Read
-	OpWrite           // DDIR_WRITE: Write
-	OpTrim            // DDIR_TRIM: Dataset Management, Deallocate
-	OpFlush           // DDIR_SYNC, DDIR_DATASYNC: Flush
+	OpRead  = initiator.OpRead  // DDIR_READ: Read
+	OpWrite = initiator.OpWrite // DDIR_WRITE: Write
+	OpTrim  = initiator.OpTrim  // DDIR_TRIM: Dataset Management, Deallocate
+	OpFlush = initiator.OpFlush // DDIR_SYNC, DDIR_DATASYNC: Flush
 )
-
-// String returns the operation's NVMe command name.
-func (o Op) String() string {
-	switch o {
-	case OpRead:
-		return "Read"
-	case OpWrite:
-		return "Write"
-	case OpTrim:
-		return "Dataset Management"
-	case OpFlush:
-		return "Flush"
-	}
-	return fmt.Sprintf("Op(%d)", uint8(o))
-}
 
 // Request is one I/O handed to Submit.
 type Request struct {
@@ -202,15 +187,11 @@ func (e *Engine) Submit(slot int, r Request) error {
 	e.inflight.Add(1)
 	x := &s.io
 	x.Buf, x.Off, x.Len = nil, r.Off, r.Len
+	x.Op = r.Op
 	switch r.Op {
-	case OpRead:
-		x.Op, x.Buf = initiator.OpRead, r.Buf
-	case OpWrite:
-		x.Op, x.Buf = initiator.OpWrite, r.Buf
-	case OpTrim:
-		x.Op = initiator.OpTrim
-	case OpFlush:
-		x.Op = initiator.OpFlush
+	case OpRead, OpWrite:
+		x.Buf = r.Buf
+	case OpTrim, OpFlush:
 	default:
 		x.N, x.Err = 0, fmt.Errorf("fio engine: %w: operation %d", syscall.EINVAL, r.Op)
 		e.done(int32(slot))

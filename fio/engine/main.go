@@ -93,7 +93,7 @@ func nvmeofOpen(c *C.struct_nvmeof_config, errbuf *C.char, errlen C.size_t) C.ui
 func nvmeofSubmit(h C.uintptr_t, reqs *C.struct_nvmeof_req, n C.int) {
 	hd := get(h)
 	for _, r := range unsafe.Slice(reqs, int(n)) {
-		req := fio.Request{Op: fio.Op(r.op), Off: int64(r.off), Len: int64(r.len)}
+		req := fio.Request{Op: opOf(int(r.op)), Off: int64(r.off), Len: int64(r.len)}
 		if (req.Op == fio.OpRead || req.Op == fio.OpWrite) && r.buf != nil && r.len > 0 {
 			req.Buf = unsafe.Slice((*byte)(r.buf), int(r.len))
 		}
@@ -154,4 +154,20 @@ func nvmeofClose(h C.uintptr_t) {
 	hd := get(h)
 	_ = hd.e.Close()
 	cgo.Handle(h).Delete()
+}
+
+// opOf maps the C side's NVMEOF_OP_* to the engine's operation; an
+// unknown one maps to an operation Submit fails with EINVAL.
+func opOf(op int) fio.Op {
+	switch op {
+	case C.NVMEOF_OP_READ:
+		return fio.OpRead
+	case C.NVMEOF_OP_WRITE:
+		return fio.OpWrite
+	case C.NVMEOF_OP_TRIM:
+		return fio.OpTrim
+	case C.NVMEOF_OP_FLUSH:
+		return fio.OpFlush
+	}
+	return fio.Op(0xff)
 }
