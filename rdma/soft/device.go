@@ -45,17 +45,23 @@ type Config struct {
 	// several READ requests for consecutive ranges, each counted against
 	// max_rd_atomic and the window, which paces the responder.
 	ReadChunk int
-	// RecvBuffer is the receive buffer of the raw socket in bytes (default 16 MiB).
+	// RecvBuffer is the receive buffer of the receiving socket in bytes
+	// (default 16 MiB).
 	RecvBuffer int
 	// RecvBatch is the number of datagrams read per recvmmsg (default 64).
 	RecvBatch int
-	// DisableGSO turns off UDP GSO sends. By default a device whose
-	// address is in 127.0.0.0/8 sends runs of packets to loopback
-	// destinations as UDP GSO super-datagrams (with the UDP checksum on,
-	// which GSO needs), and every loopback device splits the
-	// super-datagrams it receives. Devices on other addresses never use
-	// GSO. A receiver that is not a soft device of this package (a packet
-	// capture on lo, an older version) needs DisableGSO on the sender.
+	// DisableGSO turns off GSO mode. By default a device whose address is
+	// in 127.0.0.0/8 runs in GSO mode (gso.go): it sends runs of
+	// equal-size packets to loopback destinations as UDP GSO
+	// super-datagrams (with the UDP checksum on, which GSO needs) and
+	// receives through its UDP socket with UDP_GRO, rebuilding each
+	// packet's IP header for the ICRC as a soft device in GSO mode sends
+	// it; it needs no CAP_NET_RAW. Every RoCEv2 sender on lo must then be
+	// such a device: the packets of another one (rdma_rxe bound to lo)
+	// fail the ICRC. With DisableGSO, and on any other address, a device
+	// sends one datagram per packet without UDP checksum and receives
+	// through a raw socket (CAP_NET_RAW), as towards Linux rxe peers; it
+	// cannot take GSO sends, so its soft peers on lo need DisableGSO too.
 	DisableGSO bool
 	// Logger receives the connection manager's logs (nil: none).
 	Logger hclog.Logger
@@ -120,9 +126,9 @@ const (
 
 var _ rdma.Device = (*Device)(nil)
 
-// Open creates a soft device on cfg.Addr: it opens the sockets (a raw
-// socket, which needs CAP_NET_RAW, and UDP port 4791) and starts the
-// receive goroutine.
+// Open creates a soft device on cfg.Addr: it opens UDP port 4791 (and,
+// in raw mode, a raw socket, which needs CAP_NET_RAW; see
+// Config.DisableGSO) and starts the receive goroutine.
 func Open(cfg Config) (*Device, error) {
 	if !cfg.Addr.Is4() {
 		return nil, fmt.Errorf("soft: address %v: need an IPv4 address: %w", cfg.Addr, rdma.ErrInvalidArgument)
@@ -174,7 +180,7 @@ func Open(cfg Config) (*Device, error) {
 	d.SetFaults(cfg.SendFaults, cfg.RecvFaults)
 	d.mrs.init(d.addr4)
 	d.txPool.New = func() any { return newTxBatch(d) }
-	s, err := openSocketsGSO(cfg.Addr, d.cfg.RecvBuffer, !d.cfg.DisableGSO)
+	s, err := openSockets(cfg.Addr, d.cfg.RecvBuffer, !d.cfg.DisableGSO)
 	if err != nil {
 		return nil, err
 	}

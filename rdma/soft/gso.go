@@ -1,54 +1,76 @@
 package soft
 
 import (
-	"encoding/binary"
 	"sync/atomic"
 
 	"github.com/nvmeof/nvmeof/rdma/wire"
 )
 
-// UDP GSO between soft devices on loopback.
+// UDP GSO and GRO between soft devices on loopback.
 //
-// A device whose address is in 127.0.0.0/8 sends runs of packets to a
-// loopback destination as one UDP GSO send (UDP_SEGMENT): the kernel
-// builds one super-datagram and, on lo, delivers it unsegmented to the
-// receiver's raw socket, which does not report the segment size. Both
-// sides therefore follow one rule that makes the segment size derivable
-// from the super-datagram alone:
+// A device whose address is in 127.0.0.0/8 (unless Config.DisableGSO)
+// runs in GSO mode:
 //
-//   - A run starts with an RC packet whose payload is exactly the path
-//     MTU: SEND First or Middle, RDMA WRITE First or Middle, RDMA READ
-//     response First or Middle, without pad bytes. The segment size is
-//     that packet's length: its headers (Opcode.HeaderLen), the path MTU
-//     and the ICRC (gsoSegmentSize).
-//   - Every following packet of the run has exactly that length, except
-//     the last, which may be shorter. A run has at most gsoMaxSegments
-//     packets and gsoMaxPayload bytes.
+//   - Sending, any run of two or more consecutive packets of one length
+//     to one loopback destination (the last may be shorter; at most
+//     gsoMaxSegments packets and gsoMaxPayload bytes) leaves as one UDP
+//     GSO send (UDP_SEGMENT, segment size = the first packet's length).
+//     Packet k of the run carries the ICRC computed for IP ID k.
+//   - Receiving, the device reads its UDP socket (UDP_GRO on, no raw
+//     socket). On lo the kernel hands a GSO send to a UDP_GRO socket
+//     whole, and recvmsg reports its segment size in a UDP_GRO control
+//     message; lo does no GRO of its own, so a super-datagram is always
+//     one GSO send. The receiver cuts the payload at multiples of the
+//     segment size and rebuilds each packet's IPv4 and UDP headers for
+//     the ICRC (gsoSplitter): source address and port from msg_name,
+//     destination the device's address and port 4791, protocol UDP, DF,
+//     TTL 64, IP ID k for segment k of a super-datagram and 0 for a plain
+//     datagram, the segment's total and UDP lengths.
 //
-// The receiver reads the first packet's opcode and destination QP, takes
-// the path MTU of that QP, and splits the UDP payload at multiples of the
-// segment size when it is longer than one segment. Path MTUs agree on
-// both ends of an RC connection (a Middle packet of another length is
-// refused by the responder anyway), so the sizes agree. A datagram that
-// is not a super-datagram is never longer than the segment size its
-// first packet implies, so it is never split.
+// Those are the headers the kernel writes: an unconnected socket with
+// IP_PMTUDISC_DO sends DF and IP ID 0 (ip_select_ident), a GSO
+// super-datagram too, and inet_gso_segment numbers the segments from the
+// super-datagram's ID, so a stack that segments (a receiver without
+// UDP_GRO, a device without USO) would see IP ID k on segment k.
+// TestKernelHeader and TestGSOKernelHeader check ID 0 and DF on lo; the
+// numbering was measured in a network namespace whose lo does not offload
+// segmentation (docs/soft-perf.md). The
+// ICRC then verifies exactly as if the kernel had segmented the datagram,
+// and a capture (Config.Pcap, tcpdump on lo after segmentation) shows
+// packets whose ICRC is right.
 //
-// The kernel gives a GSO super-datagram of an unconnected DF socket IP ID
-// 0 and inet_gso_segment numbers the segments from there, so segment k
-// carries IP ID k; the ICRC covers the IP ID (and the total and UDP
-// lengths), so the sender computes each packet's ICRC for its own ID and
-// lengths, and the receiver rebuilds each segment's IP and UDP headers
-// (ID of the super-datagram plus k) before checking the ICRC: exactly
-// what it would check had the kernel segmented the datagram. A split at
-// the wrong place fails the ICRC and is counted, never delivered.
+// The receiver does not see the sender's IP header: it checks the ICRC
+// against the header a soft device in GSO mode would have sent. So on a
+// loopback device in GSO mode every sender must be such a device (or any
+// sender whose datagrams carry IP ID 0 and DF, plain or GSO-numbered as
+// above). Another RoCEv2 sender on lo, such as rdma_rxe bound to lo,
+// uses other IP IDs: its packets fail the ICRC and are counted as ICRC
+// errors, never delivered. Such peers need Config.DisableGSO, which
+// keeps the raw socket; a device with DisableGSO in turn cannot take GSO
+// sends (its raw socket gets them whole and unsplit), so its loopback
+// peers need DisableGSO too. The ICRC still covers everything the
+// receiver learns from the network (source address and port, segment
+// boundaries, every payload byte): a segment cut at the wrong place or a
+// corrupted byte fails it.
+//
+// The kernel's IP IDs are not checked at Open: soft devices in GSO mode
+// agree with each other whatever IDs the kernel writes (neither side
+// reads them), and checking would need a raw socket (CAP_NET_RAW), which
+// GSO mode otherwise does without. A kernel that numbered otherwise
+// would only make captures and external observers see wrong ICRCs; the
+// tests above would catch it.
 
 // GSO limits: the kernel's UDP_MAX_SEGMENTS of older kernels and the
 // largest UDP payload of an IPv4 datagram.
 const (
 	gsoMaxSegments = 64
 	gsoMaxPayload  = 65535 - wire.IPv4HeaderLen - wire.UDPHeaderLen
-	// rxGSOBufSize is the receive buffer of a loopback device: any IPv4 datagram.
-	rxGSOBufSize = 65536
+	// rxHeadroom is the room before each received UDP payload in GSO
+	// mode, where the splitter writes the rebuilt IPv4 and UDP headers.
+	rxHeadroom = wire.IPv4HeaderLen + wire.UDPHeaderLen
+	// rxGSOBufSize is a receive buffer in GSO mode: the headroom and the
+	// largest UDP payload.
+	rxGSOBufSize = rxHeadroom + gsoMaxPayload + 1
 )
 
 // gsoCounters count a device's GSO traffic.
@@ -60,135 +82,51 @@ type gsoCounters struct {
 	disabled atomic.Bool   // the kernel refused a GSO send: send one packet per datagram
 }
 
-// gsoOpcode reports whether a run may start with a packet of opcode op:
-// the RC opcodes whose payload is exactly the path MTU.
-func gsoOpcode(op wire.Opcode) bool {
-	switch op {
-	case wire.RCSendFirst, wire.RCSendMiddle, wire.RCRDMAWriteFirst, wire.RCRDMAWriteMiddle,
-		wire.RCRDMAReadResponseFirst, wire.RCRDMAReadResponseMiddle:
-		return true
-	}
-	return false
-}
-
-// validPMTU reports whether n is an IBA path MTU in bytes (256..4096).
-func validPMTU(n int) bool {
-	return n >= 256 && n <= 4096 && n&(n-1) == 0
-}
-
-// gsoSegmentSize returns the segment size (UDP payload bytes) of a run
-// whose first packet has opcode op on a QP with path MTU pmtu, or 0 if no
-// run starts with op.
-func gsoSegmentSize(op wire.Opcode, pmtu int) int {
-	if !gsoOpcode(op) || !validPMTU(pmtu) {
-		return 0
-	}
-	return op.HeaderLen() + pmtu + wire.ICRCLen
-}
-
-// gsoStarts reports whether pkt (BTH through ICRC) may start a run: an
-// opcode of gsoOpcode, no pad bytes, and a payload of a path MTU.
-func gsoStarts(pkt []byte) bool {
-	if len(pkt) < wire.BTHLen {
-		return false
-	}
-	b := wire.BTH(pkt[:wire.BTHLen])
-	op := b.Opcode()
-	return b.PadCount() == 0 && gsoSegmentSize(op, len(pkt)-op.HeaderLen()-wire.ICRCLen) == len(pkt)
-}
-
-// gsoSplitter cuts a received super-datagram into segments in place:
-// segment k becomes a complete IPv4 datagram whose IP and UDP headers
-// (IP ID, total length, header checksum, UDP length; the UDP checksum
-// field is copied, meaningless as on lo, and masked by the ICRC) are
-// written over the last bytes of segment k-1, which the caller has
-// finished with. The caller must not keep references to a segment after
-// asking for the next one.
+// gsoSplitter cuts a UDP payload received in GSO mode into packets and
+// gives each the IPv4 and UDP headers the sender's kernel wrote (or would
+// have written, segmenting). The headers of packet k are written over
+// the rxHeadroom bytes before it: the headroom of the buffer for the
+// first, the last bytes of packet k-1 for the others. The caller must
+// not keep references to a packet after asking for the next one.
 type gsoSplitter struct {
-	b   []byte
-	hl  int // IP header length
-	seg int // segment size
-	off int // UDP payload offset of the next segment
-	end int // end of the UDP payload
-	id  uint16
-	k   uint16
-	hdr [60 + wire.UDPHeaderLen]byte // the super-datagram's IP and UDP headers
+	b        []byte // rxHeadroom bytes, then the UDP payload
+	src, dst [4]byte
+	sport    uint16
+	seg      int // segment size
+	off      int // offset in b of the next packet's payload
+	k        uint16
 }
 
-// start prepares to split datagram b, whose IP header is ip (a prefix of
-// b), into UDP payload segments of seg bytes. udpLen is the super-
-// datagram's UDP length. It reports false, leaving the splitter empty, if
-// the datagram cannot be split that way.
-func (s *gsoSplitter) start(b []byte, hl, udpLen, seg int) bool {
-	s.b, s.off, s.end = nil, 0, 0
-	if hl < wire.IPv4HeaderLen || hl > 60 || seg < hl+wire.UDPHeaderLen || hl+udpLen > len(b) || udpLen-wire.UDPHeaderLen <= seg {
-		return false
+// start prepares to split b, rxHeadroom bytes followed by a UDP payload
+// of at least one byte received from src:sport by dst:4791. seg is the
+// segment size the kernel reported (UDP_GRO), 0 for a plain datagram:
+// one packet.
+func (s *gsoSplitter) start(b []byte, src, dst [4]byte, sport uint16, seg int) {
+	n := len(b) - rxHeadroom
+	if seg <= 0 || seg > n {
+		seg = n
 	}
-	s.b, s.hl, s.seg = b, hl, seg
-	s.off = hl + wire.UDPHeaderLen
-	s.end = hl + udpLen
-	copy(s.hdr[:], b[:s.off])
-	s.id = binary.BigEndian.Uint16(b[4:])
-	s.k = 0
-	return true
+	*s = gsoSplitter{b: b, src: src, dst: dst, sport: sport, seg: seg, off: rxHeadroom}
 }
 
-// segments returns the number of segments of the datagram being split.
+// segments returns the number of packets of the payload being split.
 func (s *gsoSplitter) segments() int {
-	if s.b == nil {
+	if s.seg <= 0 {
 		return 0
 	}
-	n := s.end - (s.hl + wire.UDPHeaderLen)
-	return (n + s.seg - 1) / s.seg
+	return (len(s.b) - rxHeadroom + s.seg - 1) / s.seg
 }
 
-// next returns the next segment as a complete IPv4 datagram, or false
+// next returns the next packet as a complete IPv4 datagram, or false
 // when none is left.
 func (s *gsoSplitter) next() ([]byte, bool) {
-	if s.off >= s.end {
+	if s.off >= len(s.b) {
 		return nil, false
 	}
-	n := min(s.seg, s.end-s.off)
-	h := s.off - s.hl - wire.UDPHeaderLen
-	dg := s.b[h : s.off+n : s.off+n]
-	copy(dg, s.hdr[:s.hl+wire.UDPHeaderLen])
-	ip := dg[:s.hl]
-	binary.BigEndian.PutUint16(ip[2:], uint16(s.hl+wire.UDPHeaderLen+n))
-	binary.BigEndian.PutUint16(ip[4:], s.id+s.k)
-	ip[10], ip[11] = 0, 0
-	binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip))
-	udp := dg[s.hl : s.hl+wire.UDPHeaderLen]
-	binary.BigEndian.PutUint16(udp[4:], uint16(wire.UDPHeaderLen+n))
+	n := min(s.seg, len(s.b)-s.off)
+	dg := s.b[s.off-rxHeadroom : s.off+n : s.off+n]
+	putIPv4UDPHeaderPorts(dg, s.src, s.dst, s.k, s.sport, wire.UDPPort, n)
 	s.off += n
 	s.k++
 	return dg, true
-}
-
-// gsoCandidate reports whether pkt, a received UDP payload, may hold
-// more than one packet by the rule, and returns the destination QP of its
-// first packet, whose path MTU decides the segment size.
-func gsoCandidate(pkt []byte) (qpn uint32, ok bool) {
-	// The smallest run: a packet at path MTU 256 and one more byte.
-	if len(pkt) <= wire.BTHLen+256+wire.ICRCLen {
-		return 0, false
-	}
-	b := wire.BTH(pkt[:wire.BTHLen])
-	if !gsoOpcode(b.Opcode()) {
-		return 0, false
-	}
-	return b.DestQP(), true
-}
-
-// gsoSplitSize returns the segment size by which a received UDP payload
-// pkt is to be split when its first packet's QP has path MTU pmtu, or 0
-// when pkt is a single packet.
-func gsoSplitSize(pkt []byte, pmtu int) int {
-	if len(pkt) < wire.BTHLen {
-		return 0
-	}
-	s := gsoSegmentSize(wire.BTH(pkt[:wire.BTHLen]).Opcode(), pmtu)
-	if s == 0 || len(pkt) <= s {
-		return 0
-	}
-	return s
 }

@@ -17,85 +17,126 @@ import (
 )
 
 // This file holds the device's sockets and the only use of package unsafe
-// in the provider: handing mmsghdr arrays (with their UDP_SEGMENT control
-// messages) to recvmmsg(2) and sendmmsg(2), which golang.org/x/sys/unix
+// in the provider: handing mmsghdr arrays (with their control messages
+// and addresses) to recvmmsg(2) and sendmmsg(2), which golang.org/x/sys/unix
 // does not wrap. No wire data is converted with unsafe.
 //
 // Sending: an unconnected UDP socket bound to addr:4791 with
 // IP_MTU_DISCOVER=IP_PMTUDISC_DO, so Linux sends every datagram with DF
 // set and IP ID 0 (ip_select_ident gives ID 0 to DF datagrams of
-// unconnected sockets): the ICRC can be computed before sending. The UDP
-// checksum is disabled (SO_NO_CHECK), as rxe sends it, except on loopback
-// devices (below); the ICRC is the end-to-end check. The socket also
-// keeps UDP port 4791 bound so that the kernel does not answer ICMP port
-// unreachable; a drop-all socket filter keeps its receive queue empty.
+// unconnected sockets): the ICRC can be computed before sending.
 //
-// Receiving: a raw IPv4 socket for protocol UDP bound to addr, whose
-// classic BPF filter accepts only unfragmented UDP datagrams to addr port
-// 4791. It delivers the IP header the sender's kernel wrote, which the
-// ICRC covers (rxe senders use changing IP IDs). What the socket queued
-// before its bind and filter took effect is drained at open.
+// A device on another address than 127.0.0.0/8, or with
+// Config.DisableGSO (raw mode; the wire format of rxe, whose peers it
+// must serve):
 //
-// UDP GSO, loopback only (gso.go has the rule both sides follow): a
-// device on 127.0.0.0/8 sends runs of packets to a loopback destination
-// as one sendmmsg message with a UDP_SEGMENT control message and one
-// iovec per packet (no copy). udp_send_skb refuses GSO on a socket with
-// SO_NO_CHECK, so a loopback device keeps the UDP checksum on (free on
-// lo, CHECKSUM_PARTIAL; the ICRC masks it). The super-datagram gets IP ID
-// 0 and inet_gso_segment would give segment k ID k, so each packet's ICRC
-// is computed for its ID. On lo nothing segments the super-datagram
-// before the raw socket sees it: the receive path splits it (64 KiB
-// receive buffers on loopback devices), rebuilding each segment's IP and
-// UDP headers, and checks every packet's ICRC over them. The UDP socket
-// sets UDP_GRO, which makes it accept GSO datagrams whole: without it the
-// kernel segments every super-datagram for that socket only for its
-// filter to drop the segments. If the kernel refuses a GSO send, the
-// device goes back to one datagram per packet. Devices on other
-// addresses (towards Linux rxe peers) never use GSO: one datagram per
-// packet with SO_NO_CHECK, the wire format of rxe.
+//   - The UDP checksum is disabled (SO_NO_CHECK), as rxe sends it; the
+//     ICRC is the end-to-end check. One datagram per packet.
+//   - The UDP socket only keeps port 4791 bound, so that the kernel does
+//     not answer ICMP port unreachable; a drop-all socket filter keeps
+//     its receive queue empty.
+//   - Receiving: a raw IPv4 socket for protocol UDP bound to addr (it
+//     needs CAP_NET_RAW), whose classic BPF filter accepts only
+//     unfragmented UDP datagrams to addr port 4791. It delivers the IP
+//     header the sender's kernel wrote, which the ICRC covers (rxe
+//     senders use changing IP IDs). What the socket queued before its
+//     bind and filter took effect is drained at open.
 //
-// GRO (coalescing received datagrams) is not used: it applies to UDP
-// sockets only, and the raw socket is what keeps the sender's IP headers
-// (needed for the ICRC).
+// A device on 127.0.0.0/8 without DisableGSO (GSO mode; gso.go has the
+// rules, and the assumption about the senders):
+//
+//   - The UDP checksum stays on: udp_send_skb refuses GSO on a socket
+//     with SO_NO_CHECK (on lo it is free, CHECKSUM_PARTIAL; the ICRC
+//     masks it). Runs of packets to a loopback destination leave as one
+//     sendmmsg message with a UDP_SEGMENT control message and one iovec
+//     per packet (no copy). If the kernel refuses a GSO send, the device
+//     goes back to one datagram per packet.
+//   - Receiving: the UDP socket itself, with UDP_GRO (so the kernel hands
+//     it GSO sends whole instead of segmenting them), no filter, and
+//     recvmmsg with msg_name (source address and port) and a control
+//     buffer for the UDP_GRO message (the segment size). Each buffer
+//     leaves rxHeadroom bytes before the payload for the rebuilt IPv4
+//     and UDP headers. No raw socket: opening such a device needs no
+//     CAP_NET_RAW, nor any other privilege (port 4791 is not privileged;
+//     checked as user nobody with no capabilities). If the kernel refuses
+//     UDP_GRO (before Linux 5.0), the device opens in raw mode.
 
-// sockets is one device's pair of sockets.
+// sockets is one device's sockets.
 type sockets struct {
 	udp   *net.UDPConn
 	udpRC syscall.RawConn
-	raw   *net.IPConn
+	raw   *net.IPConn // raw mode only
 	rawRC syscall.RawConn
-	// loopback: addr is in 127.0.0.0/8; received datagrams may be GSO
-	// super-datagrams to split.
+	// loopback: addr is in 127.0.0.0/8.
 	loopback bool
-	// gsoSend: send runs of packets to loopback destinations with UDP GSO.
-	gsoSend bool
+	// gsoMode: a loopback device that sends runs with UDP GSO and receives
+	// through its UDP socket (gso.go). Otherwise raw mode.
+	gsoMode bool
 	gso     gsoCounters
 }
 
-// openSockets opens the sending UDP socket and the receiving raw socket
-// of addr without GSO sends. rcvbuf sets the raw socket's receive buffer
-// (SO_RCVBUFFORCE, falling back to SO_RCVBUF).
-func openSockets(addr netip.Addr, rcvbuf int) (*sockets, error) {
-	return openSocketsGSO(addr, rcvbuf, false)
-}
-
-// openSocketsGSO is openSockets; gso asks for UDP GSO sends, which only a
-// loopback address gets.
-func openSocketsGSO(addr netip.Addr, rcvbuf int, gso bool) (*sockets, error) {
+// openSockets opens the sockets of addr: in GSO mode if gso is set and
+// addr is a loopback address, otherwise in raw mode. rcvbuf sets the
+// receive buffer of the receiving socket (SO_RCVBUFFORCE, falling back to
+// SO_RCVBUF).
+func openSockets(addr netip.Addr, rcvbuf int, gso bool) (*sockets, error) {
 	if !addr.Is4() {
 		return nil, fmt.Errorf("soft: %s: only IPv4 addresses are supported: %w", addr, syscall.EAFNOSUPPORT)
 	}
-	// The raw socket first: it needs CAP_NET_RAW and is the likelier failure.
+	s := &sockets{loopback: addr.IsLoopback()}
+	s.gsoMode = gso && s.loopback
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			if serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO); serr != nil {
+				return
+			}
+			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 4<<20) != nil {
+				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+			}
+			if s.gsoMode && unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1) == nil {
+				setRcvbuf(fd, rcvbuf)
+				return
+			}
+			s.gsoMode = false
+			if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1); serr != nil {
+				return
+			}
+			serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: 1, Filter: &dropAll[0]})
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	up, err := lc.ListenPacket(context.Background(), "udp4", netip.AddrPortFrom(addr, wire.UDPPort).String())
+	if err != nil {
+		return nil, fmt.Errorf("soft: UDP socket on %s:%d: %w", addr, wire.UDPPort, err)
+	}
+	s.udp = up.(*net.UDPConn)
+	if s.udpRC, err = s.udp.SyscallConn(); err != nil {
+		s.close()
+		return nil, fmt.Errorf("soft: UDP socket on %s: %w", addr, err)
+	}
+	if s.gsoMode {
+		return s, nil
+	}
+	if err := s.openRaw(addr, rcvbuf); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openRaw opens the raw socket of raw mode.
+func (s *sockets) openRaw(addr netip.Addr, rcvbuf int) error {
 	pc, err := net.ListenPacket("ip4:udp", addr.String())
 	if err != nil {
-		return nil, fmt.Errorf("soft: raw socket on %s: %w", addr, err)
+		return fmt.Errorf("soft: raw socket on %s (needs CAP_NET_RAW): %w", addr, err)
 	}
-	raw := pc.(*net.IPConn)
-	s := &sockets{raw: raw, loopback: addr.IsLoopback()}
-	s.gsoSend = gso && s.loopback
-	if s.rawRC, err = raw.SyscallConn(); err != nil {
-		raw.Close()
-		return nil, fmt.Errorf("soft: raw socket on %s: %w", addr, err)
+	s.raw = pc.(*net.IPConn)
+	if s.rawRC, err = s.raw.SyscallConn(); err != nil {
+		return fmt.Errorf("soft: raw socket on %s: %w", addr, err)
 	}
 	a4 := addr.As4()
 	filter := rawFilter(binary.BigEndian.Uint32(a4[:]), wire.UDPPort)
@@ -112,54 +153,30 @@ func openSocketsGSO(addr netip.Addr, rcvbuf int, gso bool) (*sockets, error) {
 				break
 			}
 		}
-		if rcvbuf > 0 {
-			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvbuf) != nil {
-				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rcvbuf)
-			}
-		}
+		setRcvbuf(fd, rcvbuf)
 	})
 	if err == nil {
 		err = serr
 	}
 	if err != nil {
-		raw.Close()
-		return nil, fmt.Errorf("soft: filter on raw socket %s: %w", addr, err)
+		return fmt.Errorf("soft: filter on raw socket %s: %w", addr, err)
 	}
+	return nil
+}
 
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			if serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO); serr != nil {
-				return
-			}
-			if s.gsoSend {
-				// Not fatal: without it the kernel segments super-datagrams
-				// for this socket before its filter drops them.
-				_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1)
-			} else if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_NO_CHECK, 1); serr != nil {
-				return
-			}
-			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 4<<20) != nil {
-				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
-			}
-			serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: 1, Filter: &dropAll[0]})
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	up, err := lc.ListenPacket(context.Background(), "udp4", netip.AddrPortFrom(addr, wire.UDPPort).String())
-	if err != nil {
-		raw.Close()
-		return nil, fmt.Errorf("soft: UDP socket on %s:%d: %w", addr, wire.UDPPort, err)
+// setRcvbuf sets the receive buffer of socket fd to n bytes (n > 0).
+func setRcvbuf(fd uintptr, n int) {
+	if n > 0 && unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n) != nil {
+		_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, n)
 	}
-	s.udp = up.(*net.UDPConn)
-	if s.udpRC, err = s.udp.SyscallConn(); err != nil {
-		s.close()
-		return nil, fmt.Errorf("soft: UDP socket on %s: %w", addr, err)
+}
+
+// recvRC returns the socket the receive loop reads.
+func (s *sockets) recvRC() syscall.RawConn {
+	if s.gsoMode {
+		return s.udpRC
 	}
-	return s, nil
+	return s.rawRC
 }
 
 func (s *sockets) close() {
@@ -209,11 +226,12 @@ func rawFilter(dst uint32, port uint16) []unix.SockFilter {
 type mmsg struct {
 	hdrs  []unix.Mmsghdr
 	iovs  []unix.Iovec
-	names []unix.RawSockaddrInet4
-	ctls  []udpSegmentCmsg // send only: each message's UDP_SEGMENT
-	errs  []syscall.Errno  // send only: the error of each message sendBatch skipped
-	off   int              // first header of the current call
-	n     int              // headers in the current call
+	names []unix.RawSockaddrInet4 // send: destinations; receive (GSO mode): sources
+	ctls  []udpSegmentCmsg        // send only: each message's UDP_SEGMENT
+	gro   []groCmsg               // receive (GSO mode) only: each message's UDP_GRO
+	errs  []syscall.Errno         // send only: the error of each message sendBatch skipped
+	off   int                     // first header of the current call
+	n     int                     // headers in the current call
 	res   int
 	errno syscall.Errno
 
@@ -228,6 +246,15 @@ type udpSegmentCmsg struct {
 	hdr  unix.Cmsghdr
 	size uint16
 	_    [6]byte
+}
+
+// groCmsg is room for the control message recvmsg gives a UDP_GRO
+// socket for a GSO super-datagram: a cmsghdr followed by the segment size
+// (an int).
+type groCmsg struct {
+	hdr  unix.Cmsghdr
+	size int32
+	_    [4]byte
 }
 
 // newMmsg returns n message headers, each with one iovec. withNames
@@ -251,6 +278,39 @@ func newMmsg(n int, withNames bool) *mmsg {
 	m.recvFn = m.recv
 	m.sendFn = m.send
 	return m
+}
+
+// newRecvMmsg returns n message headers for recvmmsg on a UDP socket in
+// GSO mode: each with one iovec (setBuf), the source address and room
+// for a UDP_GRO control message.
+func newRecvMmsg(n int) *mmsg {
+	m := newMmsg(n, false)
+	m.names = make([]unix.RawSockaddrInet4, n)
+	m.gro = make([]groCmsg, n)
+	return m
+}
+
+// source returns the source address and port of received message i (of
+// a newRecvMmsg), or false if the kernel gave no IPv4 address.
+func (m *mmsg) source(i int) (addr [4]byte, port uint16, ok bool) {
+	if int(m.hdrs[i].Hdr.Namelen) < unix.SizeofSockaddrInet4 || m.names[i].Family != unix.AF_INET {
+		return addr, 0, false
+	}
+	// sockaddr_in holds the port in network byte order.
+	var p [2]byte
+	binary.NativeEndian.PutUint16(p[:], m.names[i].Port)
+	return m.names[i].Addr, binary.BigEndian.Uint16(p[:]), true
+}
+
+// groSize returns the segment size of received message i (of a
+// newRecvMmsg) if it is a GSO super-datagram, else 0.
+func (m *mmsg) groSize(i int) int {
+	c := &m.gro[i]
+	if int(m.hdrs[i].Hdr.Controllen) < unix.CmsgLen(4) || int(c.hdr.Len) < unix.CmsgLen(4) ||
+		c.hdr.Level != unix.SOL_UDP || c.hdr.Type != unix.UDP_GRO || c.size <= 0 {
+		return 0
+	}
+	return int(c.size)
 }
 
 // setBuf makes message i the one buffer b.
@@ -300,6 +360,18 @@ func (m *mmsg) setDest(i int, addr [4]byte, port uint16) {
 }
 
 func (m *mmsg) recv(fd uintptr) bool {
+	if m.gro != nil {
+		// recvmmsg wrote back the lengths of the address and control
+		// buffers: give them their full size again.
+		for i := range m.n {
+			h := &m.hdrs[i].Hdr
+			h.Name = (*byte)(unsafe.Pointer(&m.names[i]))
+			h.Namelen = unix.SizeofSockaddrInet4
+			m.gro[i].hdr = unix.Cmsghdr{}
+			h.Control = (*byte)(unsafe.Pointer(&m.gro[i]))
+			h.SetControllen(int(unsafe.Sizeof(m.gro[i])))
+		}
+	}
 	r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&m.hdrs[0])), uintptr(m.n), unix.MSG_DONTWAIT, 0, 0)
 	if e == unix.EAGAIN || e == unix.EINTR {
 		return false

@@ -79,22 +79,39 @@ func (p *pcapWriter) writeSent(src, dst [4]byte, id uint16, pkt []byte, csum boo
 	p.flush()
 }
 
-// writeReceived records a received IP datagram (a segment of a received
-// super-datagram with its rebuilt headers). fixCsum replaces a non-zero
-// UDP checksum by the valid one: on lo the sender's kernel leaves it
-// unfinished (CHECKSUM_PARTIAL), where a wire would carry the valid one.
-func (p *pcapWriter) writeReceived(datagram []byte, fixCsum bool) {
+// writeReceived records a received IP datagram (in GSO mode a packet
+// with its rebuilt headers). csum says what to record as its UDP
+// checksum.
+func (p *pcapWriter) writeReceived(datagram []byte, csum pcapCsum) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.record(len(datagram))
 	p.buf = append(p.buf, datagram...)
-	if fixCsum {
-		if ip, udp, _, err := wire.SplitIPUDP(p.buf[16:]); err == nil && len(ip) >= wire.IPv4HeaderLen && ip[0]>>4 == 4 && (udp[6] != 0 || udp[7] != 0) {
+	if csum != csumAsIs {
+		if ip, udp, _, err := wire.SplitIPUDP(p.buf[16:]); err == nil && len(ip) >= wire.IPv4HeaderLen && ip[0]>>4 == 4 && (csum == csumValid || udp[6] != 0 || udp[7] != 0) {
 			putUDPChecksum(p.buf[16:])
 		}
 	}
 	p.flush()
 }
+
+// pcapCsum is what the pcap writer records as a received datagram's UDP
+// checksum.
+type pcapCsum uint8
+
+const (
+	// csumAsIs records the datagram's checksum (a raw socket's view; 0
+	// from senders with SO_NO_CHECK, as rxe).
+	csumAsIs pcapCsum = iota
+	// csumFixNonZero replaces a non-zero checksum by the valid one: on lo
+	// the sender's kernel leaves it unfinished (CHECKSUM_PARTIAL), where
+	// a wire would carry the valid one.
+	csumFixNonZero
+	// csumValid records the valid checksum: the headers were rebuilt (GSO
+	// mode), and the senders a device in GSO mode expects, soft devices
+	// in GSO mode, compute checksums.
+	csumValid
+)
 
 // putUDPChecksum computes and stores the UDP checksum of the IPv4 UDP
 // datagram b (IP header, UDP header, payload; lengths already checked or
@@ -136,10 +153,14 @@ func putIPv4UDPHeader(h []byte, src, dst [4]byte, n int) {
 	putIPv4UDPHeaderID(h, src, dst, 0, n)
 }
 
-// putIPv4UDPHeaderID is putIPv4UDPHeader for IP ID id. (A loopback
-// device sends with the UDP checksum on; the kernel leaves it partial on
-// lo, and the capture records 0, no checksum.)
+// putIPv4UDPHeaderID is putIPv4UDPHeader for IP ID id.
 func putIPv4UDPHeaderID(h []byte, src, dst [4]byte, id uint16, n int) {
+	putIPv4UDPHeaderPorts(h, src, dst, id, wire.UDPPort, wire.UDPPort, n)
+}
+
+// putIPv4UDPHeaderPorts is putIPv4UDPHeaderID for UDP ports sport and
+// dport.
+func putIPv4UDPHeaderPorts(h []byte, src, dst [4]byte, id, sport, dport uint16, n int) {
 	ip := h[:wire.IPv4HeaderLen]
 	clear(ip)
 	ip[0] = 0x45
@@ -152,8 +173,8 @@ func putIPv4UDPHeaderID(h []byte, src, dst [4]byte, id uint16, n int) {
 	copy(ip[16:], dst[:])
 	binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip))
 	udp := h[wire.IPv4HeaderLen : wire.IPv4HeaderLen+wire.UDPHeaderLen]
-	binary.BigEndian.PutUint16(udp[0:], wire.UDPPort)
-	binary.BigEndian.PutUint16(udp[2:], wire.UDPPort)
+	binary.BigEndian.PutUint16(udp[0:], sport)
+	binary.BigEndian.PutUint16(udp[2:], dport)
 	binary.BigEndian.PutUint16(udp[4:], uint16(wire.UDPHeaderLen+n))
 	udp[6], udp[7] = 0, 0
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/nvmeof/nvmeof/rdma/wire"
 )
 
-// rxBufSize is the size of one receive buffer: any IPv4 datagram a RoCEv2
-// peer sends with a 4096-byte MTU fits. Loopback devices, which may
-// receive UDP GSO super-datagrams, use rxGSOBufSize.
+// rxBufSize is the size of one receive buffer in raw mode: any IPv4
+// datagram a RoCEv2 peer sends with a 4096-byte MTU fits. In GSO mode
+// the buffers are rxGSOBufSize.
 const rxBufSize = 8192
 
 // rxState is the receive goroutine's working state. Work runs to
@@ -31,25 +31,30 @@ type rxState struct {
 	// A packet the receive-side fault injector delays behind the next one.
 	held    []byte
 	heldLen int
-	// split cuts GSO super-datagrams into packets.
+	// split cuts received UDP payloads into packets (GSO mode).
 	split gsoSplitter
 }
 
 func (d *Device) rxLoop() {
 	defer close(d.rxDone)
 	batch := d.cfg.RecvBatch
-	size := rxBufSize
-	if d.socks.loopback {
-		size = rxGSOBufSize
+	gso := d.socks.gsoMode
+	size, head := rxBufSize, 0
+	var m *mmsg
+	if gso {
+		size, head = rxGSOBufSize, rxHeadroom
+		m = newRecvMmsg(batch)
+	} else {
+		m = newMmsg(batch, false)
 	}
-	m := newMmsg(batch, false)
 	bufs := make([]byte, batch*size)
 	for i := 0; i < batch; i++ {
-		m.setBuf(i, bufs[i*size:(i+1)*size])
+		m.setBuf(i, bufs[i*size+head:(i+1)*size])
 	}
 	rx := &rxState{tx: newTxBatch(d), reqTx: newTxBatch(d), acks: make([]*qp, 0, 64), kicks: make([]*qp, 0, 64), held: make([]byte, size)}
+	rc := d.socks.recvRC()
 	for {
-		n, err := m.recvBatch(d.socks.rawRC, batch)
+		n, err := m.recvBatch(rc, batch)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) || d.isClosed() {
 				return
@@ -66,8 +71,22 @@ func (d *Device) rxLoop() {
 				pkts++
 				continue
 			}
-			b := bufs[i*size : i*size+int(m.hdrs[i].Len)]
-			np, nb := d.receive(b, rx, f)
+			b := bufs[i*size : i*size+head+int(m.hdrs[i].Len)]
+			if !gso {
+				d.deliver(b, rx, f)
+				pkts++
+				if len(b) > 0 {
+					bytes += max(len(b)-int(b[0]&0x0f)*4-wire.UDPHeaderLen, 0)
+				}
+				continue
+			}
+			src, sport, ok := m.source(i)
+			if !ok || len(b) == head {
+				d.stats.malformed.Add(1)
+				pkts++
+				continue
+			}
+			np, nb := d.receive(b, src, sport, m.groSize(i), rx, f)
 			pkts += np
 			bytes += nb
 		}
@@ -77,57 +96,42 @@ func (d *Device) rxLoop() {
 	}
 }
 
-// receive handles one received datagram: on a loopback device a UDP GSO
-// super-datagram (gso.go) is split into its packets, each delivered with
-// its rebuilt IP and UDP headers. It returns the number of packets and
-// their bytes.
-func (d *Device) receive(b []byte, rx *rxState, f *faults) (pkts, bytes int) {
-	if d.socks.loopback {
-		if seg, hl, ulen := d.gsoSplitOf(b); seg > 0 && rx.split.start(b, hl, ulen, seg) {
-			d.socks.gso.supers.Add(1)
-			d.socks.gso.recvSegs.Add(uint64(rx.split.segments()))
-			for {
-				dg, ok := rx.split.next()
-				if !ok {
-					break
-				}
-				d.deliver(dg, rx, f)
-				pkts++
-				bytes += len(dg)
-			}
+// receive handles one UDP payload received in GSO mode from src:sport: b
+// is rxHeadroom bytes followed by the payload (at least one byte), seg
+// the GSO segment size (0: a plain datagram). Each packet is delivered
+// with the IPv4 and UDP headers its sender's kernel wrote or would have
+// written (gso.go). It returns the number of packets and their UDP
+// payload bytes.
+func (d *Device) receive(b []byte, src [4]byte, sport uint16, seg int, rx *rxState, f *faults) (pkts, bytes int) {
+	s := &rx.split
+	s.start(b, src, d.addr4, sport, seg)
+	if n := s.segments(); n > 1 {
+		d.socks.gso.supers.Add(1)
+		d.socks.gso.recvSegs.Add(uint64(n))
+	}
+	for {
+		dg, ok := s.next()
+		if !ok {
 			return pkts, bytes
 		}
+		d.deliver(dg, rx, f)
+		pkts++
+		bytes += len(dg) - rxHeadroom
 	}
-	d.deliver(b, rx, f)
-	return 1, len(b)
-}
-
-// gsoSplitOf returns the segment size by which datagram b is to be split
-// (0: a single packet), its IP header length and its UDP length.
-func (d *Device) gsoSplitOf(b []byte) (seg, hl, udpLen int) {
-	ip, udp, pkt, err := wire.SplitIPUDP(b)
-	if err != nil || ip[0]>>4 != 4 || binary.BigEndian.Uint16(udp[2:]) != wire.UDPPort {
-		return 0, 0, 0
-	}
-	qpn, ok := gsoCandidate(pkt)
-	if !ok {
-		return 0, 0, 0
-	}
-	q := d.lookupQP(qpn)
-	if q == nil {
-		return 0, 0, 0
-	}
-	q.mu.Lock()
-	pmtu := q.mtu
-	q.mu.Unlock()
-	return gsoSplitSize(pkt, pmtu), len(ip), wire.UDPHeaderLen + len(pkt)
 }
 
 // deliver hands one packet's datagram to the pcap writer, the receive-side
 // fault injector f (nil: none) and input.
 func (d *Device) deliver(b []byte, rx *rxState, f *faults) {
 	if d.pcap != nil {
-		d.pcap.writeReceived(b, d.socks.loopback)
+		csum := csumAsIs
+		switch {
+		case d.socks.gsoMode:
+			csum = csumValid
+		case d.socks.loopback:
+			csum = csumFixNonZero
+		}
+		d.pcap.writeReceived(b, csum)
 	}
 	if f == nil {
 		d.input(b, rx)

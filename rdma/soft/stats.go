@@ -4,10 +4,10 @@ import "sync/atomic"
 
 // Stats is a snapshot of a device's counters.
 type Stats struct {
-	PacketsSent     uint64 // datagrams handed to the kernel
+	PacketsSent     uint64 // packets handed to the kernel (each packet of a GSO send counts)
 	BytesSent       uint64 // UDP payload bytes sent
-	SendErrors      uint64 // datagrams the kernel refused
-	PacketsReceived uint64 // datagrams read from the raw socket
+	SendErrors      uint64 // packets the kernel refused
+	PacketsReceived uint64 // packets received (each packet of a GSO super-datagram counts)
 	BytesReceived   uint64 // UDP payload bytes received
 	ICRCErrors      uint64 // received packets dropped for a bad ICRC
 	Malformed       uint64 // received packets dropped as unparsable or truncated

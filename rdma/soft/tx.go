@@ -96,7 +96,7 @@ func (t *txBatch) flush() {
 	if k == 0 {
 		return
 	}
-	gso := d.socks.gsoSend && !d.socks.gso.disabled.Load()
+	gso := d.socks.gsoMode && !d.socks.gso.disabled.Load()
 	nm := 0
 	for i := 0; i < k; {
 		run := 1
@@ -132,7 +132,7 @@ func (t *txBatch) flush() {
 	}
 	if d.pcap != nil {
 		for i, p := range t.out[:k] {
-			d.pcap.writeSent(d.addr4, p.dst, t.ids[i], p.buf[:p.n], d.socks.gsoSend)
+			d.pcap.writeSent(d.addr4, p.dst, t.ids[i], p.buf[:p.n], d.socks.gsoMode)
 		}
 	}
 	wireRelease()
@@ -215,12 +215,13 @@ func (t *txBatch) applyFaults(f *faults) int {
 }
 
 // gsoRun returns the length of the GSO run starting at t.out[i] (1: the
-// packet goes alone), following the rule of gso.go: the first packet
-// starts a run (gsoStarts), the others have its length, the last may be
-// shorter; all go to the same loopback destination.
+// packet goes alone): the packet and the following ones of its length to
+// the same loopback destination, and one shorter one to end the run,
+// within gsoMaxSegments packets and gsoMaxPayload bytes (gso.go).
+// Duplicates made by the fault injector go alone.
 func (t *txBatch) gsoRun(i, k int) int {
 	p := t.out[i]
-	if t.alone[i] || p.dst[0] != 127 || !gsoStarts(p.buf[:p.n]) {
+	if t.alone[i] || p.dst[0] != 127 {
 		return 1
 	}
 	s, total, run := p.n, p.n, 1
@@ -230,17 +231,11 @@ func (t *txBatch) gsoRun(i, k int) int {
 		if t.alone[j] || q.dst != p.dst || q.n > s || total+q.n > gsoMaxPayload {
 			break
 		}
-		if q.n < s {
-			// q ends the run, unless it starts one of its own (a Middle
-			// after a First of another size).
-			if j+1 < k && gsoStarts(q.buf[:q.n]) {
-				break
-			}
-			run++
-			break
-		}
 		total += q.n
 		run++
+		if q.n < s {
+			break
+		}
 	}
 	return run
 }
