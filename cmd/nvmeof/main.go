@@ -71,7 +71,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			"nvmeof1, ... like the kernel's nvme0) that keeps its state and log under --run-dir;\n" +
 			"it reconnects after a connection loss like the Linux host (reconnect-delay,\n" +
 			"ctrl-loss-tmo) and removes its devices when it gives up. The soft RoCE provider needs\n" +
-			"root (CAP_NET_RAW), and so do the block-device mappings.\n\n" +
+			"root (CAP_NET_RAW) except on loopback addresses, and the block-device mappings need root.\n\n" +
 			"`nvmeof selftest` checks the whole stack on this machine: an in-process target, a\n" +
 			"connection over loopback and verified I/O.",
 		Flags: []cli.Flag{

@@ -28,7 +28,7 @@ func main() {
 			"on 127.0.0.1:4420, open to any host.\n\n" +
 			"Signals: SIGHUP reloads the configuration (connected hosts stay connected;\n" +
 			"added or removed namespaces raise asynchronous events), SIGTERM or SIGINT\n" +
-			"shuts down cleanly. The soft RoCE provider needs CAP_NET_RAW (root).",
+			"shuts down cleanly. The soft RoCE provider needs CAP_NET_RAW (root) except on loopback addresses.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "configuration `FILE` (.hcl, or .json from nvmetcli save)"},
 			&cli.StringFlag{Name: "log-level", Usage: "trace, debug, info, warn or error (overrides the config's log_level)"},

@@ -8,8 +8,8 @@
 //	rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port] [-P]
 //	rping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port]
 //
-// The soft device needs CAP_NET_RAW (a raw socket) and UDP port 4791 on
-// its address.
+// The soft device needs UDP port 4791 on its address, and CAP_NET_RAW (a
+// raw socket) unless the address is a loopback one.
 package main
 
 import (

@@ -5,9 +5,14 @@
 //
 // One Device serves one IPv4 address. It sends from an unconnected UDP
 // socket bound to addr:4791 (IP_PMTUDISC_DO, so the kernel sends DF and IP
-// ID 0, which the ICRC covers) and receives through a raw socket with a
-// BPF filter, so that it sees the sender's IP header and can verify every
-// packet's ICRC (see net_linux.go). Opening a device needs CAP_NET_RAW.
+// ID 0, which the ICRC covers). In raw mode (any address outside
+// 127.0.0.0/8, or Config.DisableGSO) it receives through a raw socket with
+// a BPF filter, so that it sees the sender's IP header and can verify every
+// packet's ICRC; opening such a device needs CAP_NET_RAW. In GSO mode
+// (loopback addresses) runs of equal-length packets leave as one UDP GSO
+// send and arrive whole on the UDP socket (UDP_GRO), which rebuilds each
+// packet's headers for the ICRC; no privilege is needed (see gso.go and
+// net_linux.go).
 //
 // One goroutine per device reads batches with recvmmsg and demultiplexes
 // by destination QP; the responder and the completer run in it to
