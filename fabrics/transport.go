@@ -177,18 +177,6 @@ const (
 	DirBidirectional DataDirection = 3
 )
 
-// Plugger is implemented by host queues that can hold submissions back
-// and send them together, as the block layer's plug and SPDK's delayed
-// doorbell do: between Plug and Unplug, Submit queues a command without
-// sending it; Unplug sends what was queued (over RDMA, one chain of
-// SENDs, which a provider puts on the wire in one go). Unplug without Plug
-// does nothing. Commands held back when the queue closes complete with
-// the queue's error.
-type Plugger interface {
-	Plug()
-	Unplug()
-}
-
 // HostCommand is one command submitted by the host. Callers reuse them.
 type HostCommand struct {
 	SQE [64]byte

@@ -77,7 +77,6 @@ type Engine struct {
 	waker   waker        // wakes Reap
 	pending atomic.Int32 // submitted and not reaped
 
-	plugged   bool // Submit plugged the queues; Reap unplugs them
 	closed    atomic.Bool
 	closeOnce sync.Once
 	inflight  sync.WaitGroup // submitted and not completed
@@ -95,10 +94,6 @@ type namespace interface {
 	// Start starts io and calls io.Done once when it has finished, maybe
 	// before Start returns (initiator.Namespace.Start).
 	Start(io *initiator.IO)
-	// Plug and Unplug hold submissions back and send them together
-	// (initiator.Controller.Plug).
-	Plug()
-	Unplug()
 }
 
 // ErrBusy is returned by Submit for a slot whose previous request has not
@@ -174,15 +169,6 @@ func (e *Engine) Submit(slot int, r Request) error {
 	}
 	s := &e.slots[slot]
 	s.req, s.busy, s.err, s.resid = r, true, nil, 0
-	if !e.plugged && e.pending.Load() > 0 {
-		// Requests are outstanding, so fio will call getevents (Reap)
-		// before it waits for anything: hold this and the following
-		// submissions back until then and send them together. fio
-		// quiesces (reaps) before its rate and think-time sleeps. A
-		// request with nothing outstanding goes out at once.
-		e.plugged = true
-		e.ns.Plug()
-	}
 	e.pending.Add(1)
 	e.inflight.Add(1)
 	x := &s.io
@@ -237,10 +223,6 @@ func (e *Engine) Pending() int { return int(e.pending.Load()) }
 // of requests outstanding), or until timeout has passed (negative: no
 // limit; 0: do not wait).
 func (e *Engine) Reap(min, max int, timeout time.Duration, out []Completion) int {
-	if e.plugged {
-		e.plugged = false
-		e.ns.Unplug()
-	}
 	max = minInt(max, len(out))
 	min = minInt(min, max, int(e.pending.Load()))
 	n := 0
@@ -297,10 +279,6 @@ func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
-		if e.plugged {
-			e.plugged = false
-			e.ns.Unplug()
-		}
 		e.inflight.Wait()
 		if e.conn != nil {
 			err = e.conn.close()

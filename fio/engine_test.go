@@ -27,31 +27,6 @@ type fakeNS struct {
 	flush  int
 	failAt int64 // offset whose I/O fails with failErr
 	failEr error
-	// Plug holds Start calls back until Unplug, as a plugged transport
-	// holds its commands.
-	plugged bool
-	held    []*initiator.IO
-	plugs   int
-}
-
-// Plug implements namespace.
-func (f *fakeNS) Plug() {
-	f.mu.Lock()
-	f.plugged = true
-	f.plugs++
-	f.mu.Unlock()
-}
-
-// Unplug implements namespace: the held requests start now.
-func (f *fakeNS) Unplug() {
-	f.mu.Lock()
-	f.plugged = false
-	held := f.held
-	f.held = nil
-	f.mu.Unlock()
-	for _, x := range held {
-		f.Start(x)
-	}
 }
 
 func newFakeNS(size int) *fakeNS { return &fakeNS{data: make([]byte, size), failAt: -1} }
@@ -112,13 +87,6 @@ func (f *fakeNS) Flush() error {
 // Start runs x on the caller's goroutine (completing inline, as a
 // transport may) unless gate is set, then on a goroutine of its own.
 func (f *fakeNS) Start(x *initiator.IO) {
-	f.mu.Lock()
-	if f.plugged {
-		f.held = append(f.held, x)
-		f.mu.Unlock()
-		return
-	}
-	f.mu.Unlock()
 	if f.gate != nil {
 		go f.run(x)
 		return
@@ -560,64 +528,5 @@ func BenchmarkSubmitReap(b *testing.B) {
 		if n := e.Reap(1, 1, -1, out); n != 1 || out[0].Errno != 0 {
 			b.Fatalf("Reap = %d %+v", n, out[0])
 		}
-	}
-}
-
-// TestSubmitPlugsWhileOutstanding: a request submitted with nothing
-// outstanding starts at once; those submitted while requests are
-// outstanding are held back (the namespace is plugged) until Reap, which
-// sends them together before it waits. Close unplugs too.
-func TestSubmitPlugsWhileOutstanding(t *testing.T) {
-	ns := newFakeNS(1 << 20)
-	ns.gate = make(chan struct{}, 16)
-	e := fakeEngine(t, 4, ns)
-	bufs := make([][]byte, 4)
-	for i := range bufs {
-		bufs[i] = make([]byte, 512)
-	}
-	if err := e.Submit(0, Request{Op: OpRead, Buf: bufs[0], Off: 0}); err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i < 4; i++ {
-		if err := e.Submit(i, Request{Op: OpRead, Buf: bufs[i], Off: int64(i) * 512}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ns.mu.Lock()
-	held, plugs := len(ns.held), ns.plugs
-	ns.mu.Unlock()
-	if held != 3 || plugs != 1 {
-		t.Fatalf("after 4 submissions: %d held back, %d plugs; want 3 and 1", held, plugs)
-	}
-	for range 4 {
-		ns.gate <- struct{}{}
-	}
-	got := reapAll(t, e, 4)
-	seen := map[int32]bool{}
-	for _, c := range got {
-		if c.Errno != 0 || c.Resid != 0 {
-			t.Fatalf("completion %+v", c)
-		}
-		seen[c.Slot] = true
-	}
-	if len(seen) != 4 {
-		t.Fatalf("completed slots %v", seen)
-	}
-	// Outstanding again, then Close: the held request is sent and waited for.
-	if err := e.Submit(0, Request{Op: OpRead, Buf: bufs[0], Off: 0}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Submit(1, Request{Op: OpRead, Buf: bufs[1], Off: 512}); err != nil {
-		t.Fatal(err)
-	}
-	ns.gate <- struct{}{}
-	ns.gate <- struct{}{}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	if len(ns.held) != 0 {
-		t.Fatalf("%d requests still held back after Close", len(ns.held))
 	}
 }

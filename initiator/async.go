@@ -321,35 +321,3 @@ func (s *cmdSlot) asyncTimeout() {
 	q.close()
 	io.finish(terr)
 }
-
-// Plug holds back the commands the controller's I/O queues are given
-// until Unplug, which sends each queue's held commands together (the
-// block layer's plug, SPDK's delayed doorbell): on RDMA one chain of
-// SENDs, one datagram burst instead of one per command. The caller must
-// call Unplug before it waits for those commands. Transports without
-// plugging ignore it; queues that replace a failed association start
-// unplugged.
-func (c *Controller) Plug() { c.eachIOQueue(fabrics.Plugger.Plug) }
-
-// Unplug sends what Plug held back.
-func (c *Controller) Unplug() { c.eachIOQueue(fabrics.Plugger.Unplug) }
-
-func (c *Controller) eachIOQueue(f func(fabrics.Plugger)) {
-	a := c.cur.Load()
-	if a == nil {
-		return
-	}
-	for i := range a.io {
-		if q := a.io[i].Load(); q != nil {
-			if p, ok := q.hq.(fabrics.Plugger); ok {
-				f(p)
-			}
-		}
-	}
-}
-
-// Plug is Controller.Plug of the namespace's controller.
-func (ns *Namespace) Plug() { ns.c.Plug() }
-
-// Unplug is Controller.Unplug of the namespace's controller.
-func (ns *Namespace) Unplug() { ns.c.Unplug() }

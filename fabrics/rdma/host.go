@@ -138,8 +138,6 @@ type hostQueue struct {
 	free     []int
 	closed   bool
 	closeErr error
-	plugged  bool    // Plug: SENDs collect in pend
-	pend     wrChain // SENDs held back while plugged
 
 	recvBufs [][]byte
 	recvSGE  []rdma.SGE
@@ -364,14 +362,6 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 	}
 	copy(s.capsule, cmd.SQE[:])
 	s.sendSGE[0].Length = uint32(length)
-	q.mu.Lock()
-	if q.plugged {
-		q.pend.add(&s.sendWR)
-		q.mu.Unlock()
-		return nil
-	}
-	q.mu.Unlock()
-	s.sendWR.Next = nil
 	if err := q.qp.PostSend(&s.sendWR); err != nil {
 		q.release(i)
 		return fmt.Errorf("nvme-rdma: queue %d: post SEND: %w", q.qid, err)
@@ -390,32 +380,6 @@ func (q *hostQueue) release(i int) {
 	s.cmd = nil
 	q.free = append(q.free, i)
 	q.mu.Unlock()
-}
-
-var _ fabrics.Plugger = (*hostQueue)(nil)
-
-// Plug implements fabrics.Plugger.
-func (q *hostQueue) Plug() {
-	q.mu.Lock()
-	q.plugged = true
-	q.mu.Unlock()
-}
-
-// Unplug implements fabrics.Plugger: the SENDs held back go out as one
-// chain.
-func (q *hostQueue) Unplug() {
-	q.mu.Lock()
-	q.plugged = false
-	head := q.pend.head
-	q.pend = wrChain{}
-	q.mu.Unlock()
-	if head == nil {
-		return
-	}
-	if err := q.qp.PostSend(head); err != nil {
-		// What was not posted completes with the queue's error.
-		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: post SEND: %w", q.qid, err))
-	}
 }
 
 // run polls the CQ until the queue closes, then fails what is outstanding.
