@@ -5,31 +5,36 @@ import "github.com/nvmeof/nvmeof/rdma"
 // finishBatch ends a receive batch. It runs the completion handlers of
 // the batch first, with PostSend deferred (handler.go); then it sends the
 // responder's packets (READ responses, NAKs), then, QP by QP under the
-// QP's lock so that request packets leave in PSN order, the coalesced ACK
-// together with the requester's packets (those whose window opened and
-// those the handlers posted), then the remaining ACKs in one sendmmsg.
+// QP's send lock (txMu) so that request packets leave in PSN order, the
+// coalesced ACK together with the requester's packets (those whose window
+// opened and those the handlers posted), sent after the QP's lock is
+// released, then the remaining ACKs in one sendmmsg.
 func (d *Device) finishBatch(rx *rxState) {
 	rx.kicks = d.runDeferring(rx.kicks)
 	rx.tx.flush()
 	for i, q := range rx.kicks {
+		rx.kicks[i] = nil
 		q.mu.Lock()
 		q.kickQueued = false
-		if !q.destroyed {
-			if q.ackQueued {
-				q.ackQueued = false
-				if q.state != rdma.QPSErr && q.state != rdma.QPSReset {
-					// sendAck builds into rx.tx: lend it the request batch.
-					tx := rx.tx
-					rx.tx = rx.reqTx
-					q.flushAck(rx)
-					rx.tx = tx
-				}
-			}
-			q.runRequester(rx.reqTx)
-			rx.reqTx.flush()
+		if q.destroyed {
+			q.mu.Unlock()
+			continue
 		}
+		q.txMu.Lock()
+		if q.ackQueued {
+			q.ackQueued = false
+			if q.state != rdma.QPSErr && q.state != rdma.QPSReset {
+				// sendAck builds into rx.tx: lend it the request batch.
+				tx := rx.tx
+				rx.tx = rx.reqTx
+				q.flushAck(rx)
+				rx.tx = tx
+			}
+		}
+		q.runRequester(rx.reqTx)
 		q.mu.Unlock()
-		rx.kicks[i] = nil
+		rx.reqTx.flush()
+		q.txMu.Unlock()
 	}
 	rx.kicks = rx.kicks[:0]
 	for i, q := range rx.acks {

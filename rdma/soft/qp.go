@@ -78,6 +78,13 @@ type qp struct {
 	comp completer
 	resp responder
 
+	// txMu orders the QP's request packets on the wire. The requester
+	// takes it with mu held and keeps it until the packets it built are
+	// sent; PostSend and the end of a receive batch release mu first, so
+	// that no one waits for their sendmmsg to use the QP, while a later
+	// run of the requester still sends after them.
+	txMu sync.Mutex
+
 	rtoTimer *time.Timer
 	rnrTimer *time.Timer
 	// Receive-goroutine bookkeeping: queued for an ACK or a requester run
@@ -372,12 +379,20 @@ func (q *qp) checkAttr(a *rdma.QPAttr, mask rdma.QPAttrMask) error {
 
 // kick runs the requester if the QP can send (q.mu held).
 func (q *qp) kick() {
-	if (q.state != rdma.QPSRTS && q.state != rdma.QPSSQD) || q.req.cur == q.sqTail {
+	if !q.canSend() {
 		return
 	}
+	q.txMu.Lock()
 	tx := q.dev.getTx()
 	q.runRequester(tx)
+	tx.flush()
+	q.txMu.Unlock()
 	q.dev.putTx(tx)
+}
+
+// canSend reports whether the requester has work it may send now.
+func (q *qp) canSend() bool {
+	return (q.state == rdma.QPSRTS || q.state == rdma.QPSSQD) && q.req.cur != q.sqTail
 }
 
 // Destroy releases the QP.
@@ -517,9 +532,7 @@ func (q *qp) completeDone() {
 
 // PostSend queues a chain of send work requests.
 func (q *qp) PostSend(wr *rdma.SendWR) error {
-	defer q.dev.runHandlers() // after the unlock: deferred calls run last in, first out
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	var err error
 	n := 0
 	for w := wr; w != nil; w = w.Next {
@@ -529,16 +542,28 @@ func (q *qp) PostSend(wr *rdma.SendWR) error {
 		}
 		n++
 	}
+	var tx *txBatch
 	if n > 0 {
 		switch q.state {
 		case rdma.QPSErr:
 			q.flushSQ()
 		default:
-			if !q.dev.handlers.deferKick(q) {
-				q.kick()
+			if !q.dev.handlers.deferKick(q) && q.canSend() {
+				q.txMu.Lock()
+				tx = q.dev.getTx()
+				q.runRequester(tx)
 			}
 		}
 	}
+	q.mu.Unlock()
+	if tx != nil {
+		// Sent without the QP lock: the receive goroutine need not wait
+		// for this sendmmsg to handle the QP's incoming packets.
+		tx.flush()
+		q.txMu.Unlock()
+		q.dev.putTx(tx)
+	}
+	q.dev.runHandlers()
 	return err
 }
 
