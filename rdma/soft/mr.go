@@ -277,6 +277,31 @@ func gather(dst []byte, segs []seg, off int) bool {
 	return true
 }
 
+// zeroCopyMin is the smallest payload a packet sends in place from its
+// memory region (txPkt.ext) rather than copied into the packet: below
+// it, the copy costs less than the two extra iovecs.
+const zeroCopyMin = 1024
+
+// inPlace returns the n bytes at offset off of the message buffer
+// described by segs if they lie in one valid region and n is at least
+// zeroCopyMin.
+func inPlace(segs []seg, off, n int) ([]byte, bool) {
+	if n < zeroCopyMin {
+		return nil, false
+	}
+	for _, s := range segs {
+		if off >= s.n {
+			off -= s.n
+			continue
+		}
+		if off+n > s.n || !s.m.valid.Load() {
+			return nil, false
+		}
+		return s.m.buf[s.off+off : s.off+off+n], true
+	}
+	return nil, false
+}
+
 // scatter copies src to offset off of the message buffer described by
 // segs; the caller checked that it fits. It reports false when a region
 // was deregistered.

@@ -235,14 +235,20 @@ func (q *qp) buildData(tx *txBatch, w *sendWQE, off int) {
 		binary.BigEndian.PutUint32(b[o:], w.invRKey)
 		o += wire.IETHLen
 	}
-	if w.isInl {
+	switch ext, ok := inPlace(w.segs, off, n); {
+	case w.isInl:
 		copy(b[o:o+n], w.inline[off:off+n])
-	} else if !gather(b[o:o+n], w.segs, off) {
-		w.status = rdma.LocalProtectionError
+		o += n
+	case ok:
+		p.ext, p.hn = ext, o
+	default:
+		if !gather(b[o:o+n], w.segs, off) {
+			w.status = rdma.LocalProtectionError
+		}
+		o += n
 	}
-	o += n
 	clear(b[o : o+pad])
-	p.n = o + pad + wire.ICRCLen
+	p.n = o + pad + wire.ICRCLen + len(p.ext)
 	p.dst = q.dst
 	tx.commit()
 	q.countPSN(r.psn, 1)

@@ -268,12 +268,16 @@ func (q *qp) sendReadResponses(rx *rxState, psn uint32, m *mr, off, n int) {
 			wire.AETH(b[o:o+wire.AETHLen]).Set(ackSyndrome, q.resp.msn)
 			o += wire.AETHLen
 		}
-		if cn > 0 {
-			copy(b[o:o+cn], m.buf[off+i*mtu:off+i*mtu+cn])
+		if cn >= zeroCopyMin {
+			pk.ext, pk.hn = m.buf[off+i*mtu:off+i*mtu+cn], o
+		} else {
+			if cn > 0 {
+				copy(b[o:o+cn], m.buf[off+i*mtu:off+i*mtu+cn])
+			}
+			o += cn
 		}
-		o += cn
 		clear(b[o : o+pad])
-		pk.n = o + pad + wire.ICRCLen
+		pk.n = o + pad + wire.ICRCLen + len(pk.ext)
 		pk.dst = q.dst
 		rx.tx.commit()
 	}

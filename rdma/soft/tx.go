@@ -23,6 +23,27 @@ type txPkt struct {
 	// flip is the bit the send-side fault injector flips once the ICRC
 	// is computed, plus one (0: none).
 	flip int
+	// ext, when set, is the payload in place in a memory region, sent
+	// without a copy: buf holds the headers (hn bytes) and then the pad
+	// and the ICRC; n counts all of it. The ICRC is computed at flush
+	// time over the region's bytes as they are then: a consumer that
+	// changes a buffer while its work request is outstanding gets a
+	// packet the peer drops, and the resend carries the new bytes.
+	ext []byte
+	hn  int
+}
+
+// materialize copies an ext payload into buf, making the packet one
+// contiguous buffer (for the fault injector and the capture writer).
+func (p *txPkt) materialize() {
+	if p.ext == nil {
+		return
+	}
+	e := len(p.ext)
+	tail := p.n - p.hn - e
+	copy(p.buf[p.hn+e:p.hn+e+tail], p.buf[p.hn:p.hn+tail])
+	copy(p.buf[p.hn:], p.ext)
+	p.ext = nil
 }
 
 // txMsg is one message of a sendmmsg: a packet, or a run of packets sent
@@ -58,7 +79,10 @@ type txBatch struct {
 }
 
 func newTxBatch(d *Device) *txBatch {
-	return &txBatch{dev: d, m: newMmsg(txMaxOut, true)}
+	t := &txBatch{dev: d, m: newMmsg(txMaxOut, true)}
+	// Up to three iovecs a packet: headers, payload in place, pad and ICRC.
+	t.m.iovs = make([]unix.Iovec, 3*txMaxOut)
+	return t
 }
 
 func (d *Device) getTx() *txBatch  { return d.txPool.Get().(*txBatch) }
@@ -70,7 +94,9 @@ func (t *txBatch) next() *txPkt {
 	if t.n == txBatchSize {
 		t.flush()
 	}
-	return &t.pkts[t.n]
+	p := &t.pkts[t.n]
+	p.ext = nil
+	return p
 }
 
 // commit adds the packet returned by next to the batch.
@@ -91,33 +117,51 @@ func (t *txBatch) flush() {
 		return
 	}
 	d := t.dev
-	k := t.applyFaults(d.sendFaults.Load())
+	f := d.sendFaults.Load()
+	if f != nil || d.pcap != nil {
+		for i := range t.pkts[:t.n] {
+			t.pkts[i].materialize()
+		}
+	}
+	k := t.applyFaults(f)
 	t.n = 0
 	if k == 0 {
 		return
 	}
 	gso := d.socks.gsoMode && !d.socks.gso.disabled.Load()
-	nm := 0
+	nm, iv := 0, 0
 	for i := 0; i < k; {
 		run := 1
 		if gso {
 			run = t.gsoRun(i, k)
 		}
 		bytes := 0
+		first := iv
 		for j := i; j < i+run; j++ {
 			p := t.out[j]
 			id := uint16(j - i)
-			body := p.buf[:p.n-wire.ICRCLen]
-			binary.LittleEndian.PutUint32(p.buf[p.n-wire.ICRCLen:], wire.ICRCForIPv4(d.addr4, p.dst, id, true, wire.UDPPort, wire.UDPPort, body))
+			if p.ext != nil {
+				tail := p.buf[p.hn : p.n-len(p.ext)]
+				pad := tail[:len(tail)-wire.ICRCLen]
+				binary.LittleEndian.PutUint32(tail[len(pad):], wire.ICRCForIPv4Gather(d.addr4, p.dst, id, true, wire.UDPPort, wire.UDPPort, p.buf[:p.hn], p.ext, pad))
+				t.m.setIov(iv, p.buf[:p.hn])
+				t.m.setIov(iv+1, p.ext)
+				t.m.setIov(iv+2, tail)
+				iv += 3
+			} else {
+				body := p.buf[:p.n-wire.ICRCLen]
+				binary.LittleEndian.PutUint32(p.buf[p.n-wire.ICRCLen:], wire.ICRCForIPv4(d.addr4, p.dst, id, true, wire.UDPPort, wire.UDPPort, body))
+				t.m.setIov(iv, p.buf[:p.n])
+				iv++
+			}
 			t.ids[j] = id
-			t.m.setIov(j, p.buf[:p.n])
 			bytes += p.n
 		}
 		seg := 0
 		if run > 1 {
 			seg = t.out[i].n
 		}
-		t.m.setMsg(nm, i, run, t.out[i].dst, wire.UDPPort, seg)
+		t.m.setMsg(nm, first, iv-first, t.out[i].dst, wire.UDPPort, seg)
 		t.msgs[nm] = txMsg{count: run, bytes: bytes, seg: seg}
 		nm++
 		i += run

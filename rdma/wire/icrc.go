@@ -181,6 +181,31 @@ func ICRCForIPv4(src, dst [4]byte, ipID uint16, df bool, sport, dport uint16, pk
 	return icrcBTHOnward(icrcUDP(reg, sport, dport, udpLen), pkt)
 }
 
+// ICRCForIPv4Gather is ICRCForIPv4 for a packet held in three pieces:
+// hdr (the BTH and the extended headers, at least the BTH), data (the
+// payload) and pad (the pad bytes), sent as hdr, data, pad and the ICRC.
+// It does not allocate.
+func ICRCForIPv4Gather(src, dst [4]byte, ipID uint16, df bool, sport, dport uint16, hdr, data, pad []byte) uint32 {
+	var h [IPv4HeaderLen]byte
+	udpLen := UDPHeaderLen + len(hdr) + len(data) + len(pad) + ICRCLen
+	h[0] = 0x45
+	h[1] = 0xff
+	binary.BigEndian.PutUint16(h[2:], uint16(IPv4HeaderLen+udpLen))
+	binary.BigEndian.PutUint16(h[4:], ipID)
+	if df {
+		h[6] = 0x40
+	}
+	h[8] = 0xff
+	h[9] = ipProtoUDP
+	h[10], h[11] = 0xff, 0xff
+	copy(h[12:], src[:])
+	copy(h[16:], dst[:])
+	reg := crcBytes(icrcLRHRegister, h[:])
+	crc := icrcBTHOnward(icrcUDP(reg, sport, dport, udpLen), hdr)
+	crc = crc32.Update(crc, crc32.IEEETable, data)
+	return crc32.Update(crc, crc32.IEEETable, pad)
+}
+
 // ICRCForIPv6 is ICRCForIPv4 for a datagram with a fixed 40-byte IPv6
 // header and no extension headers; traffic class, flow label and hop limit
 // are masked.
