@@ -163,8 +163,14 @@ func icrcUDP(reg uint32, sport, dport uint16, length int) uint32 {
 // the UDP length are derived from len(pkt) plus the 4-byte ICRC; TOS, TTL
 // and the checksums are masked. It does not allocate.
 func ICRCForIPv4(src, dst [4]byte, ipID uint16, df bool, sport, dport uint16, pkt []byte) uint32 {
-	var h [IPv4HeaderLen]byte
 	udpLen := UDPHeaderLen + len(pkt) + ICRCLen
+	return icrcBTHOnward(icrcUDP(icrcIPv4(src, dst, ipID, df, udpLen), sport, dport, udpLen), pkt)
+}
+
+// icrcIPv4 starts the ICRC register over the masked pseudo-LRH and an
+// IPv4 header without options for a datagram of udpLen UDP bytes.
+func icrcIPv4(src, dst [4]byte, ipID uint16, df bool, udpLen int) uint32 {
+	var h [IPv4HeaderLen]byte
 	h[0] = 0x45
 	h[1] = 0xff
 	binary.BigEndian.PutUint16(h[2:], uint16(IPv4HeaderLen+udpLen))
@@ -177,8 +183,7 @@ func ICRCForIPv4(src, dst [4]byte, ipID uint16, df bool, sport, dport uint16, pk
 	h[10], h[11] = 0xff, 0xff
 	copy(h[12:], src[:])
 	copy(h[16:], dst[:])
-	reg := crcBytes(icrcLRHRegister, h[:])
-	return icrcBTHOnward(icrcUDP(reg, sport, dport, udpLen), pkt)
+	return crcBytes(icrcLRHRegister, h[:])
 }
 
 // ICRCForIPv4Gather is ICRCForIPv4 for a packet held in three pieces:
@@ -186,22 +191,8 @@ func ICRCForIPv4(src, dst [4]byte, ipID uint16, df bool, sport, dport uint16, pk
 // payload) and pad (the pad bytes), sent as hdr, data, pad and the ICRC.
 // It does not allocate.
 func ICRCForIPv4Gather(src, dst [4]byte, ipID uint16, df bool, sport, dport uint16, hdr, data, pad []byte) uint32 {
-	var h [IPv4HeaderLen]byte
 	udpLen := UDPHeaderLen + len(hdr) + len(data) + len(pad) + ICRCLen
-	h[0] = 0x45
-	h[1] = 0xff
-	binary.BigEndian.PutUint16(h[2:], uint16(IPv4HeaderLen+udpLen))
-	binary.BigEndian.PutUint16(h[4:], ipID)
-	if df {
-		h[6] = 0x40
-	}
-	h[8] = 0xff
-	h[9] = ipProtoUDP
-	h[10], h[11] = 0xff, 0xff
-	copy(h[12:], src[:])
-	copy(h[16:], dst[:])
-	reg := crcBytes(icrcLRHRegister, h[:])
-	crc := icrcBTHOnward(icrcUDP(reg, sport, dport, udpLen), hdr)
+	crc := icrcBTHOnward(icrcUDP(icrcIPv4(src, dst, ipID, df, udpLen), sport, dport, udpLen), hdr)
 	crc = crc32.Update(crc, crc32.IEEETable, data)
 	return crc32.Update(crc, crc32.IEEETable, pad)
 }
