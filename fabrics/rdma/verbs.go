@@ -35,18 +35,19 @@ func (v *verbs) destroy() {
 // waits for its notification. When poll returns, handle is not running
 // and will not be called again.
 func (v *verbs) poll(closing <-chan struct{}, direct bool, handle func(*rdma.WorkCompletion), batch batcher) {
+	handleAll := func(wcs []rdma.WorkCompletion) {
+		if batch != nil {
+			batch.begin()
+		}
+		for i := range wcs {
+			handle(&wcs[i])
+		}
+		if batch != nil {
+			batch.end()
+		}
+	}
 	if hcq, ok := v.cq.(rdma.HandlerCQ); ok && direct {
-		hcq.SetHandler(func(wcs []rdma.WorkCompletion) {
-			if batch != nil {
-				batch.begin()
-			}
-			for i := range wcs {
-				handle(&wcs[i])
-			}
-			if batch != nil {
-				batch.end()
-			}
-		})
+		hcq.SetHandler(handleAll)
 		<-closing
 		hcq.SetHandler(nil)
 		return
@@ -54,17 +55,8 @@ func (v *verbs) poll(closing <-chan struct{}, direct bool, handle func(*rdma.Wor
 	wcs := make([]rdma.WorkCompletion, 32)
 	notify := v.cq.Notify()
 	for {
-		n := v.cq.Poll(wcs)
-		if n > 0 && batch != nil {
-			batch.begin()
-		}
-		for i := range wcs[:n] {
-			handle(&wcs[i])
-		}
-		if n > 0 && batch != nil {
-			batch.end()
-		}
-		if n > 0 {
+		if n := v.cq.Poll(wcs); n > 0 {
+			handleAll(wcs[:n])
 			continue
 		}
 		select {

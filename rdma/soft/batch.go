@@ -24,11 +24,7 @@ func (d *Device) finishBatch(rx *rxState) {
 		if q.ackQueued {
 			q.ackQueued = false
 			if q.state != rdma.QPSErr && q.state != rdma.QPSReset {
-				// sendAck builds into rx.tx: lend it the request batch.
-				tx := rx.tx
-				rx.tx = rx.reqTx
-				q.flushAck(rx)
-				rx.tx = tx
+				q.flushAck(rx.reqTx)
 			}
 		}
 		q.runRequester(rx.reqTx)
@@ -42,7 +38,7 @@ func (d *Device) finishBatch(rx *rxState) {
 		if q.ackQueued {
 			q.ackQueued = false
 			if !q.destroyed && q.state != rdma.QPSErr && q.state != rdma.QPSReset {
-				q.flushAck(rx)
+				q.flushAck(rx.tx)
 			}
 		}
 		q.mu.Unlock()

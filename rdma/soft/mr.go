@@ -131,11 +131,7 @@ func (m *mr) Rekey() (uint32, error) {
 	if !m.valid.Load() {
 		return 0, fmt.Errorf("soft: rekey MR %#x: %w", m.lkey, rdma.ErrClosed)
 	}
-	k := m.rkey.Load()
-	k = k&^0xff | (k+1)&0xff
-	m.rkey.Store(k)
-	m.rkeyValid.Store(true)
-	return k, nil
+	return m.nextRKeyLocked(), nil
 }
 
 // Remap implements rdma.RemappableMR: buf replaces the region's buffer
@@ -153,11 +149,17 @@ func (m *mr) Remap(buf []byte) (uint32, error) {
 		return 0, fmt.Errorf("soft: remap MR %#x: %w", m.lkey, rdma.ErrClosed)
 	}
 	m.buf = buf
+	return m.nextRKeyLocked(), nil
+}
+
+// nextRKeyLocked advances the rkey's key byte and makes it valid for
+// remote access; the table lock is held.
+func (m *mr) nextRKeyLocked() uint32 {
 	k := m.rkey.Load()
 	k = k&^0xff | (k+1)&0xff
 	m.rkey.Store(k)
 	m.rkeyValid.Store(true)
-	return k, nil
+	return k
 }
 
 // Deregister releases the region.

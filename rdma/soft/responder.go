@@ -51,8 +51,8 @@ func (q *qp) responderInput(p *wire.Packet, rx *rxState) {
 		d.stats.outOfSequence.Add(1)
 		if !r.nakSent {
 			r.nakSent = true
-			q.flushAck(rx)
-			q.sendAck(rx, wire.Syndrome(wire.SyndromeNAK|wire.NAKPSNSequenceError), r.psn)
+			q.flushAck(rx.tx)
+			q.sendAck(rx.tx, wire.Syndrome(wire.SyndromeNAK|wire.NAKPSNSequenceError), r.psn)
 			d.stats.seqNAKsSent.Add(1)
 		}
 		return
@@ -84,8 +84,8 @@ func (q *qp) responderInput(p *wire.Packet, rx *rxState) {
 	needRecv := op.IsSend() || (op.IsWrite() && op.HasImmDt())
 	if needRecv {
 		if rw = q.recvHead(); rw == nil {
-			q.flushAck(rx)
-			q.sendAck(rx, wire.Syndrome(wire.SyndromeRNR|q.attr.MinRNRTimer&0x1f), psn)
+			q.flushAck(rx.tx)
+			q.sendAck(rx.tx, wire.Syndrome(wire.SyndromeRNR|q.attr.MinRNRTimer&0x1f), psn)
 			d.stats.rnrNAKsSent.Add(1)
 			return
 		}
@@ -130,7 +130,7 @@ func (q *qp) responderInput(p *wire.Packet, rx *rxState) {
 		}
 		if op.IsReadRequest() {
 			r.msn = (r.msn + 1) & 0xffffff
-			q.flushAck(rx)
+			q.flushAck(rx.tx)
 			q.sendReadResponses(rx, psn, m, off, int(n))
 			r.psn = wire.PSNAdd(psn, npackets(int(n), mtu))
 			r.unacked = 0
@@ -237,7 +237,7 @@ func (q *qp) duplicate(p *wire.Packet, psn uint32, rx *rxState) {
 			return
 		}
 	}
-	q.flushAck(rx)
+	q.flushAck(rx.tx)
 	q.sendReadResponses(rx, psn, m, off, int(n))
 }
 
@@ -288,8 +288,8 @@ func (q *qp) sendReadResponses(rx *rxState, psn uint32, m *mr, off, n int) {
 // with status, and move the QP to the error state. No memory was touched
 // for the failing packet.
 func (q *qp) respFail(rx *rxState, psn uint32, nak uint8, status rdma.WCStatus, rw *recvWQE) {
-	q.flushAck(rx)
-	q.sendAck(rx, wire.Syndrome(wire.SyndromeNAK|nak), psn)
+	q.flushAck(rx.tx)
+	q.sendAck(rx.tx, wire.Syndrome(wire.SyndromeNAK|nak), psn)
 	q.dev.stats.errNAKsSent.Add(1)
 	if rw != nil {
 		wc := rdma.WorkCompletion{Status: status, Opcode: rdma.WCRecv}
@@ -307,25 +307,25 @@ func (q *qp) queueAck(rx *rxState) {
 	}
 }
 
-// flushAck sends the pending acknowledgement, if any.
-func (q *qp) flushAck(rx *rxState) {
+// flushAck adds the pending acknowledgement, if any, to tx.
+func (q *qp) flushAck(tx *txBatch) {
 	r := &q.resp
 	if !r.ackPending {
 		return
 	}
 	r.ackPending = false
 	r.unacked = 0
-	q.sendAck(rx, ackSyndrome, wire.PSNAdd(r.psn, -1))
+	q.sendAck(tx, ackSyndrome, wire.PSNAdd(r.psn, -1))
 }
 
-// sendAck sends an Acknowledge packet with syndrome s for PSN psn.
-func (q *qp) sendAck(rx *rxState, s wire.Syndrome, psn uint32) {
-	pk := rx.tx.next()
+// sendAck adds an Acknowledge packet with syndrome s for PSN psn to tx.
+func (q *qp) sendAck(tx *txBatch, s wire.Syndrome, psn uint32) {
+	pk := tx.next()
 	b := pk.buf[:]
 	writeBTH(b, wire.RCAcknowledge, false, 0, q.attr.DestQPN, psn, false)
 	wire.AETH(b[wire.BTHLen:wire.BTHLen+wire.AETHLen]).Set(s, q.resp.msn)
 	pk.n = wire.BTHLen + wire.AETHLen + wire.ICRCLen
 	pk.dst = q.dst
-	rx.tx.commit()
+	tx.commit()
 	q.dev.stats.acksSent.Add(1)
 }
