@@ -238,12 +238,7 @@ func TestStartStatusErrors(t *testing.T) {
 // CommandTimeout completes with a *TimeoutError, without Abort, and its
 // queue alone is reset; I/O works afterwards.
 func TestStartTimeout(t *testing.T) {
-	ft := newFakeTarget(t, 1<<20)
-	o := testOpts()
-	o.CommandTimeout = 100 * time.Millisecond
-	o.NrIOQueues = 1
-	c := connectFake(t, ft, o)
-	ns, _ := c.Namespace(1)
+	ft, o, c, ns := oneQueue(t, 100*time.Millisecond)
 	ft.stallRead.Store(true)
 	start := time.Now()
 	x := &IO{Op: OpRead, Buf: make([]byte, 4096)}
@@ -273,12 +268,7 @@ func TestStartTimeout(t *testing.T) {
 // expires. Each I/O completes once, either with its data or with a
 // *TimeoutError, and the slots survive the races.
 func TestStartTimeoutRace(t *testing.T) {
-	ft := newFakeTarget(t, 1<<20)
-	o := testOpts()
-	o.CommandTimeout = 20 * time.Millisecond
-	o.NrIOQueues = 1
-	c := connectFake(t, ft, o)
-	ns, _ := c.Namespace(1)
+	ft, o, c, ns := oneQueue(t, 20*time.Millisecond)
 	want := bytes.Repeat([]byte{0x5a}, 4096)
 	if _, err := ns.WriteAt(want, 0); err != nil {
 		t.Fatal(err)

@@ -409,13 +409,24 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func TestCommandTimeout(t *testing.T) {
+// oneQueue connects to a fake target of 1 MiB with one I/O queue and the
+// given command timeout, and returns namespace 1.
+func oneQueue(t *testing.T, timeout time.Duration) (*fakeTarget, Options, *Controller, *Namespace) {
+	t.Helper()
 	ft := newFakeTarget(t, 1<<20)
 	o := testOpts()
-	o.CommandTimeout = 100 * time.Millisecond
+	o.CommandTimeout = timeout
 	o.NrIOQueues = 1
 	c := connectFake(t, ft, o)
-	ns, _ := c.Namespace(1)
+	ns, err := c.Namespace(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ft, o, c, ns
+}
+
+func TestCommandTimeout(t *testing.T) {
+	ft, _, c, ns := oneQueue(t, 100*time.Millisecond)
 	ft.stallRead.Store(true)
 	start := time.Now()
 	_, err := ns.ReadAt(make([]byte, 4096), 0)

@@ -32,28 +32,7 @@ func BenchmarkRDMAWrite(b *testing.B) {
 			src := regMR(b, ea.pd, size, 0)
 			dst := regMR(b, eb.pd, size, rdma.AccessLocalWrite|rdma.AccessRemoteWrite)
 			wr := rdma.SendWR{Opcode: rdma.WRRDMAWrite, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(src, 0, size)}, RemoteAddr: dst.Addr(), RKey: dst.RKey()}
-			const depth = 16
-			wc := make([]rdma.WorkCompletion, depth)
-			ctx := context.Background()
-			out := 0
-			b.SetBytes(int64(size))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				for out == depth {
-					out -= reap(b, ctx, ea.scq, wc)
-				}
-				if err := ea.qp.PostSend(&wr); err != nil {
-					b.Fatal(err)
-				}
-				out++
-			}
-			for out > 0 {
-				out -= reap(b, ctx, ea.scq, wc)
-			}
-			b.StopTimer()
-			s := da.Stats()
-			b.ReportMetric(float64(s.Retransmissions)/float64(b.N), "retx/op")
+			pipelined(b, da, ea, &wr, size)
 		})
 	}
 }
@@ -69,30 +48,36 @@ func BenchmarkRDMARead(b *testing.B) {
 			dst := regMR(b, ea.pd, size, rdma.AccessLocalWrite)
 			src := regMR(b, eb.pd, size, rdma.AccessRemoteRead)
 			wr := rdma.SendWR{Opcode: rdma.WRRDMARead, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(dst, 0, size)}, RemoteAddr: src.Addr(), RKey: src.RKey()}
-			const depth = 16
-			wc := make([]rdma.WorkCompletion, depth)
-			ctx := context.Background()
-			out := 0
-			b.SetBytes(int64(size))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				for out == depth {
-					out -= reap(b, ctx, ea.scq, wc)
-				}
-				if err := ea.qp.PostSend(&wr); err != nil {
-					b.Fatal(err)
-				}
-				out++
-			}
-			for out > 0 {
-				out -= reap(b, ctx, ea.scq, wc)
-			}
-			b.StopTimer()
-			s := da.Stats()
-			b.ReportMetric(float64(s.Retransmissions)/float64(b.N), "retx/op")
+			pipelined(b, da, ea, &wr, size)
 		})
 	}
+}
+
+// pipelined posts wr b.N times on ea's QP with 16 in flight, counting
+// size bytes each, and reports the retransmissions of da per operation.
+func pipelined(b *testing.B, da *Device, ea *end, wr *rdma.SendWR, size int) {
+	const depth = 16
+	wc := make([]rdma.WorkCompletion, depth)
+	ctx := context.Background()
+	out := 0
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for out == depth {
+			out -= reap(b, ctx, ea.scq, wc)
+		}
+		if err := ea.qp.PostSend(wr); err != nil {
+			b.Fatal(err)
+		}
+		out++
+	}
+	for out > 0 {
+		out -= reap(b, ctx, ea.scq, wc)
+	}
+	b.StopTimer()
+	s := da.Stats()
+	b.ReportMetric(float64(s.Retransmissions)/float64(b.N), "retx/op")
 }
 
 // reap waits for and polls completions, failing on an error.

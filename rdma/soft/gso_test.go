@@ -4,12 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"net"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/wire"
@@ -670,20 +666,8 @@ func TestGSOKernelRuns(t *testing.T) {
 	if b.socks.raw != nil {
 		t.Fatal("a device in GSO mode opened a raw socket")
 	}
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		c.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
-		})
-		return serr
-	}}
-	pc, err := lc.ListenPacket(t.Context(), "udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	sport := uint16(pc.LocalAddr().(*net.UDPAddr).Port)
-	rc, err := pc.(*net.UDPConn).SyscallConn()
+	pc, sport := plainUDP(t)
+	rc, err := pc.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,11 +96,11 @@ func TestKernelHeader(t *testing.T) {
 	}
 }
 
-// TestICRCCheck sends hand-made packets from an ordinary UDP socket: a
-// bad ICRC is counted and dropped, a good one is accepted (and counted as
-// addressed to an unknown QP).
-func TestICRCCheck(t *testing.T) {
-	b := openDev(t, Config{Addr: addrB})
+// plainUDP opens an ordinary UDP socket on 127.0.0.1 (an ephemeral
+// port) that sends with DF set, as the devices do, closed at the end of
+// the test, and returns it with its port.
+func plainUDP(t *testing.T) (*net.UDPConn, uint16) {
+	t.Helper()
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		c.Control(func(fd uintptr) {
@@ -112,8 +112,16 @@ func TestICRCCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pc.Close()
-	sport := uint16(pc.LocalAddr().(*net.UDPAddr).Port)
+	t.Cleanup(func() { pc.Close() })
+	return pc.(*net.UDPConn), uint16(pc.LocalAddr().(*net.UDPAddr).Port)
+}
+
+// TestICRCCheck sends hand-made packets from an ordinary UDP socket: a
+// bad ICRC is counted and dropped, a good one is accepted (and counted as
+// addressed to an unknown QP).
+func TestICRCCheck(t *testing.T) {
+	b := openDev(t, Config{Addr: addrB})
+	pc, sport := plainUDP(t)
 	pkt := make([]byte, wire.BTHLen+8+wire.ICRCLen)
 	writeBTH(pkt, wire.RCSendOnly, false, 0, 0x123456, 7, true)
 	v := wire.ICRCForIPv4(addrA.As4(), addrB.As4(), 0, true, sport, wire.UDPPort, pkt[:len(pkt)-4])
