@@ -197,20 +197,44 @@ func ICRCForIPv4Gather(src, dst [4]byte, ipID uint16, df bool, sport, dport uint
 	return crc32.Update(crc, crc32.IEEETable, pad)
 }
 
-// ICRCForIPv6 is ICRCForIPv4 for a datagram with a fixed 40-byte IPv6
-// header and no extension headers; traffic class, flow label and hop limit
-// are masked.
+// ICRCForIPv6 returns the ICRC of pkt (the BTH through the pad bytes,
+// without the ICRC) as it will be sent in a UDP datagram from src:sport to
+// dst:dport with a fixed 40-byte IPv6 header and no extension headers.
+// The payload length and the UDP length are derived from len(pkt) plus the
+// 4-byte ICRC; traffic class, flow label, hop limit and the UDP checksum
+// are masked. Nothing else in an IPv6 header varies, so the value is the
+// same whatever the sending kernel writes in those fields (rxe: flow label
+// 0, the path's traffic class and hop limit; a UDP socket: maybe an
+// automatic flow label). It does not allocate.
 func ICRCForIPv6(src, dst [16]byte, sport, dport uint16, pkt []byte) uint32 {
-	var h [IPv6HeaderLen]byte
 	udpLen := UDPHeaderLen + len(pkt) + ICRCLen
+	return icrcBTHOnward(icrcUDP(icrcIPv6(src, dst, udpLen), sport, dport, udpLen), pkt)
+}
+
+// ICRCForIPv6Gather is ICRCForIPv6 for a packet held in three pieces:
+// hdr (the BTH and the extended headers, at least the BTH), data (the
+// payload) and pad (the pad bytes), sent as hdr, data, pad and the ICRC.
+// It does not allocate.
+func ICRCForIPv6Gather(src, dst [16]byte, sport, dport uint16, hdr, data, pad []byte) uint32 {
+	udpLen := UDPHeaderLen + len(hdr) + len(data) + len(pad) + ICRCLen
+	crc := icrcBTHOnward(icrcUDP(icrcIPv6(src, dst, udpLen), sport, dport, udpLen), hdr)
+	crc = crc32.Update(crc, crc32.IEEETable, data)
+	return crc32.Update(crc, crc32.IEEETable, pad)
+}
+
+// icrcIPv6 starts the ICRC register over the masked pseudo-LRH and a
+// fixed IPv6 header (version 6, traffic class and flow label all ones,
+// payload length udpLen, next header UDP, hop limit all ones, src, dst),
+// as rxe_icrc.c masks it.
+func icrcIPv6(src, dst [16]byte, udpLen int) uint32 {
+	var h [IPv6HeaderLen]byte
 	h[0], h[1], h[2], h[3] = 0x6f, 0xff, 0xff, 0xff
 	binary.BigEndian.PutUint16(h[4:], uint16(udpLen))
 	h[6] = ipProtoUDP
 	h[7] = 0xff
 	copy(h[8:], src[:])
 	copy(h[24:], dst[:])
-	reg := crcBytes(icrcLRHRegister, h[:])
-	return icrcBTHOnward(icrcUDP(reg, sport, dport, udpLen), pkt)
+	return crcBytes(icrcLRHRegister, h[:])
 }
 
 // PutICRC stores the ICRC value v in the last 4 bytes of pkt (a RoCEv2
