@@ -1,0 +1,6 @@
+//go:build ibverbs && cgo
+
+package ibverbs
+
+// #cgo LDFLAGS: -libverbs -lrdmacm
+import "C"

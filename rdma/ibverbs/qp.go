@@ -1,0 +1,375 @@
+//go:build ibverbs && cgo
+
+package ibverbs
+
+/*
+#include "ibverbs.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+
+	"github.com/nvmeof/nvmeof/rdma"
+)
+
+// maxChain is the most work requests one ibv_post_send or ibv_post_recv
+// call takes; longer chains are posted in pieces.
+const maxChain = 64
+
+// qp is a queue pair. Its C arrays hold the work requests of one post.
+type qp struct {
+	pd     *pd
+	qp     *C.struct_ibv_qp
+	typ    rdma.QPType
+	scq    *cq
+	rcq    *cq
+	cap    rdma.QPCap
+	sigAll bool
+	state  atomic.Uint32
+	qpn    uint32
+
+	smu    sync.Mutex
+	sg     []C.struct_gsend
+	ssge   []C.struct_ibv_sge
+	swr    *C.struct_ibv_send_wr
+	sgp    *C.struct_gsend
+	ssgep  *C.struct_ibv_sge
+	rmu    sync.Mutex
+	rid    []C.uint64_t
+	rn     []C.uint32_t
+	rsge   []C.struct_ibv_sge
+	rwr    *C.struct_ibv_recv_wr
+	ridp   *C.uint64_t
+	rnp    *C.uint32_t
+	rsgep  *C.struct_ibv_sge
+	closed bool // under smu and rmu
+}
+
+func newQP(p *pd, attr *rdma.QPInitAttr) (*qp, error) {
+	if attr == nil {
+		return nil, fmt.Errorf("ibverbs: create QP: no attributes: %w", rdma.ErrInvalidArgument)
+	}
+	switch attr.Type {
+	case rdma.QPTypeRC, rdma.QPTypeUC:
+	default:
+		return nil, fmt.Errorf("ibverbs: create %v QP: %w (RC and UC only)", attr.Type, rdma.ErrNotSupported)
+	}
+	scq, ok1 := attr.SendCQ.(*cq)
+	rcq, ok2 := attr.RecvCQ.(*cq)
+	if !ok1 || !ok2 || scq == nil || rcq == nil {
+		return nil, fmt.Errorf("ibverbs: create QP: CQs of another provider: %w", rdma.ErrInvalidArgument)
+	}
+	c := attr.Cap
+	c.MaxSendSGE = max(c.MaxSendSGE, 1)
+	c.MaxRecvSGE = max(c.MaxRecvSGE, 1)
+	if c.MaxSendWR < 1 || c.MaxRecvWR < 0 {
+		return nil, fmt.Errorf("ibverbs: create QP with %d send and %d receive WRs: %w", c.MaxSendWR, c.MaxRecvWR, rdma.ErrInvalidArgument)
+	}
+	var ia C.struct_ibv_qp_init_attr
+	ia.send_cq = scq.cq
+	ia.recv_cq = rcq.cq
+	ia.qp_type = C.enum_ibv_qp_type(attr.Type)
+	ia.cap.max_send_wr = C.uint32_t(c.MaxSendWR)
+	ia.cap.max_recv_wr = C.uint32_t(max(c.MaxRecvWR, 1))
+	ia.cap.max_send_sge = C.uint32_t(c.MaxSendSGE)
+	ia.cap.max_recv_sge = C.uint32_t(c.MaxRecvSGE)
+	ia.cap.max_inline_data = C.uint32_t(c.MaxInlineData)
+	if attr.SigAll {
+		ia.sq_sig_all = 1
+	}
+	q, err := C.ibv_create_qp(p.pd, &ia)
+	if q == nil {
+		return nil, fmt.Errorf("ibverbs: ibv_create_qp (%d/%d WRs, %d/%d SGEs, %d inline): %w",
+			c.MaxSendWR, c.MaxRecvWR, c.MaxSendSGE, c.MaxRecvSGE, c.MaxInlineData, errnoErr(err))
+	}
+	c = rdma.QPCap{MaxSendWR: int(ia.cap.max_send_wr), MaxRecvWR: int(ia.cap.max_recv_wr), MaxSendSGE: int(ia.cap.max_send_sge),
+		MaxRecvSGE: int(ia.cap.max_recv_sge), MaxInlineData: int(ia.cap.max_inline_data)}
+	x := &qp{pd: p, qp: q, qpn: uint32(q.qp_num), typ: attr.Type, scq: scq, rcq: rcq, cap: c, sigAll: attr.SigAll}
+	ns := min(c.MaxSendWR, maxChain)
+	nr := min(max(c.MaxRecvWR, 1), maxChain)
+	x.sgp = (*C.struct_gsend)(C.calloc(C.size_t(ns), C.sizeof_struct_gsend))
+	x.ssgep = (*C.struct_ibv_sge)(C.calloc(C.size_t(ns*c.MaxSendSGE), C.sizeof_struct_ibv_sge))
+	x.swr = (*C.struct_ibv_send_wr)(C.calloc(C.size_t(ns), C.sizeof_struct_ibv_send_wr))
+	x.sg = unsafe.Slice(x.sgp, ns)
+	x.ssge = unsafe.Slice(x.ssgep, ns*c.MaxSendSGE)
+	x.ridp = (*C.uint64_t)(C.calloc(C.size_t(nr), 8))
+	x.rnp = (*C.uint32_t)(C.calloc(C.size_t(nr), 4))
+	x.rsgep = (*C.struct_ibv_sge)(C.calloc(C.size_t(nr*c.MaxRecvSGE), C.sizeof_struct_ibv_sge))
+	x.rwr = (*C.struct_ibv_recv_wr)(C.calloc(C.size_t(nr), C.sizeof_struct_ibv_recv_wr))
+	x.rid = unsafe.Slice(x.ridp, nr)
+	x.rn = unsafe.Slice(x.rnp, nr)
+	x.rsge = unsafe.Slice(x.rsgep, nr*c.MaxRecvSGE)
+	scq.users.Add(1)
+	rcq.users.Add(1)
+	return x, nil
+}
+
+// QPN implements rdma.QP.
+func (q *qp) QPN() uint32 { return q.qpn }
+
+// Type implements rdma.QP.
+func (q *qp) Type() rdma.QPType { return q.typ }
+
+// State implements rdma.QP: the state of the last transition (a QP the
+// device moved to Err on a failed completion shows Err in Query).
+func (q *qp) State() rdma.QPState { return rdma.QPState(q.state.Load()) }
+
+// validTransition reports whether the verbs allow from→to.
+func validTransition(from, to rdma.QPState) bool {
+	if to == rdma.QPSReset || to == rdma.QPSErr {
+		return true
+	}
+	switch from {
+	case rdma.QPSReset:
+		return to == rdma.QPSInit
+	case rdma.QPSInit:
+		return to == rdma.QPSInit || to == rdma.QPSRTR
+	case rdma.QPSRTR:
+		return to == rdma.QPSRTS
+	case rdma.QPSRTS:
+		return to == rdma.QPSRTS || to == rdma.QPSSQD
+	case rdma.QPSSQD:
+		return to == rdma.QPSSQD || to == rdma.QPSRTS
+	case rdma.QPSSQE:
+		return to == rdma.QPSRTS
+	}
+	return false
+}
+
+// Modify implements rdma.QP.
+func (q *qp) Modify(attr *rdma.QPAttr, mask rdma.QPAttrMask) error {
+	var a C.struct_ibv_qp_attr
+	a.qp_state = C.enum_ibv_qp_state(attr.State)
+	a.cur_qp_state = C.enum_ibv_qp_state(attr.CurState)
+	a.qp_access_flags = C.uint(attr.AccessFlags)
+	a.pkey_index = C.uint16_t(attr.PKeyIndex)
+	a.port_num = C.uint8_t(attr.Port)
+	if mask&rdma.QPAttrPort != 0 && attr.Port == 0 {
+		a.port_num = C.uint8_t(q.pd.dev.info.Port)
+	}
+	a.qkey = C.uint32_t(attr.QKey)
+	a.path_mtu = C.enum_ibv_mtu(attr.PathMTU)
+	a.timeout = C.uint8_t(attr.Timeout)
+	a.retry_cnt = C.uint8_t(attr.RetryCount)
+	a.rnr_retry = C.uint8_t(attr.RNRRetry)
+	a.rq_psn = C.uint32_t(attr.RQPSN)
+	a.sq_psn = C.uint32_t(attr.SQPSN)
+	a.max_rd_atomic = C.uint8_t(attr.MaxRdAtomic)
+	a.max_dest_rd_atomic = C.uint8_t(attr.MaxDestRdAtomic)
+	a.min_rnr_timer = C.uint8_t(attr.MinRNRTimer)
+	a.dest_qp_num = C.uint32_t(attr.DestQPN)
+	if mask&rdma.QPAttrAV != 0 {
+		ah := &a.ah_attr
+		ah.is_global = 1
+		ah.port_num = C.uint8_t(q.pd.dev.info.Port)
+		g := attr.AH.DGID
+		C.memcpy(unsafe.Pointer(&ah.grh.dgid), unsafe.Pointer(&g[0]), 16)
+		ah.grh.sgid_index = C.uint8_t(attr.AH.SGIDIndex)
+		if attr.AH.SGIDIndex == 0 {
+			ah.grh.sgid_index = C.uint8_t(q.pd.dev.info.GIDIndex)
+		}
+		ah.grh.flow_label = C.uint32_t(attr.AH.FlowLabel)
+		ah.grh.hop_limit = C.uint8_t(attr.AH.HopLimit)
+		if attr.AH.HopLimit == 0 {
+			ah.grh.hop_limit = 64
+		}
+		ah.grh.traffic_class = C.uint8_t(attr.AH.TrafficClass)
+	}
+	return q.modify(&a, C.int(mask))
+}
+
+// modify applies a C attribute set (also the connection manager's).
+func (q *qp) modify(a *C.struct_ibv_qp_attr, mask C.int) error {
+	if mask&C.IBV_QP_STATE != 0 {
+		from, to := q.State(), rdma.QPState(a.qp_state)
+		if !validTransition(from, to) {
+			return fmt.Errorf("ibverbs: QP %#x %v -> %v: %w", q.QPN(), from, to, rdma.ErrInvalidState)
+		}
+	}
+	if r := C.ibv_modify_qp(q.qp, a, mask); r != 0 {
+		err := errnoErr(syscall.Errno(r))
+		return fmt.Errorf("ibverbs: QP %#x modify to %v (mask %#x): %w", q.QPN(), rdma.QPState(a.qp_state), uint32(mask), err)
+	}
+	if mask&C.IBV_QP_STATE != 0 {
+		q.state.Store(uint32(a.qp_state))
+	}
+	return nil
+}
+
+// Query implements rdma.QP.
+func (q *qp) Query(attr *rdma.QPAttr) error {
+	var a C.struct_ibv_qp_attr
+	var ia C.struct_ibv_qp_init_attr
+	mask := C.IBV_QP_STATE | C.IBV_QP_CUR_STATE | C.IBV_QP_ACCESS_FLAGS | C.IBV_QP_PKEY_INDEX | C.IBV_QP_PORT |
+		C.IBV_QP_AV | C.IBV_QP_PATH_MTU | C.IBV_QP_TIMEOUT | C.IBV_QP_RETRY_CNT | C.IBV_QP_RNR_RETRY |
+		C.IBV_QP_RQ_PSN | C.IBV_QP_MAX_QP_RD_ATOMIC | C.IBV_QP_MIN_RNR_TIMER | C.IBV_QP_SQ_PSN |
+		C.IBV_QP_MAX_DEST_RD_ATOMIC | C.IBV_QP_DEST_QPN | C.IBV_QP_CAP
+	if r := C.ibv_query_qp(q.qp, &a, C.int(mask), &ia); r != 0 {
+		return fmt.Errorf("ibverbs: QP %#x query: %w", q.QPN(), errnoErr(syscall.Errno(r)))
+	}
+	var g rdma.GID
+	C.memcpy(unsafe.Pointer(&g[0]), unsafe.Pointer(&a.ah_attr.grh.dgid), 16)
+	*attr = rdma.QPAttr{
+		State:       rdma.QPState(a.qp_state),
+		CurState:    rdma.QPState(a.cur_qp_state),
+		AccessFlags: rdma.Access(a.qp_access_flags),
+		PKeyIndex:   uint16(a.pkey_index),
+		Port:        uint8(a.port_num),
+		QKey:        uint32(a.qkey),
+		AH: rdma.AH{DGID: g, SGIDIndex: uint8(a.ah_attr.grh.sgid_index), FlowLabel: uint32(a.ah_attr.grh.flow_label),
+			HopLimit: uint8(a.ah_attr.grh.hop_limit), TrafficClass: uint8(a.ah_attr.grh.traffic_class)},
+		PathMTU:         rdma.MTU(a.path_mtu),
+		Timeout:         uint8(a.timeout),
+		RetryCount:      uint8(a.retry_cnt),
+		RNRRetry:        uint8(a.rnr_retry),
+		RQPSN:           uint32(a.rq_psn),
+		SQPSN:           uint32(a.sq_psn),
+		MaxRdAtomic:     uint8(a.max_rd_atomic),
+		MaxDestRdAtomic: uint8(a.max_dest_rd_atomic),
+		MinRNRTimer:     uint8(a.min_rnr_timer),
+		DestQPN:         uint32(a.dest_qp_num),
+		Cap:             q.cap,
+	}
+	// The device may have moved the QP to Err on its own.
+	if attr.State == rdma.QPSErr {
+		q.state.Store(uint32(rdma.QPSErr))
+	}
+	return nil
+}
+
+// PostSend implements rdma.QP.
+func (q *qp) PostSend(wr *rdma.SendWR) error {
+	q.smu.Lock()
+	defer q.smu.Unlock()
+	if q.closed {
+		return &rdma.PostError{Err: fmt.Errorf("ibverbs: %w", rdma.ErrClosed)}
+	}
+	if s := q.State(); s != rdma.QPSRTS && s != rdma.QPSSQD && s != rdma.QPSErr {
+		return &rdma.PostError{Err: fmt.Errorf("ibverbs: post send in %v: %w", s, rdma.ErrInvalidState)}
+	}
+	base := 0
+	for wr != nil {
+		n, nsge := 0, 0
+		for ; wr != nil && n < len(q.sg); wr = wr.Next {
+			if len(wr.SGL) > q.cap.MaxSendSGE && wr.Flags&rdma.SendInline == 0 {
+				if n > 0 {
+					break
+				}
+				return &rdma.PostError{Index: base, Err: fmt.Errorf("ibverbs: %d SGEs, QP takes %d: %w", len(wr.SGL), q.cap.MaxSendSGE, rdma.ErrInvalidArgument)}
+			}
+			if nsge+len(wr.SGL) > len(q.ssge) {
+				break
+			}
+			g := &q.sg[n]
+			g.wr_id = C.uint64_t(wr.WRID)
+			g.remote_addr = C.uint64_t(wr.RemoteAddr)
+			g.rkey = C.uint32_t(wr.RKey)
+			g.imm = C.uint32_t(wr.Imm)
+			g.inv_rkey = C.uint32_t(wr.InvalidateRKey)
+			g.opcode = C.uint32_t(wr.Opcode)
+			flags := wr.Flags
+			if q.sigAll {
+				flags |= rdma.SendSignaled
+			}
+			g.flags = C.uint32_t(flags)
+			g.num_sge = C.uint32_t(len(wr.SGL))
+			g.sge_off = C.uint32_t(nsge)
+			for _, s := range wr.SGL {
+				d := &q.ssge[nsge]
+				d.addr = C.uint64_t(s.Addr)
+				d.length = C.uint32_t(s.Length)
+				d.lkey = C.uint32_t(s.LKey)
+				nsge++
+			}
+			n++
+		}
+		var bad C.int
+		if r := C.nv_post_send(q.qp, q.sgp, C.int(n), q.ssgep, q.swr, &bad); r != 0 {
+			return &rdma.PostError{Index: base + int(bad), Err: fmt.Errorf("ibverbs: ibv_post_send: %w", errnoErr(syscall.Errno(r)))}
+		}
+		base += n
+	}
+	return nil
+}
+
+// PostRecv implements rdma.QP.
+func (q *qp) PostRecv(wr *rdma.RecvWR) error {
+	q.rmu.Lock()
+	defer q.rmu.Unlock()
+	if q.closed {
+		return &rdma.PostError{Err: fmt.Errorf("ibverbs: %w", rdma.ErrClosed)}
+	}
+	if q.State() == rdma.QPSReset {
+		return &rdma.PostError{Err: fmt.Errorf("ibverbs: post receive in RESET: %w", rdma.ErrInvalidState)}
+	}
+	base := 0
+	for wr != nil {
+		n, nsge := 0, 0
+		for ; wr != nil && n < len(q.rid); wr = wr.Next {
+			if len(wr.SGL) > q.cap.MaxRecvSGE {
+				if n > 0 {
+					break
+				}
+				return &rdma.PostError{Index: base, Err: fmt.Errorf("ibverbs: %d SGEs, QP takes %d: %w", len(wr.SGL), q.cap.MaxRecvSGE, rdma.ErrInvalidArgument)}
+			}
+			if nsge+len(wr.SGL) > len(q.rsge) {
+				break
+			}
+			q.rid[n] = C.uint64_t(wr.WRID)
+			q.rn[n] = C.uint32_t(len(wr.SGL))
+			for _, s := range wr.SGL {
+				d := &q.rsge[nsge]
+				d.addr = C.uint64_t(s.Addr)
+				d.length = C.uint32_t(s.Length)
+				d.lkey = C.uint32_t(s.LKey)
+				nsge++
+			}
+			n++
+		}
+		var bad C.int
+		if r := C.nv_post_recv(q.qp, q.ridp, q.rnp, C.int(n), q.rsgep, q.rwr, &bad); r != 0 {
+			return &rdma.PostError{Index: base + int(bad), Err: fmt.Errorf("ibverbs: ibv_post_recv: %w", errnoErr(syscall.Errno(r)))}
+		}
+		base += n
+	}
+	return nil
+}
+
+// Destroy implements rdma.QP.
+func (q *qp) Destroy() error {
+	q.smu.Lock()
+	defer q.smu.Unlock()
+	q.rmu.Lock()
+	defer q.rmu.Unlock()
+	if q.closed {
+		return nil
+	}
+	if r := C.ibv_destroy_qp(q.qp); r != 0 {
+		return fmt.Errorf("ibverbs: QP %#x: ibv_destroy_qp: %w", q.QPN(), errnoErr(syscall.Errno(r)))
+	}
+	q.closed = true
+	q.scq.users.Add(-1)
+	q.rcq.users.Add(-1)
+	for _, p := range []unsafe.Pointer{unsafe.Pointer(q.sgp), unsafe.Pointer(q.ssgep), unsafe.Pointer(q.swr),
+		unsafe.Pointer(q.ridp), unsafe.Pointer(q.rnp), unsafe.Pointer(q.rsgep), unsafe.Pointer(q.rwr)} {
+		C.free(p)
+	}
+	return nil
+}
+
+// toErr moves the QP to Err, flushing its work requests.
+func (q *qp) toErr() {
+	q.smu.Lock()
+	defer q.smu.Unlock()
+	if q.closed || q.State() == rdma.QPSErr {
+		return
+	}
+	var a C.struct_ibv_qp_attr
+	a.qp_state = C.IBV_QPS_ERR
+	q.modify(&a, C.IBV_QP_STATE)
+}
