@@ -304,9 +304,9 @@ func errnoErr(err error) error {
 
 // pd is a protection domain.
 type pd struct {
-	dev *device
-	pd  *C.struct_ibv_pd
-	mu  sync.Mutex
+	dev  *device
+	pd   *C.struct_ibv_pd
+	mu   sync.Mutex
 	dead bool
 }
 
