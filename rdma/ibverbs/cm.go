@@ -184,9 +184,12 @@ func (m *connManager) handle(g *C.struct_gevent) {
 	if g.priv_len > 0 {
 		e.priv = C.GoBytes(unsafe.Pointer(&g.priv[0]), C.int(g.priv_len))
 	}
+	// The kernel reports REQ and REP resources from the receiver's point
+	// of view (ib_cm swaps them); the rdma API gives the peer's values,
+	// as they are in its message.
 	e.param = rdma.ConnParam{
-		ResponderResources: uint8(g.responder_resources),
-		InitiatorDepth:     uint8(g.initiator_depth),
+		ResponderResources: uint8(g.initiator_depth),
+		InitiatorDepth:     uint8(g.responder_resources),
 		RetryCount:         uint8(g.retry_count),
 		RNRRetryCount:      uint8(g.rnr_retry_count),
 		FlowControl:        g.flow_control != 0,
@@ -713,7 +716,7 @@ func (r *connRequest) Accept(ctx context.Context, qpi rdma.QP, privateData []byt
 		}
 	}()
 	m.setOptions(x)
-	param.ResponderResources = uint8(min(int(param.ResponderResources), m.dev.attr.MaxQPRdAtom))
+	param.ResponderResources = uint8(min(int(param.ResponderResources), m.dev.attr.MaxQPRdAtom, int(r.param.InitiatorDepth)))
 	param.InitiatorDepth = uint8(min(int(param.InitiatorDepth), m.dev.attr.MaxQPInitRdAtom, int(r.param.ResponderResources)))
 	if err := m.toInit(x, q); err != nil {
 		return nil, fmt.Errorf("ibverbs: accept %s: %w", r.remote, err)
