@@ -163,15 +163,17 @@ func (m *connManager) run() {
 	if err != nil {
 		return
 	}
+	got := false
+	read := func(uintptr) bool {
+		if C.nv_get_event(m.ch, m.ev) == 0 {
+			got = true
+			return true
+		}
+		return false
+	}
 	for {
-		got := false
-		err := rc.Read(func(uintptr) bool {
-			if C.nv_get_event(m.ch, m.ev) == 0 {
-				got = true
-				return true
-			}
-			return false
-		})
+		got = false
+		err := rc.Read(read)
 		if err != nil || !got {
 			return
 		}

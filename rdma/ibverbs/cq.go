@@ -118,17 +118,20 @@ func (c *cq) events() {
 	if err != nil {
 		return
 	}
+	// One closure for the goroutine's life: nothing is allocated per event.
+	var evCQ *C.struct_ibv_cq
+	var evCtx unsafe.Pointer
+	got := false
+	read := func(uintptr) bool {
+		if C.ibv_get_cq_event(c.ch, &evCQ, &evCtx) == 0 {
+			got = true
+			return true
+		}
+		return false // EAGAIN: wait for readiness
+	}
 	for {
-		var evCQ *C.struct_ibv_cq
-		var evCtx unsafe.Pointer
-		got := false
-		err := rc.Read(func(uintptr) bool {
-			if C.ibv_get_cq_event(c.ch, &evCQ, &evCtx) == 0 {
-				got = true
-				return true
-			}
-			return false // EAGAIN: wait for readiness
-		})
+		got = false
+		err := rc.Read(read)
 		if err != nil || !got {
 			return
 		}

@@ -47,6 +47,8 @@ type qp struct {
 	ridp   *C.uint64_t
 	rnp    *C.uint32_t
 	rsgep  *C.struct_ibv_sge
+	sbad   *C.int // where ibv_post_send's failing index goes (C memory: a Go variable would escape per post)
+	rbad   *C.int
 	closed bool // under smu and rmu
 }
 
@@ -102,6 +104,8 @@ func newQP(p *pd, attr *rdma.QPInitAttr) (*qp, error) {
 	x.rsgep = (*C.struct_ibv_sge)(C.calloc(C.size_t(nr*c.MaxRecvSGE), C.sizeof_struct_ibv_sge))
 	x.rwr = (*C.struct_ibv_recv_wr)(C.calloc(C.size_t(nr), C.sizeof_struct_ibv_recv_wr))
 	x.rid = unsafe.Slice(x.ridp, nr)
+	x.sbad = (*C.int)(C.calloc(2, C.sizeof_int))
+	x.rbad = (*C.int)(unsafe.Add(unsafe.Pointer(x.sbad), C.sizeof_int))
 	x.rn = unsafe.Slice(x.rnp, nr)
 	x.rsge = unsafe.Slice(x.rsgep, nr*c.MaxRecvSGE)
 	scq.users.Add(1)
@@ -288,9 +292,8 @@ func (q *qp) PostSend(wr *rdma.SendWR) error {
 			}
 			n++
 		}
-		var bad C.int
-		if r := C.nv_post_send(q.qp, q.sgp, C.int(n), q.ssgep, q.swr, &bad); r != 0 {
-			return &rdma.PostError{Index: base + int(bad), Err: fmt.Errorf("ibverbs: ibv_post_send: %w", errnoErr(syscall.Errno(r)))}
+		if r := C.nv_post_send(q.qp, q.sgp, C.int(n), q.ssgep, q.swr, q.sbad); r != 0 {
+			return &rdma.PostError{Index: base + int(*q.sbad), Err: fmt.Errorf("ibverbs: ibv_post_send: %w", errnoErr(syscall.Errno(r)))}
 		}
 		base += n
 	}
@@ -331,9 +334,8 @@ func (q *qp) PostRecv(wr *rdma.RecvWR) error {
 			}
 			n++
 		}
-		var bad C.int
-		if r := C.nv_post_recv(q.qp, q.ridp, q.rnp, C.int(n), q.rsgep, q.rwr, &bad); r != 0 {
-			return &rdma.PostError{Index: base + int(bad), Err: fmt.Errorf("ibverbs: ibv_post_recv: %w", errnoErr(syscall.Errno(r)))}
+		if r := C.nv_post_recv(q.qp, q.ridp, q.rnp, C.int(n), q.rsgep, q.rwr, q.rbad); r != 0 {
+			return &rdma.PostError{Index: base + int(*q.rbad), Err: fmt.Errorf("ibverbs: ibv_post_recv: %w", errnoErr(syscall.Errno(r)))}
 		}
 		base += n
 	}
@@ -356,7 +358,7 @@ func (q *qp) Destroy() error {
 	q.scq.users.Add(-1)
 	q.rcq.users.Add(-1)
 	for _, p := range []unsafe.Pointer{unsafe.Pointer(q.sgp), unsafe.Pointer(q.ssgep), unsafe.Pointer(q.swr),
-		unsafe.Pointer(q.ridp), unsafe.Pointer(q.rnp), unsafe.Pointer(q.rsgep), unsafe.Pointer(q.rwr)} {
+		unsafe.Pointer(q.ridp), unsafe.Pointer(q.rnp), unsafe.Pointer(q.rsgep), unsafe.Pointer(q.rwr), unsafe.Pointer(q.sbad)} {
 		C.free(p)
 	}
 	return nil

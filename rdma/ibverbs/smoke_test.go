@@ -175,3 +175,64 @@ func TestSmokeLoopback(t *testing.T) {
 	}
 	t.Logf("client events %v", types)
 }
+
+// TestSmokeNoAllocs: a SEND and its receive, posted and completed through
+// Poll and Wait, allocate nothing.
+func TestSmokeNoAllocs(t *testing.T) {
+	d := openEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cm, err := d.ConnManager()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := cm.Listen(7472)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	srv, cli := newSmokeEnd(t, d), newSmokeEnd(t, d)
+	done := make(chan error, 1)
+	go func() {
+		r, err := l.Next(ctx)
+		if err == nil {
+			_, err = r.Accept(ctx, srv.qp, nil, rdma.ConnParam{RNRRetryCount: 7})
+		}
+		done <- err
+	}()
+	cc, err := cm.Connect(ctx, d.Addr(), 7472, cli.qp, nil, rdma.ConnParam{RetryCount: 7, RNRRetryCount: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Disconnect(ctx)
+	rwr := &rdma.RecvWR{WRID: 1, SGL: []rdma.SGE{{Addr: srv.mr.Addr(), Length: 4096, LKey: srv.mr.LKey()}}}
+	swr := &rdma.SendWR{WRID: 2, Opcode: rdma.WRSend, Flags: rdma.SendSignaled,
+		SGL: []rdma.SGE{{Addr: cli.mr.Addr(), Length: 4096, LKey: cli.mr.LKey()}}}
+	var wc [4]rdma.WorkCompletion
+	waitOne := func(cq rdma.CQ) {
+		for cq.Poll(wc[:1]) == 0 {
+			if err := cq.Wait(ctx); err != nil {
+				panic(err)
+			}
+		}
+		if wc[0].Status != rdma.Success {
+			panic(wc[0].Status.String())
+		}
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		if err := srv.qp.PostRecv(rwr); err != nil {
+			panic(err)
+		}
+		if err := cli.qp.PostSend(swr); err != nil {
+			panic(err)
+		}
+		waitOne(srv.cq)
+		waitOne(cli.cq)
+	})
+	if allocs != 0 {
+		t.Errorf("%.1f allocations per SEND", allocs)
+	}
+}
