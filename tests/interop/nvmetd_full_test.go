@@ -51,11 +51,7 @@ type fullSetup struct {
 	keep               string // kept session directory, "" when not kept
 }
 
-// newFullSetup builds nvmetd and writes a configuration with two
-// subsystems on 192.0.2.1:4420: fullOpenNQN (any host; namespace 1 a
-// 64 MiB file, namespace 2 a 16 MiB file) and fullRestrictedNQN (16 MiB
-// memory namespace) that allows the guest's default host and
-// fullAllowedHostID only.
+// newFullSetup builds nvmetd and writes fullConfig for 192.0.2.1:4420.
 func newFullSetup(t *testing.T) *fullSetup {
 	t.Helper()
 	s := &fullSetup{bin: buildBinary(t, "./cmd/nvmetd")}
@@ -71,11 +67,29 @@ func newFullSetup(t *testing.T) *fullSetup {
 		work = s.keep
 	}
 	s.ns1, s.ns2 = filepath.Join(work, "ns1.img"), filepath.Join(work, "ns2.img")
-	cfg := fmt.Sprintf(`
+	cfg := fullConfig(kpeer.HostAddr, "", s.ns1, s.ns2)
+	s.cfg = filepath.Join(work, "nvmetd.hcl")
+	if err := os.WriteFile(s.cfg, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// fullConfig is the nvmetd configuration of the full checklist: two
+// subsystems on addr:4420 (provider "" = the default), fullOpenNQN (any
+// host; namespace 1 a 64 MiB file at ns1, namespace 2 a 16 MiB file at
+// ns2) and fullRestrictedNQN (16 MiB memory namespace) that allows the
+// guest's default host and fullAllowedHostID only.
+func fullConfig(addr, provider, ns1, ns2 string) string {
+	prov := ""
+	if provider != "" {
+		prov = fmt.Sprintf("  provider  = %q\n", provider)
+	}
+	return fmt.Sprintf(`
 log_level = "debug"
 port "kpeer" {
   transport = "rdma"
-  address   = %q
+%s  address   = %q
   service   = 4420
 }
 subsystem %q {
@@ -104,22 +118,13 @@ subsystem %q {
     size    = "16MiB"
   }
 }
-`, kpeer.HostAddr, fullOpenNQN, fullSerial, fullModel, s.ns1, fullNS1Size, s.ns2, fullNS2Size,
+`, prov, addr, fullOpenNQN, fullSerial, fullModel, ns1, fullNS1Size, ns2, fullNS2Size,
 		fullRestrictedNQN, hostNQN(fullHostID), hostNQN(fullAllowedHostID))
-	s.cfg = filepath.Join(work, "nvmetd.hcl")
-	if err := os.WriteFile(s.cfg, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
-// run runs guest/nvmetd-full.sh with the given steps and extra settings
-// and asserts RESULT: PASS; it logs the PASS lines, and on failure the
-// guest log and the tail of nvmetd's log.
-func (s *fullSetup) run(t *testing.T, dir string, r kpeer.Run, steps string) *kpeer.Result {
-	t.Helper()
-	r.Scripts = []string{guestScript(t, "nvmetd-full.sh")}
-	r.Env = append([]string{
+// fullEnv is what guest/nvmetd-full.sh needs to know of fullConfig.
+func fullEnv(steps string) []string {
+	return []string{
 		"STEPS=" + steps,
 		"OPEN_NQN=" + fullOpenNQN, "RESTRICTED_NQN=" + fullRestrictedNQN,
 		"HOSTNQN=" + hostNQN(fullHostID), "HOSTID=" + fullHostID,
@@ -128,7 +133,16 @@ func (s *fullSetup) run(t *testing.T, dir string, r kpeer.Run, steps string) *kp
 		"MODEL=" + fullModel, "SERIAL=" + fullSerial,
 		fmt.Sprintf("NS1_BLOCKS=%d", fullNS1Size/512), fmt.Sprintf("NS2_BLOCKS=%d", fullNS2Size/512),
 		"DISCOVER_TRIES=10",
-	}, r.Env...)
+	}
+}
+
+// run runs guest/nvmetd-full.sh with the given steps and extra settings
+// and asserts RESULT: PASS; it logs the PASS lines, and on failure the
+// guest log and the tail of nvmetd's log.
+func (s *fullSetup) run(t *testing.T, dir string, r kpeer.Run, steps string) *kpeer.Result {
+	t.Helper()
+	r.Scripts = []string{guestScript(t, "nvmetd-full.sh")}
+	r.Env = append(fullEnv(steps), r.Env...)
 	if s.keep != "" {
 		r.Share = filepath.Join(s.keep, "share")
 		r.Capture = filepath.Join(s.keep, "capture.pcapng")

@@ -15,6 +15,10 @@
 #   TARGET_ADDR=$KPEER_PEER_ADDR  TRSVCID=4420
 #   NQN=nqn.2014-08.org.nvmexpress:kpeer-target
 #   NS_SIZE_MB=64  FILE_MB=8  CHECK_RXE=1  WAIT_READY_S=600
+#   NVMEOF_FLAGS=""   extra flags after discover/connect (e.g. "--provider
+#                     ibverbs": our verbs build on the guest's rxe0, which the
+#                     caller brought up; then CHECK_RXE=0 and CHECK_UDP=0)
+#   CHECK_UDP=1       at the end UDP 4791 must be free (the soft provider let go)
 # Prints PASS:/FAIL: lines and "RESULT: PASS|FAIL"; always creates $KPEER_SIGNAL/release.
 set -u
 NVMEOF_SRC="${NVMEOF:-/share/nvmeof}"
@@ -24,6 +28,8 @@ NQN="${NQN:-nqn.2014-08.org.nvmexpress:kpeer-target}"
 NS_SIZE_MB="${NS_SIZE_MB:-64}"
 FILE_MB="${FILE_MB:-8}"
 CHECK_RXE="${CHECK_RXE:-1}"
+CHECK_UDP="${CHECK_UDP:-1}"
+NVMEOF_FLAGS="${NVMEOF_FLAGS:-}"
 WAIT_READY_S="${WAIT_READY_S:-600}"
 MYADDR="${KPEER_IP:-192.0.2.3}"
 SIGNAL="${KPEER_SIGNAL:-/tmp/kpeer-signal}"
@@ -85,17 +91,19 @@ step "modprobe nbd"
 modprobe nbd || abort "modprobe nbd"
 ls /dev/nbd* | head -n 3
 
-step "nvmeof discover -t rdma -a $TARGET_ADDR -s $TRSVCID -w $MYADDR"
-if out=$(timeout 90 nvmeof discover -t rdma -a "$TARGET_ADDR" -s "$TRSVCID" -w "$MYADDR" 2>&1); then
+step "nvmeof discover $NVMEOF_FLAGS -t rdma -a $TARGET_ADDR -s $TRSVCID -w $MYADDR"
+# shellcheck disable=SC2086
+if out=$(timeout 90 nvmeof discover $NVMEOF_FLAGS -t rdma -a "$TARGET_ADDR" -s "$TRSVCID" -w "$MYADDR" 2>&1); then
   echo "$out"
   grep -q "subnqn: *$NQN" <<< "$out" && pass "discover: $NQN listed" || failc "discover: $NQN not listed"
 else
   echo "$out"; abort "discover"
 fi
 
-step "nvmeof connect -t rdma -a $TARGET_ADDR -s $TRSVCID -n $NQN -w $MYADDR --map nbd"
+step "nvmeof connect $NVMEOF_FLAGS -t rdma -a $TARGET_ADDR -s $TRSVCID -n $NQN -w $MYADDR --map nbd"
 t0=$(date +%s.%N)
-if out=$(timeout 120 nvmeof connect -t rdma -a "$TARGET_ADDR" -s "$TRSVCID" -n "$NQN" -w "$MYADDR" --map nbd 2>&1); then
+# shellcheck disable=SC2086
+if out=$(timeout 120 nvmeof connect $NVMEOF_FLAGS -t rdma -a "$TARGET_ADDR" -s "$TRSVCID" -n "$NQN" -w "$MYADDR" --map nbd 2>&1); then
   CONNECTED=1
   echo "$out"
   pass "connect in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }')"
@@ -141,5 +149,7 @@ echo "$out"
 grep -q '"DevicePath"' <<< "$out" && failc "nvmeof list still shows a namespace" || pass "nvmeof list empty"
 procs=$(ps -eo pid,args | grep -E '[n]vmeof' | grep -v 'nbd-host' || true)
 [ -z "$procs" ] && pass "no nvmeof process left" || { echo "$procs"; failc "nvmeof processes left"; }
-ss -uan | grep -E ':4791\b' && failc "UDP 4791 still bound" || pass "UDP 4791 free"
+if [ "$CHECK_UDP" = 1 ]; then
+  ss -uan | grep -E ':4791\b' && failc "UDP 4791 still bound" || pass "UDP 4791 free"
+fi
 exit 0

@@ -32,6 +32,9 @@
 #   MODEL SERIAL              OPEN_NQN's Identify Controller model and serial
 #   NS1_BLOCKS NS2_BLOCKS     namespace sizes in 512-byte blocks (checked)
 #   FIO_MB=4   DISCOVER_TRIES=20   RESTARTS="KILL TERM"   RECONNECT_WAIT_S=120
+#   WAIT_READY_S=0            > 0: first wait (up to that long) for the target's
+#                             $KPEER_SIGNAL/target-ready (nvmetd in the other
+#                             guest, guest/nvmetd-guest.sh)
 # Prints PASS:/FAIL: lines and "RESULT: PASS|FAIL"; exits non-zero on any failure.
 set -u
 LIB="${KPEER_LIB:-$(cd "$(dirname "$0")" && pwd)}"
@@ -49,6 +52,7 @@ FIO_MB="${FIO_MB:-4}"
 DISCOVER_TRIES="${DISCOVER_TRIES:-20}"
 RESTARTS="${RESTARTS:-KILL TERM}"
 RECONNECT_WAIT_S="${RECONNECT_WAIT_S:-120}"
+WAIT_READY_S="${WAIT_READY_S:-0}"
 SIGNAL="${KPEER_SIGNAL:-/tmp/kpeer-signal}"
 OUT="${KPEER_OUT:-/tmp}"
 mkdir -p "$SIGNAL" "$OUT"
@@ -166,6 +170,17 @@ if [ -n "$HOSTNQN" ]; then
 fi
 echo "host NQN $(cat /etc/nvme/hostnqn), host ID $(cat /etc/nvme/hostid), $(nproc) CPUs"
 echo "steps: $STEPS"
+
+if [ "$WAIT_READY_S" -gt 0 ]; then
+  step "waiting for $SIGNAL/target-ready"
+  end=$(( $(date +%s) + WAIT_READY_S ))
+  while [ ! -e "$SIGNAL/target-ready" ]; do
+    [ -e "$SIGNAL/abort" ] && abort "target failed: $(cat "$SIGNAL/abort")"
+    [ "$(date +%s)" -ge "$end" ] && abort "target not ready within $WAIT_READY_S s"
+    sleep 0.2
+  done
+  cat "$SIGNAL/target-ready"
+fi
 
 # Wait for nvmetd: the first discover is retried until the target listens.
 step "nvme discover -t rdma -a $TARGET_ADDR -s $TRSVCID"

@@ -18,7 +18,8 @@
 //
 // It prints PASS:/FAIL:/INFO: lines and exits 1 when a check failed. It
 // needs root (the soft provider's raw socket) and runs inside the
-// kernel-peer network namespace (kpeer.Run.HostTest).
+// kernel-peer network namespace (kpeer.Run.HostTest), or in a guest with
+// -provider ibverbs (built with cgo and -tags ibverbs, on the guest's rxe0).
 package main
 
 import (
@@ -42,7 +43,8 @@ import (
 	nvmerdma "github.com/nvmeof/nvmeof/fabrics/rdma"
 	"github.com/nvmeof/nvmeof/initiator"
 	"github.com/nvmeof/nvmeof/nvme"
-	"github.com/nvmeof/nvmeof/rdma/soft"
+	"github.com/nvmeof/nvmeof/rdma"
+	"github.com/nvmeof/nvmeof/rdma/provider"
 )
 
 // config is the command line.
@@ -60,7 +62,10 @@ type config struct {
 	maxTransfer, queueSize  int
 	faultTimeout            time.Duration
 	cli                     string
+	cliFlags                []string
 	logLevel                string
+	provider, device        string
+	steps                   map[string]bool
 }
 
 func main() {
@@ -84,7 +89,16 @@ func main() {
 	flag.DurationVar(&c.faultTimeout, "fault-timeout", 15*time.Second, "bound for each failing connect")
 	flag.StringVar(&c.cli, "cli", "", "path of the nvmeof command to check as well")
 	flag.StringVar(&c.logLevel, "log-level", "warn", "initiator log level")
+	flag.StringVar(&c.provider, "provider", "soft", "RDMA provider of the host side: soft, ibverbs or auto")
+	flag.StringVar(&c.device, "device", "", "with -provider ibverbs: the RDMA device (default: the one holding -host-addr)")
+	cliFlags := flag.String("cli-flags", "", "extra flags for every nvmeof subcommand (e.g. \"--provider ibverbs\")")
+	steps := flag.String("steps", "discovery,session,faults,cli", "which checks to run (comma-separated)")
 	flag.Parse()
+	c.cliFlags = strings.Fields(*cliFlags)
+	c.steps = map[string]bool{}
+	for _, s := range strings.Split(*steps, ",") {
+		c.steps[strings.TrimSpace(s)] = true
+	}
 
 	r := &run{cfg: c, log: hclog.New(&hclog.LoggerOptions{Name: "kpeer-host", Level: hclog.LevelFromString(c.logLevel), Output: os.Stderr})}
 	r.main()
@@ -100,7 +114,7 @@ type run struct {
 	cfg    config
 	log    hclog.Logger
 	failed int
-	dev    *soft.Device
+	dev    rdma.Device
 	dialer *countingDialer
 	addr   fabrics.Address
 }
@@ -125,26 +139,34 @@ func (r *run) main() {
 		r.fail("%v", err)
 		return
 	}
-	r.discovery()
-	r.session()
-	r.faults()
+	if c.steps["discovery"] {
+		r.discovery()
+	}
+	if c.steps["session"] {
+		r.session()
+	}
+	if c.steps["faults"] {
+		r.faults()
+	}
 	r.dev.Close()
 	r.dev = nil
-	if c.cli != "" {
+	if c.cli != "" && c.steps["cli"] {
 		r.cliChecks()
 	}
 }
 
-// openDevice opens the soft RoCE device and the counting dialer.
+// openDevice opens the RDMA device (soft RoCE, or an rdma-core device
+// with -provider ibverbs) and the counting dialer.
 func (r *run) openDevice() error {
 	ha, err := netip.ParseAddr(r.cfg.hostAddr)
 	if err != nil {
 		return fmt.Errorf("bad -host-addr: %w", err)
 	}
-	r.dev, err = soft.Open(soft.Config{Addr: ha, Logger: r.log.Named("soft")})
+	r.dev, err = provider.Open(provider.Config{Provider: r.cfg.provider, Device: r.cfg.device, Addr: ha, Logger: r.log.Named(r.cfg.provider)})
 	if err != nil {
-		return fmt.Errorf("soft RoCE device on %s: %w", ha, err)
+		return err
 	}
+	r.info("RDMA device: %s", provider.Describe(r.dev))
 	r.dialer = &countingDialer{Dialer: nvmerdma.NewDialer(nvmerdma.HostConfig{
 		Device: r.dev, MaxTransfer: r.cfg.maxTransfer, Logger: r.log.Named("rdma"),
 	})}
@@ -519,6 +541,10 @@ func (r *run) cliChecks() {
 		ctx, cancel := context.WithTimeout(context.Background(), bound)
 		defer cancel()
 		full := append([]string{"--run-dir", runDir}, args...)
+		if len(args) > 0 && len(c.cliFlags) > 0 {
+			// the subcommand, then the extra flags, then its arguments
+			full = append(append([]string{"--run-dir", runDir, args[0]}, c.cliFlags...), args[1:]...)
+		}
 		fmt.Printf("$ nvmeof %s\n", strings.Join(full, " "))
 		cmd := exec.CommandContext(ctx, c.cli, full...)
 		var o, e bytes.Buffer
@@ -608,12 +634,12 @@ func (r *run) cliChecks() {
 	} else {
 		r.pass("nvmeof list after disconnect: empty")
 	}
-	// the connection daemon must have let go of the soft device's address
+	// the connection daemon must have let go of the device
 	time.Sleep(500 * time.Millisecond)
 	if err := r.openDevice(); err != nil {
-		r.fail("reopening the soft device after nvmeof disconnect: %v", err)
+		r.fail("reopening the %s device after nvmeof disconnect: %v", c.provider, err)
 	} else {
-		r.pass("soft device address free after nvmeof disconnect")
+		r.pass("%s device free after nvmeof disconnect", c.provider)
 		r.dev.Close()
 	}
 }
