@@ -356,6 +356,13 @@ func (m *connManager) toInit(x *cmID, q *qp) error {
 	if r, err := C.rdma_init_qp_attr(x.id, &a, &mask); r != 0 {
 		return fmt.Errorf("rdma_init_qp_attr(INIT): %w", errnoErr(err))
 	}
+	// Before rdma_connect the kernel has no ib_cm id yet and gives access
+	// flags 0 (cma_ib_init_qp_attr), and after a REQ it grants remote
+	// read only when the peer asked for RDMA READs: the rdma API promises
+	// remote read and write, which the NVMe target's READs of host memory
+	// need.
+	a.qp_access_flags |= C.IBV_ACCESS_REMOTE_READ | C.IBV_ACCESS_REMOTE_WRITE
+	mask |= C.IBV_QP_ACCESS_FLAGS
 	return q.modify(&a, mask)
 }
 
