@@ -3,6 +3,7 @@ package ibcm_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"net/netip"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/ibcm"
 	"github.com/nvmeof/nvmeof/rdma/soft"
+	"github.com/nvmeof/nvmeof/rdma/wire"
 )
 
 // End to end over the soft provider: two devices on loopback connect
@@ -49,11 +51,38 @@ type softEnd struct {
 	dev *soft.Device
 }
 
+// openSoft6 opens two devices on ::1, the only IPv6 loopback address:
+// each binds a UDP port the kernel picks and sends to the other's, so
+// that they coexist with each other and with the IPv6 devices of other
+// test binaries (see the soft package's ipv6_test.go). cfgA may carry a
+// capture.
+func openSoft6(t *testing.T, cfgA soft.Config) (*soft.Device, *soft.Device) {
+	t.Helper()
+	cfgA.Addr, cfgA.UDPPort = netip.IPv6Loopback(), -1
+	a, err := soft.Open(cfgA)
+	if err != nil {
+		t.Fatalf("soft.Open(::1): %v", err)
+	}
+	t.Cleanup(func() { a.Close() })
+	b, err := soft.Open(soft.Config{Addr: netip.IPv6Loopback(), UDPPort: -1, PeerUDPPort: a.UDPPort()})
+	if err != nil {
+		t.Fatalf("soft.Open(::1): %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	a.SetPeerUDPPort(b.UDPPort())
+	return a, b
+}
+
 func newSoftEnd(t *testing.T, a netip.Addr) *softEnd {
 	t.Helper()
-	e := &softEnd{dev: openSoft(t, a)}
+	return newSoftEndOn(t, openSoft(t, a))
+}
+
+func newSoftEndOn(t *testing.T, d *soft.Device) *softEnd {
+	t.Helper()
+	e := &softEnd{dev: d}
 	var err error
-	if e.cm, err = ibcm.New(e.dev, ibcm.Options{Logger: hclog.New(&hclog.LoggerOptions{Name: a.String(), Level: hclog.Warn}), CMResponseTimeout: 14, PacketLifeTime: 10, MaxCMRetries: 4, TimeWait: 50 * time.Millisecond}); err != nil {
+	if e.cm, err = ibcm.New(e.dev, ibcm.Options{Logger: hclog.New(&hclog.LoggerOptions{Name: d.Name(), Level: hclog.Warn}), CMResponseTimeout: 14, PacketLifeTime: 10, MaxCMRetries: 4, TimeWait: 50 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.cm.Destroy() })
@@ -87,8 +116,81 @@ func (e *softEnd) poll(t *testing.T) rdma.WorkCompletion {
 	}
 }
 
+// TestSoftConnectSend connects two soft devices through their connection
+// managers, over IPv4 and over IPv6, and moves a SEND. Over IPv6 the REQ
+// as sent must carry the rdma_cm header of an AF_INET6 ID (IP version 6,
+// 16-byte addresses) and the IPv6 addresses as the path's GIDs.
 func TestSoftConnectSend(t *testing.T) {
-	srv, cli := newSoftEnd(t, softSrvAddr), newSoftEnd(t, softCliAddr)
+	for _, tc := range []struct {
+		name string
+		v6   bool
+	}{{"ipv4", false}, {"ipv6", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !tc.v6 {
+				srv, cli := newSoftEnd(t, softSrvAddr), newSoftEnd(t, softCliAddr)
+				connectSend(t, srv, cli, softSrvAddr)
+				return
+			}
+			var capture bytes.Buffer
+			cliDev, srvDev := openSoft6(t, soft.Config{Pcap: &capture})
+			srv, cli := newSoftEndOn(t, srvDev), newSoftEndOn(t, cliDev)
+			connectSend(t, srv, cli, netip.IPv6Loopback())
+			cli.cm.Destroy()
+			cliDev.Close()
+			checkREQ6(t, capture.Bytes())
+		})
+	}
+}
+
+// checkREQ6 finds the REQ in a capture of the client device (pcap,
+// LINKTYPE_RAW) and checks its IPv6 parts.
+func checkREQ6(t *testing.T, capture []byte) {
+	t.Helper()
+	lo := netip.IPv6Loopback()
+	found := false
+	for off := 24; off+16 <= len(capture); {
+		n := int(binary.LittleEndian.Uint32(capture[off+8:]))
+		dg := capture[off+16 : off+16+n]
+		off += 16 + n
+		if err := wire.CheckICRC(dg); err != nil {
+			t.Fatalf("captured datagram: %v", err)
+		}
+		_, _, pkt, err := wire.SplitIPUDP(dg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p wire.Packet
+		if p.Parse(pkt) != nil || p.Opcode() != wire.UDSendOnly || len(p.Payload) < wire.MADLen {
+			continue
+		}
+		mad := wire.MAD(p.Payload[:wire.MADLen])
+		if wire.CMAttr(mad.AttrID()) != wire.CMAttrREQ {
+			continue
+		}
+		found = true
+		req := wire.REQ(mad.Data())
+		hdr, err := wire.ParseCMAHdr(req.PrivateData())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hdr.IPVersion() != 6 || hdr.SrcAddr() != lo || hdr.DstAddr() != lo {
+			t.Errorf("REQ rdma_cm header %v", hdr)
+		}
+		path := req.Primary()
+		if path.LocalGID() != wire.GIDFromAddr(lo) || path.RemoteGID() != wire.GIDFromAddr(lo) {
+			t.Errorf("REQ path GIDs %v %v", path.LocalGID(), path.RemoteGID())
+		}
+		if !bytes.HasPrefix(req.PrivateData()[wire.CMAHdrLen:], []byte("hello")) {
+			t.Errorf("REQ private data % x", req.PrivateData())
+		}
+	}
+	if !found {
+		t.Fatal("no REQ captured")
+	}
+}
+
+func connectSend(t *testing.T, srv, cli *softEnd, srvAddr netip.Addr) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l, err := srv.cm.Listen(7174)
@@ -121,7 +223,7 @@ func TestSoftConnectSend(t *testing.T) {
 		c, err := req.Accept(ctx, srv.qp, []byte("accepted"), param)
 		srvCh <- res{c, err}
 	}()
-	conn, err := cli.cm.Connect(ctx, softSrvAddr, 7174, cli.qp, []byte("hello"), param)
+	conn, err := cli.cm.Connect(ctx, srvAddr, 7174, cli.qp, []byte("hello"), param)
 	if err != nil {
 		t.Fatal(err)
 	}

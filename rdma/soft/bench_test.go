@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -195,7 +196,7 @@ func BenchmarkUDPLoopback(b *testing.B) {
 	data := make([]byte, size)
 	for i := 0; i < batch; i++ {
 		m.setBuf(i, data)
-		m.setDest(i, [4]byte{127, 0, 0, 2}, 14791)
+		m.setDest(i, netip.AddrFrom4([4]byte{127, 0, 0, 2}).As16(), 14791)
 	}
 	b.SetBytes(size)
 	b.ReportAllocs()
@@ -274,7 +275,7 @@ func BenchmarkUDPGSOLoopback(b *testing.B) {
 	data := make([]byte, seg*segs)
 	for i := 0; i < batch; i++ {
 		m.setIov(i, data)
-		m.setMsg(i, i, 1, dst, port, seg)
+		m.setMsg(i, i, 1, netip.AddrFrom4(dst).As16(), port, seg)
 	}
 	b.SetBytes(seg - 16) // the RoCE payload of a 4 KiB packet
 	b.ReportAllocs()

@@ -19,7 +19,9 @@ import (
 
 // Config configures a soft device. Only Addr is required.
 type Config struct {
-	// Addr is the device's IPv4 address; the device binds UDP port 4791 on it.
+	// Addr is the device's IPv4 or IPv6 address (an IPv4-mapped IPv6
+	// address counts as IPv4; link-local IPv6 addresses, which need a
+	// zone, are not supported); the device binds UDP port 4791 on it.
 	Addr netip.Addr
 	// Name is the device name (default "soft-" + Addr).
 	Name string
@@ -27,7 +29,7 @@ type Config struct {
 	// the MTU of the interface holding Addr (at most 4096).
 	MTU int
 	// Pcap, if set, receives a classic pcap stream (LINKTYPE_RAW) of every
-	// packet sent and received, with the IPv4 and UDP headers the kernel
+	// packet sent and received, with the IP and UDP headers the kernel
 	// sends. Writes happen on the data path under a lock.
 	Pcap io.Writer
 	// SendFaults and RecvFaults inject faults into sent or received
@@ -50,6 +52,16 @@ type Config struct {
 	RecvBuffer int
 	// RecvBatch is the number of datagrams read per recvmmsg (default 64).
 	RecvBatch int
+	// UDPPort and PeerUDPPort are for tests that run two devices on one
+	// address, as on ::1, the only IPv6 loopback address, where two
+	// devices cannot each bind [::1]:4791. UDPPort, if not 0, is the UDP
+	// port the device binds instead of 4791 (-1: a free port the kernel
+	// picks; Device.UDPPort tells which); PeerUDPPort, if not 0, is the
+	// port it sends every packet to instead of 4791 (SetPeerUDPPort
+	// changes it). Each device of such a pair sends to the other's port.
+	// The ICRC covers the ports as sent. RoCEv2 peers (rxe, hardware) only
+	// use port 4791.
+	UDPPort, PeerUDPPort int
 	// DisableGSO turns off GSO mode. By default a device whose address is
 	// in 127.0.0.0/8 runs in GSO mode (gso.go): it sends runs of
 	// equal-size packets to loopback destinations as UDP GSO
@@ -62,6 +74,10 @@ type Config struct {
 	// sends one datagram per packet without UDP checksum and receives
 	// through a raw socket (CAP_NET_RAW), as towards Linux rxe peers; it
 	// cannot take GSO sends, so its soft peers on lo need DisableGSO too.
+	// An IPv6 device always receives through its UDP socket (no raw
+	// socket, no privilege: see net_linux.go); DisableGSO turns off its
+	// UDP_GRO and its GSO sends to ::1, and its peers on ::1 then need
+	// DisableGSO too.
 	DisableGSO bool
 	// Logger receives the connection manager's logs (nil: none).
 	Logger hclog.Logger
@@ -77,16 +93,23 @@ type Config struct {
 // DefaultMinRNRTimer is the default Config.MinRNRTimer (RNR timer code 14).
 const DefaultMinRNRTimer = 1280 * time.Microsecond
 
-// Device is a software RoCEv2 HCA on one IPv4 address. It implements
-// rdma.Device.
+// Device is a software RoCEv2 HCA on one IPv4 or IPv6 address. It
+// implements rdma.Device.
 type Device struct {
-	cfg   Config
-	name  string
-	addr  netip.Addr
-	addr4 [4]byte
-	gid   wire.GID
-	mtu   rdma.MTU
-	socks *sockets
+	cfg    Config
+	name   string
+	addr   netip.Addr
+	addr4  [4]byte  // IPv4 devices
+	addr16 [16]byte // the address as a GID (IPv4-mapped for IPv4)
+	v6     bool
+	hl     int // IP and UDP header length of the device's family
+	gid    wire.GID
+	mtu    rdma.MTU
+	socks  *sockets
+	// port is the UDP port the device's socket is bound to (4791 unless
+	// Config.UDPPort); peerPort the port it sends to.
+	port     uint16
+	peerPort atomic.Uint32
 
 	mu      sync.RWMutex // protects qps, nextQPN, closed
 	qps     map[uint32]*qp
@@ -127,16 +150,38 @@ const (
 var _ rdma.Device = (*Device)(nil)
 
 // Open creates a soft device on cfg.Addr: it opens UDP port 4791 (and,
-// in raw mode, a raw socket, which needs CAP_NET_RAW; see
+// for IPv4 in raw mode, a raw socket, which needs CAP_NET_RAW; see
 // Config.DisableGSO) and starts the receive goroutine.
 func Open(cfg Config) (*Device, error) {
-	if !cfg.Addr.Is4() {
-		return nil, fmt.Errorf("soft: address %v: need an IPv4 address: %w", cfg.Addr, rdma.ErrInvalidArgument)
+	cfg.Addr = cfg.Addr.Unmap()
+	switch a := cfg.Addr; {
+	case !a.IsValid():
+		return nil, fmt.Errorf("soft: no address: %w", rdma.ErrInvalidArgument)
+	case a.Zone() != "" || a.IsLinkLocalUnicast():
+		return nil, fmt.Errorf("soft: address %v: link-local addresses are not supported: %w", a, rdma.ErrInvalidArgument)
+	case a.IsMulticast() || a.IsUnspecified():
+		return nil, fmt.Errorf("soft: address %v: need a unicast address: %w", a, rdma.ErrInvalidArgument)
+	case cfg.UDPPort < -1 || cfg.UDPPort > 0xffff || cfg.PeerUDPPort < 0 || cfg.PeerUDPPort > 0xffff:
+		return nil, fmt.Errorf("soft: UDP ports %d and %d: %w", cfg.UDPPort, cfg.PeerUDPPort, rdma.ErrInvalidArgument)
 	}
 	// QP numbers start at a random point so that stray packets of an
 	// earlier device on the same address rarely find a QP.
-	d := &Device{cfg: cfg, addr: cfg.Addr, addr4: cfg.Addr.As4(), gid: wire.GIDFromAddr(cfg.Addr), qps: make(map[uint32]*qp),
+	d := &Device{cfg: cfg, addr: cfg.Addr, addr16: cfg.Addr.As16(), v6: cfg.Addr.Is6(), gid: wire.GIDFromAddr(cfg.Addr), qps: make(map[uint32]*qp),
 		nextQPN: firstQPN + rand.Uint32N(0x10000)}
+	d.hl = wire.IPv4HeaderLen + wire.UDPHeaderLen
+	if d.v6 {
+		d.hl = wire.IPv6HeaderLen + wire.UDPHeaderLen
+	} else {
+		d.addr4 = cfg.Addr.As4()
+	}
+	bind := uint16(wire.UDPPort)
+	switch {
+	case cfg.UDPPort == -1:
+		bind = 0
+	case cfg.UDPPort > 0:
+		bind = uint16(cfg.UDPPort)
+	}
+	d.SetPeerUDPPort(cfg.PeerUDPPort)
 	d.name = cfg.Name
 	if d.name == "" {
 		d.name = "soft-" + cfg.Addr.String()
@@ -178,16 +223,53 @@ func Open(cfg Config) (*Device, error) {
 		d.pcap = pw
 	}
 	d.SetFaults(cfg.SendFaults, cfg.RecvFaults)
-	d.mrs.init(d.addr4)
 	d.txPool.New = func() any { return newTxBatch(d) }
-	s, err := openSockets(cfg.Addr, d.cfg.RecvBuffer, !d.cfg.DisableGSO)
+	s, err := openSockets(cfg.Addr, bind, d.cfg.RecvBuffer, !d.cfg.DisableGSO)
 	if err != nil {
 		return nil, err
 	}
 	d.socks = s
+	d.port = s.localPort()
+	d.mrs.init(d.mrSeed())
 	d.rxDone = make(chan struct{})
 	go d.rxLoop()
 	return d, nil
+}
+
+// mrSeed returns what picks the device's virtual address window and
+// first key (mr.go): the IPv4 address, as it always was; for IPv6 the
+// address folded to 4 bytes and the UDP port, so that two devices on ::1
+// differ.
+func (d *Device) mrSeed() [4]byte {
+	if !d.v6 {
+		return d.addr4
+	}
+	var s [4]byte
+	for i, b := range d.addr16 {
+		s[i%4] ^= b
+	}
+	s[2] ^= byte(d.port >> 8)
+	s[3] ^= byte(d.port)
+	return s
+}
+
+// sameFamily reports whether g is the GID of an address of the device's
+// family: IPv4-mapped for an IPv4 device, any other for an IPv6 one.
+func (d *Device) sameFamily(g rdma.GID) bool {
+	return g.Addr().Is4() != d.v6
+}
+
+// UDPPort returns the UDP port the device is bound to (4791 unless
+// Config.UDPPort).
+func (d *Device) UDPPort() int { return int(d.port) }
+
+// SetPeerUDPPort sets the UDP port the device sends to (0: 4791). It is
+// for tests (Config.PeerUDPPort).
+func (d *Device) SetPeerUDPPort(port int) {
+	if port <= 0 || port > 0xffff {
+		port = wire.UDPPort
+	}
+	d.peerPort.Store(uint32(port))
 }
 
 // interfaceMTU returns the MTU of the interface holding a, or 1500.
@@ -232,7 +314,8 @@ func (d *Device) Name() string { return d.name }
 // Addr returns the device's IP address.
 func (d *Device) Addr() netip.Addr { return d.addr }
 
-// GID returns the device's GID (its IPv4-mapped address).
+// GID returns the device's GID: its IPv6 address, or its IPv4-mapped
+// address.
 func (d *Device) GID() rdma.GID { return d.gid }
 
 // Port returns the port attributes.

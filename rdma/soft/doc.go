@@ -3,16 +3,21 @@
 // memory-region checks, batching and fault injection. It implements the
 // rdma package's verbs API.
 //
-// One Device serves one IPv4 address. It sends from an unconnected UDP
-// socket bound to addr:4791 (IP_PMTUDISC_DO, so the kernel sends DF and IP
-// ID 0, which the ICRC covers). In raw mode (any address outside
-// 127.0.0.0/8, or Config.DisableGSO) it receives through a raw socket with
-// a BPF filter, so that it sees the sender's IP header and can verify every
-// packet's ICRC; opening such a device needs CAP_NET_RAW. In GSO mode
-// (loopback addresses) runs of equal-length packets leave as one UDP GSO
-// send and arrive whole on the UDP socket (UDP_GRO), which rebuilds each
-// packet's headers for the ICRC; no privilege is needed (see gso.go and
-// net_linux.go).
+// One Device serves one IPv4 or IPv6 address. An IPv4 device sends from
+// an unconnected UDP socket bound to addr:4791 (IP_PMTUDISC_DO, so the
+// kernel sends DF and IP ID 0, which the ICRC covers). In raw mode (any
+// address outside 127.0.0.0/8, or Config.DisableGSO) it receives through a
+// raw socket with a BPF filter, so that it sees the sender's IP header and
+// can verify every packet's ICRC; opening such a device needs CAP_NET_RAW.
+// In GSO mode (loopback addresses) runs of equal-length packets leave as
+// one UDP GSO send and arrive whole on the UDP socket (UDP_GRO), which
+// rebuilds each packet's headers for the ICRC; no privilege is needed (see
+// gso.go and net_linux.go). An IPv6 device (its GID is its address) sends
+// and receives on its UDP socket alone, on any address and without
+// privilege: nothing in an IPv6 header that the ICRC covers is hidden from
+// a UDP socket, so every packet's ICRC is verified against exactly what
+// its sender sent (net_linux.go); towards ::1 it uses GSO as an IPv4
+// loopback device does.
 //
 // One goroutine per device reads batches with recvmmsg and demultiplexes
 // by destination QP; the responder and the completer run in it to

@@ -60,6 +60,11 @@ import (
 // would only make captures and external observers see wrong ICRCs; the
 // tests above would catch it.
 
+// An IPv6 device on ::1 (udp6 mode, net_linux.go) sends GSO runs to ::1
+// and splits what it receives the same way; its rebuilt headers need no
+// assumption about the sender (IPv6 has no IP ID), so any sender, rxe
+// included, passes the ICRC check.
+
 // GSO limits: the kernel's UDP_MAX_SEGMENTS of older kernels and the
 // largest UDP payload of an IPv4 datagram.
 const (
@@ -68,6 +73,9 @@ const (
 	// rxHeadroom is the room before each received UDP payload in GSO
 	// mode, where the splitter writes the rebuilt IPv4 and UDP headers.
 	rxHeadroom = wire.IPv4HeaderLen + wire.UDPHeaderLen
+	// rxHeadroom6 is rxHeadroom for the IPv6 and UDP headers of an IPv6
+	// device.
+	rxHeadroom6 = wire.IPv6HeaderLen + wire.UDPHeaderLen
 	// rxGSOBufSize is a receive buffer in GSO mode: the headroom and the
 	// largest UDP payload.
 	rxGSOBufSize = rxHeadroom + gsoMaxPayload + 1
@@ -84,17 +92,23 @@ type gsoCounters struct {
 
 // gsoSplitter cuts a UDP payload received in GSO mode into packets and
 // gives each the IPv4 and UDP headers the sender's kernel wrote (or would
-// have written, segmenting). The headers of packet k are written over
-// the rxHeadroom bytes before it: the headroom of the buffer for the
-// first, the last bytes of packet k-1 for the others. The caller must
-// not keep references to a packet after asking for the next one.
+// have written, segmenting); on an IPv6 device, the IPv6 and UDP headers
+// (udp6 mode in net_linux.go: nothing in them but the lengths differs
+// between segments, and the masked fields are written as 0 and hop limit
+// 64). The headers of packet k are written over the hl bytes before it:
+// the headroom of the buffer for the first, the last bytes of packet k-1
+// for the others. The caller must not keep references to a packet after
+// asking for the next one.
 type gsoSplitter struct {
-	b        []byte // rxHeadroom bytes, then the UDP payload
-	src, dst [4]byte
-	sport    uint16
-	seg      int // segment size
-	off      int // offset in b of the next packet's payload
-	k        uint16
+	b            []byte // hl bytes, then the UDP payload
+	src, dst     [4]byte
+	src6, dst6   [16]byte
+	v6           bool
+	hl           int // rxHeadroom or rxHeadroom6
+	sport, dport uint16
+	seg          int // segment size
+	off          int // offset in b of the next packet's payload
+	k            uint16
 }
 
 // start prepares to split b, rxHeadroom bytes followed by a UDP payload
@@ -102,11 +116,26 @@ type gsoSplitter struct {
 // segment size the kernel reported (UDP_GRO), 0 for a plain datagram:
 // one packet.
 func (s *gsoSplitter) start(b []byte, src, dst [4]byte, sport uint16, seg int) {
+	s.startPort(b, src, dst, sport, wire.UDPPort, seg)
+}
+
+// startPort is start for a receiver on UDP port dport.
+func (s *gsoSplitter) startPort(b []byte, src, dst [4]byte, sport, dport uint16, seg int) {
 	n := len(b) - rxHeadroom
 	if seg <= 0 || seg > n {
 		seg = n
 	}
-	*s = gsoSplitter{b: b, src: src, dst: dst, sport: sport, seg: seg, off: rxHeadroom}
+	*s = gsoSplitter{b: b, src: src, dst: dst, hl: rxHeadroom, sport: sport, dport: dport, seg: seg, off: rxHeadroom}
+}
+
+// start6 is startPort for an IPv6 device: b holds rxHeadroom6 bytes
+// before the UDP payload, received from [src]:sport by [dst]:dport.
+func (s *gsoSplitter) start6(b []byte, src, dst [16]byte, sport, dport uint16, seg int) {
+	n := len(b) - rxHeadroom6
+	if seg <= 0 || seg > n {
+		seg = n
+	}
+	*s = gsoSplitter{b: b, src6: src, dst6: dst, v6: true, hl: rxHeadroom6, sport: sport, dport: dport, seg: seg, off: rxHeadroom6}
 }
 
 // segments returns the number of packets of the payload being split.
@@ -114,18 +143,22 @@ func (s *gsoSplitter) segments() int {
 	if s.seg <= 0 {
 		return 0
 	}
-	return (len(s.b) - rxHeadroom + s.seg - 1) / s.seg
+	return (len(s.b) - s.hl + s.seg - 1) / s.seg
 }
 
-// next returns the next packet as a complete IPv4 datagram, or false
-// when none is left.
+// next returns the next packet as a complete IP datagram, or false when
+// none is left.
 func (s *gsoSplitter) next() ([]byte, bool) {
 	if s.off >= len(s.b) {
 		return nil, false
 	}
 	n := min(s.seg, len(s.b)-s.off)
-	dg := s.b[s.off-rxHeadroom : s.off+n : s.off+n]
-	putIPv4UDPHeaderPorts(dg, s.src, s.dst, s.k, s.sport, wire.UDPPort, n)
+	dg := s.b[s.off-s.hl : s.off+n : s.off+n]
+	if s.v6 {
+		putIPv6UDPHeader(dg, s.src6, s.dst6, s.sport, s.dport, n)
+	} else {
+		putIPv4UDPHeaderPorts(dg, s.src, s.dst, s.k, s.sport, s.dport, n)
+	}
 	s.off += n
 	s.k++
 	return dg, true

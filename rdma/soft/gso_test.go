@@ -259,7 +259,8 @@ func TestGSOReceive(t *testing.T) {
 	rx := &rxState{tx: newTxBatch(b), reqTx: newTxBatch(b), held: make([]byte, rxGSOBufSize)}
 	feed := func(buf []byte, sport uint16, seg int) int {
 		c := append([]byte(nil), buf...)
-		np, _ := b.receive(c, src, sport, seg, rx, nil)
+		rx.split.startPort(c, src, b.addr4, sport, b.port, seg)
+		np, _ := b.receive(rx, nil)
 		b.finishBatch(rx)
 		return np
 	}
@@ -675,7 +676,7 @@ func TestGSOKernelRuns(t *testing.T) {
 	send := func(buf []byte, seg int) {
 		t.Helper()
 		m.setIov(0, buf[rxHeadroom:])
-		m.setMsg(0, 0, 1, addrB.As4(), wire.UDPPort, seg)
+		m.setMsg(0, 0, 1, addrB.As16(), wire.UDPPort, seg)
 		if _, _, err := m.sendBatch(rc, 1); err != nil {
 			t.Fatal(err)
 		}

@@ -12,8 +12,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/nvmeof/nvmeof/rdma/wire"
 )
 
 // This file holds the device's sockets and the only use of package unsafe
@@ -61,27 +59,75 @@ import (
 //     checked as user nobody with no capabilities). If the kernel refuses
 //     UDP_GRO (before Linux 5.0), the device opens in raw mode.
 
+// A device on an IPv6 address (udp6 mode; any address, loopback or not):
+//
+//   - One UDP socket bound to [addr]:4791 does everything. An IPv6 header
+//     has no field a receiver cannot know that the ICRC covers: traffic
+//     class, flow label and hop limit are masked, the payload length is
+//     the UDP length (rxe sends no extension headers, and a datagram that
+//     came with some fails the ICRC, as in rxe, which reads the UDP header
+//     right after the fixed header), next header is UDP, the source
+//     address and port come in msg_name, and the destination address is
+//     the one the socket is bound to (a socket bound to a unicast address
+//     only receives datagrams to that address). So the receiver rebuilds
+//     the exact header the ICRC covers from a plain UDP socket: no raw
+//     socket, no CAP_NET_RAW, and every packet's ICRC is verified against
+//     what came over the network (IPv6 raw sockets would not even show
+//     the IPv6 header).
+//   - UDP checksums: sent (Linux's default for IPv6, needed for GSO, and
+//     required by receivers unless they opt out; rxe's tunnel socket
+//     accepts both). Received: rxe sends checksum 0 over IPv6 too
+//     (prepare_udp_hdr), which a UDP socket drops unless UDP_NO_CHECK6_RX
+//     is set: it is. Non-zero checksums are still verified by the kernel.
+//   - IPV6_MTU_DISCOVER=IPV6_PMTUDISC_DO (no local fragmentation) and
+//     IPV6_AUTOFLOWLABEL off, so packets leave with flow label 0 as rxe's
+//     do (the ICRC masks it either way).
+//   - UDP_GRO on the socket unless Config.DisableGSO: a GSO send (from a
+//     soft device on ::1) arrives whole with its segment size, and is cut
+//     and checked per segment as in GSO mode; nothing about the sender is
+//     assumed, since no IPv6 field differs between segments but the
+//     lengths. GSO sends go to ::1 only (tx.go gsoRun), where the kernel
+//     hands them to the receiver whole; towards other hosts one datagram
+//     per packet, as towards rxe.
+
 // sockets is one device's sockets.
 type sockets struct {
 	udp   *net.UDPConn
 	udpRC syscall.RawConn
 	raw   *net.IPConn // raw mode only
 	rawRC syscall.RawConn
-	// loopback: addr is in 127.0.0.0/8.
+	// loopback: addr is in 127.0.0.0/8 (or ::1).
 	loopback bool
-	// gsoMode: a loopback device that sends runs with UDP GSO and receives
-	// through its UDP socket (gso.go). Otherwise raw mode.
+	// v6: an IPv6 device (udp6 mode): it receives on its UDP socket.
+	v6 bool
+	// gsoMode: an IPv4 loopback device that sends runs with UDP GSO and
+	// receives through its UDP socket (gso.go), otherwise raw mode; an
+	// IPv6 device whose socket has UDP_GRO and that sends runs to ::1
+	// with UDP GSO.
 	gsoMode bool
 	gso     gsoCounters
 }
 
-// openSockets opens the sockets of addr: in GSO mode if gso is set and
-// addr is a loopback address, otherwise in raw mode. rcvbuf sets the
-// receive buffer of the receiving socket (SO_RCVBUFFORCE, falling back to
-// SO_RCVBUF).
-func openSockets(addr netip.Addr, rcvbuf int, gso bool) (*sockets, error) {
-	if !addr.Is4() {
-		return nil, fmt.Errorf("soft: %s: only IPv4 addresses are supported: %w", addr, syscall.EAFNOSUPPORT)
+// udpRecv reports whether the device receives on its UDP socket (GSO
+// mode or IPv6) rather than through a raw socket.
+func (s *sockets) udpRecv() bool { return s.gsoMode || s.v6 }
+
+// localPort returns the UDP port the UDP socket is bound to.
+func (s *sockets) localPort() uint16 {
+	if a, ok := s.udp.LocalAddr().(*net.UDPAddr); ok {
+		return uint16(a.Port)
+	}
+	return 0
+}
+
+// openSockets opens the sockets of addr, binding UDP port port (0: any):
+// for an IPv4 address in GSO mode if gso is set and addr is a loopback
+// address, otherwise in raw mode; for an IPv6 address in udp6 mode (with
+// UDP_GRO if gso is set). rcvbuf sets the receive buffer of the receiving
+// socket (SO_RCVBUFFORCE, falling back to SO_RCVBUF).
+func openSockets(addr netip.Addr, port uint16, rcvbuf int, gso bool) (*sockets, error) {
+	if addr.Is6() {
+		return openSockets6(addr, port, rcvbuf, gso)
 	}
 	s := &sockets{loopback: addr.IsLoopback()}
 	s.gsoMode = gso && s.loopback
@@ -109,9 +155,9 @@ func openSockets(addr netip.Addr, rcvbuf int, gso bool) (*sockets, error) {
 		}
 		return serr
 	}}
-	up, err := lc.ListenPacket(context.Background(), "udp4", netip.AddrPortFrom(addr, wire.UDPPort).String())
+	up, err := lc.ListenPacket(context.Background(), "udp4", netip.AddrPortFrom(addr, port).String())
 	if err != nil {
-		return nil, fmt.Errorf("soft: UDP socket on %s:%d: %w", addr, wire.UDPPort, err)
+		return nil, fmt.Errorf("soft: UDP socket on %s:%d: %w", addr, port, err)
 	}
 	s.udp = up.(*net.UDPConn)
 	if s.udpRC, err = s.udp.SyscallConn(); err != nil {
@@ -121,15 +167,56 @@ func openSockets(addr netip.Addr, rcvbuf int, gso bool) (*sockets, error) {
 	if s.gsoMode {
 		return s, nil
 	}
-	if err := s.openRaw(addr, rcvbuf); err != nil {
+	if err := s.openRaw(addr, s.localPort(), rcvbuf); err != nil {
 		s.close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// openRaw opens the raw socket of raw mode.
-func (s *sockets) openRaw(addr netip.Addr, rcvbuf int) error {
+// openSockets6 opens the one UDP socket of an IPv6 device (udp6 mode, see
+// above).
+func openSockets6(addr netip.Addr, port uint16, rcvbuf int, gso bool) (*sockets, error) {
+	s := &sockets{loopback: addr.IsLoopback(), v6: true, gsoMode: gso}
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			if serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO); serr != nil {
+				return
+			}
+			if serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_NO_CHECK6_RX, 1); serr != nil {
+				return
+			}
+			// Before Linux 4.16 there is no such option: then the flow
+			// label may be automatic, which the ICRC masks.
+			_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_AUTOFLOWLABEL, 0)
+			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 4<<20) != nil {
+				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+			}
+			if s.gsoMode && unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1) != nil {
+				s.gsoMode = false
+			}
+			setRcvbuf(fd, rcvbuf)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	up, err := lc.ListenPacket(context.Background(), "udp6", netip.AddrPortFrom(addr, port).String())
+	if err != nil {
+		return nil, fmt.Errorf("soft: UDP socket on [%s]:%d: %w", addr, port, err)
+	}
+	s.udp = up.(*net.UDPConn)
+	if s.udpRC, err = s.udp.SyscallConn(); err != nil {
+		s.close()
+		return nil, fmt.Errorf("soft: UDP socket on %s: %w", addr, err)
+	}
+	return s, nil
+}
+
+// openRaw opens the raw socket of raw mode, for UDP port port.
+func (s *sockets) openRaw(addr netip.Addr, port uint16, rcvbuf int) error {
 	pc, err := net.ListenPacket("ip4:udp", addr.String())
 	if err != nil {
 		return fmt.Errorf("soft: raw socket on %s (needs CAP_NET_RAW): %w", addr, err)
@@ -139,7 +226,7 @@ func (s *sockets) openRaw(addr netip.Addr, rcvbuf int) error {
 		return fmt.Errorf("soft: raw socket on %s: %w", addr, err)
 	}
 	a4 := addr.As4()
-	filter := rawFilter(binary.BigEndian.Uint32(a4[:]), wire.UDPPort)
+	filter := rawFilter(binary.BigEndian.Uint32(a4[:]), port)
 	var serr error
 	err = s.rawRC.Control(func(fd uintptr) {
 		prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
@@ -173,7 +260,7 @@ func setRcvbuf(fd uintptr, n int) {
 
 // recvRC returns the socket the receive loop reads.
 func (s *sockets) recvRC() syscall.RawConn {
-	if s.gsoMode {
+	if s.udpRecv() {
 		return s.udpRC
 	}
 	return s.rawRC
@@ -227,13 +314,15 @@ type mmsg struct {
 	hdrs  []unix.Mmsghdr
 	iovs  []unix.Iovec
 	names []unix.RawSockaddrInet4 // send: destinations; receive (GSO mode): sources
-	ctls  []udpSegmentCmsg        // send only: each message's UDP_SEGMENT
-	gro   []groCmsg               // receive (GSO mode) only: each message's UDP_GRO
-	errs  []syscall.Errno         // send only: the error of each message sendBatch skipped
-	off   int                     // first header of the current call
-	n     int                     // headers in the current call
-	res   int
-	errno syscall.Errno
+	// names6 replaces names on an IPv6 device.
+	names6 []unix.RawSockaddrInet6
+	ctls   []udpSegmentCmsg // send only: each message's UDP_SEGMENT
+	gro    []groCmsg        // receive (GSO mode) only: each message's UDP_GRO
+	errs   []syscall.Errno  // send only: the error of each message sendBatch skipped
+	off    int              // first header of the current call
+	n      int              // headers in the current call
+	res    int
+	errno  syscall.Errno
 
 	recvFn func(fd uintptr) bool
 	sendFn func(fd uintptr) bool
@@ -258,18 +347,33 @@ type groCmsg struct {
 }
 
 // newMmsg returns n message headers, each with one iovec. withNames
-// prepares them for sending: destination addresses, control messages.
+// prepares them for sending: destination addresses (IPv4), control
+// messages.
 func newMmsg(n int, withNames bool) *mmsg {
+	return newMmsgFamily(n, withNames, false)
+}
+
+// newMmsgFamily is newMmsg with IPv6 destination addresses if v6.
+func newMmsgFamily(n int, withNames, v6 bool) *mmsg {
 	m := &mmsg{hdrs: make([]unix.Mmsghdr, n), iovs: make([]unix.Iovec, n)}
 	if withNames {
-		m.names = make([]unix.RawSockaddrInet4, n)
+		if v6 {
+			m.names6 = make([]unix.RawSockaddrInet6, n)
+		} else {
+			m.names = make([]unix.RawSockaddrInet4, n)
+		}
 		m.ctls = make([]udpSegmentCmsg, n)
 		m.errs = make([]syscall.Errno, n)
 	}
 	for i := range m.hdrs {
 		m.hdrs[i].Hdr.Iov = &m.iovs[i]
 		m.hdrs[i].Hdr.Iovlen = 1
-		if withNames {
+		switch {
+		case withNames && v6:
+			m.names6[i].Family = unix.AF_INET6
+			m.hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&m.names6[i]))
+			m.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
+		case withNames:
 			m.names[i].Family = unix.AF_INET
 			m.hdrs[i].Hdr.Name = (*byte)(unsafe.Pointer(&m.names[i]))
 			m.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrInet4
@@ -290,6 +394,14 @@ func newRecvMmsg(n int) *mmsg {
 	return m
 }
 
+// newRecvMmsg6 is newRecvMmsg for the UDP socket of an IPv6 device.
+func newRecvMmsg6(n int) *mmsg {
+	m := newMmsg(n, false)
+	m.names6 = make([]unix.RawSockaddrInet6, n)
+	m.gro = make([]groCmsg, n)
+	return m
+}
+
 // source returns the source address and port of received message i (of
 // a newRecvMmsg), or false if the kernel gave no IPv4 address.
 func (m *mmsg) source(i int) (addr [4]byte, port uint16, ok bool) {
@@ -300,6 +412,18 @@ func (m *mmsg) source(i int) (addr [4]byte, port uint16, ok bool) {
 	var p [2]byte
 	binary.NativeEndian.PutUint16(p[:], m.names[i].Port)
 	return m.names[i].Addr, binary.BigEndian.Uint16(p[:]), true
+}
+
+// source6 returns the source address and port of received message i (of
+// a newRecvMmsg6), or false if the kernel gave no IPv6 address.
+func (m *mmsg) source6(i int) (addr [16]byte, port uint16, ok bool) {
+	if int(m.hdrs[i].Hdr.Namelen) < unix.SizeofSockaddrInet6 || m.names6[i].Family != unix.AF_INET6 {
+		return addr, 0, false
+	}
+	// sockaddr_in6 holds the port in network byte order.
+	var p [2]byte
+	binary.NativeEndian.PutUint16(p[:], m.names6[i].Port)
+	return m.names6[i].Addr, binary.BigEndian.Uint16(p[:]), true
 }
 
 // groSize returns the segment size of received message i (of a
@@ -329,9 +453,9 @@ func (m *mmsg) setIov(j int, b []byte) {
 }
 
 // setMsg makes message i (of an mmsg made withNames) the n iovecs from
-// j on, sent to addr:port. seg > 0 makes it a UDP GSO send of seg-byte
-// segments.
-func (m *mmsg) setMsg(i, j, n int, addr [4]byte, port uint16, seg int) {
+// j on, sent to addr:port (an IPv4-mapped address for IPv4). seg > 0
+// makes it a UDP GSO send of seg-byte segments.
+func (m *mmsg) setMsg(i, j, n int, addr [16]byte, port uint16, seg int) {
 	h := &m.hdrs[i].Hdr
 	h.Iov = &m.iovs[j]
 	h.SetIovlen(n)
@@ -350,12 +474,18 @@ func (m *mmsg) setMsg(i, j, n int, addr [4]byte, port uint16, seg int) {
 	h.SetControllen(unix.CmsgSpace(2))
 }
 
-// setDest sets the destination of message i.
-func (m *mmsg) setDest(i int, addr [4]byte, port uint16) {
-	m.names[i].Addr = addr
-	// sockaddr_in holds the port in network byte order.
+// setDest sets the destination of message i: addr is an IPv6 address,
+// or an IPv4-mapped one on an mmsg for IPv4.
+func (m *mmsg) setDest(i int, addr [16]byte, port uint16) {
+	// sockaddr_in and sockaddr_in6 hold the port in network byte order.
 	var p [2]byte
 	binary.BigEndian.PutUint16(p[:], port)
+	if m.names6 != nil {
+		m.names6[i].Addr = addr
+		m.names6[i].Port = binary.NativeEndian.Uint16(p[:])
+		return
+	}
+	m.names[i].Addr = [4]byte(addr[12:])
 	m.names[i].Port = binary.NativeEndian.Uint16(p[:])
 }
 
@@ -365,8 +495,13 @@ func (m *mmsg) recv(fd uintptr) bool {
 		// buffers: give them their full size again.
 		for i := range m.n {
 			h := &m.hdrs[i].Hdr
-			h.Name = (*byte)(unsafe.Pointer(&m.names[i]))
-			h.Namelen = unix.SizeofSockaddrInet4
+			if m.names6 != nil {
+				h.Name = (*byte)(unsafe.Pointer(&m.names6[i]))
+				h.Namelen = unix.SizeofSockaddrInet6
+			} else {
+				h.Name = (*byte)(unsafe.Pointer(&m.names[i]))
+				h.Namelen = unix.SizeofSockaddrInet4
+			}
 			m.gro[i].hdr = unix.Cmsghdr{}
 			h.Control = (*byte)(unsafe.Pointer(&m.gro[i]))
 			h.SetControllen(int(unsafe.Sizeof(m.gro[i])))

@@ -16,6 +16,7 @@ const (
 	pcapLinkRaw    = 101        // LINKTYPE_RAW: packets start with the IP header
 	pcapSnapLen    = 65535
 	ipv4DefaultTTL = 64 // Linux net.ipv4.ip_default_ttl
+	ipv6HopLimit   = 64 // Linux net.ipv6.conf.*.hop_limit
 )
 
 // pcapWriter writes every packet a device sends and receives.
@@ -36,7 +37,7 @@ func newPcapWriter(w io.Writer) (*pcapWriter, error) {
 	if _, err := w.Write(h[:]); err != nil {
 		return nil, fmt.Errorf("pcap header: %w", err)
 	}
-	return &pcapWriter{w: w, buf: make([]byte, 0, 16+wire.IPv4HeaderLen+wire.UDPHeaderLen+maxPacketSize)}, nil
+	return &pcapWriter{w: w, buf: make([]byte, 0, 16+wire.IPv6HeaderLen+wire.UDPHeaderLen+maxPacketSize)}, nil
 }
 
 // record starts a record of n bytes in p.buf.
@@ -66,16 +67,36 @@ func (p *pcapWriter) flush() {
 // (a loopback device's, which GSO needs) would send on a wire; on lo the
 // kernel leaves it unfinished. Otherwise the checksum is 0 (SO_NO_CHECK).
 func (p *pcapWriter) writeSent(src, dst [4]byte, id uint16, pkt []byte, csum bool) {
+	p.writeSentPorts(src, dst, id, wire.UDPPort, wire.UDPPort, pkt, csum)
+}
+
+// writeSentPorts is writeSent for UDP ports sport and dport.
+func (p *pcapWriter) writeSentPorts(src, dst [4]byte, id, sport, dport uint16, pkt []byte, csum bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := wire.IPv4HeaderLen + wire.UDPHeaderLen + len(pkt)
 	p.record(n)
 	p.buf = p.buf[:16+wire.IPv4HeaderLen+wire.UDPHeaderLen]
-	putIPv4UDPHeaderID(p.buf[16:], src, dst, id, len(pkt))
+	putIPv4UDPHeaderPorts(p.buf[16:], src, dst, id, sport, dport, len(pkt))
 	p.buf = append(p.buf, pkt...)
 	if csum {
 		putUDPChecksum(p.buf[16:])
 	}
+	p.flush()
+}
+
+// writeSent6 records a packet an IPv6 device sent, with the IPv6 and UDP
+// headers Linux writes for it (flow label 0, hop limit 64) and a valid
+// UDP checksum (an IPv6 UDP socket computes it).
+func (p *pcapWriter) writeSent6(src, dst [16]byte, sport, dport uint16, pkt []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := wire.IPv6HeaderLen + wire.UDPHeaderLen + len(pkt)
+	p.record(n)
+	p.buf = p.buf[:16+wire.IPv6HeaderLen+wire.UDPHeaderLen]
+	putIPv6UDPHeader(p.buf[16:], src, dst, sport, dport, len(pkt))
+	p.buf = append(p.buf, pkt...)
+	putUDPChecksum(p.buf[16:])
 	p.flush()
 }
 
@@ -88,7 +109,7 @@ func (p *pcapWriter) writeReceived(datagram []byte, csum pcapCsum) {
 	p.record(len(datagram))
 	p.buf = append(p.buf, datagram...)
 	if csum != csumAsIs {
-		if ip, udp, _, err := wire.SplitIPUDP(p.buf[16:]); err == nil && len(ip) >= wire.IPv4HeaderLen && ip[0]>>4 == 4 && (csum == csumValid || udp[6] != 0 || udp[7] != 0) {
+		if _, udp, _, err := wire.SplitIPUDP(p.buf[16:]); err == nil && (csum == csumValid || udp[6] != 0 || udp[7] != 0) {
 			putUDPChecksum(p.buf[16:])
 		}
 	}
@@ -113,11 +134,14 @@ const (
 	csumValid
 )
 
-// putUDPChecksum computes and stores the UDP checksum of the IPv4 UDP
-// datagram b (IP header, UDP header, payload; lengths already checked or
-// written by this file).
+// putUDPChecksum computes and stores the UDP checksum of the IPv4 or
+// IPv6 UDP datagram b (IP header without IPv6 extension headers, UDP
+// header, payload; lengths already checked or written by this file).
 func putUDPChecksum(b []byte) {
-	hl := int(b[0]&0x0f) * 4
+	hl, addrs := int(b[0]&0x0f)*4, b[12:20]
+	if b[0]>>4 == 6 {
+		hl, addrs = wire.IPv6HeaderLen, b[8:40]
+	}
 	udp := b[hl:]
 	ulen := int(binary.BigEndian.Uint16(udp[4:]))
 	if ulen < wire.UDPHeaderLen || ulen > len(udp) {
@@ -125,10 +149,11 @@ func putUDPChecksum(b []byte) {
 	}
 	udp = udp[:ulen]
 	udp[6], udp[7] = 0, 0
-	// Pseudo header: source, destination, protocol, UDP length.
+	// Pseudo header: source, destination, protocol, UDP length (RFC 768,
+	// RFC 8200 section 8.1: the same sum).
 	s := uint32(17) + uint32(ulen)
-	for i := 12; i < 20; i += 2 {
-		s += uint32(binary.BigEndian.Uint16(b[i:]))
+	for i := 0; i < len(addrs); i += 2 {
+		s += uint32(binary.BigEndian.Uint16(addrs[i:]))
 	}
 	for i := 0; i+1 < len(udp); i += 2 {
 		s += uint32(binary.BigEndian.Uint16(udp[i:]))
@@ -144,6 +169,25 @@ func putUDPChecksum(b []byte) {
 		c = 0xffff // 0 means no checksum
 	}
 	binary.BigEndian.PutUint16(udp[6:], c)
+}
+
+// putIPv6UDPHeader writes into h (48 bytes) an IPv6 header (traffic
+// class and flow label 0, hop limit 64, next header UDP) and a UDP header
+// with checksum 0 for a UDP payload of n bytes from [src]:sport to
+// [dst]:dport.
+func putIPv6UDPHeader(h []byte, src, dst [16]byte, sport, dport uint16, n int) {
+	ip := h[:wire.IPv6HeaderLen]
+	ip[0], ip[1], ip[2], ip[3] = 0x60, 0, 0, 0
+	binary.BigEndian.PutUint16(ip[4:], uint16(wire.UDPHeaderLen+n))
+	ip[6] = 17
+	ip[7] = ipv6HopLimit
+	copy(ip[8:24], src[:])
+	copy(ip[24:40], dst[:])
+	udp := h[wire.IPv6HeaderLen : wire.IPv6HeaderLen+wire.UDPHeaderLen]
+	binary.BigEndian.PutUint16(udp[0:], sport)
+	binary.BigEndian.PutUint16(udp[2:], dport)
+	binary.BigEndian.PutUint16(udp[4:], uint16(wire.UDPHeaderLen+n))
+	udp[6], udp[7] = 0, 0
 }
 
 // putIPv4UDPHeader writes into h (28 bytes) the IPv4 and UDP headers

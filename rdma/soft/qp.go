@@ -34,7 +34,7 @@ type sendWQE struct {
 	length  int
 	status  rdma.WCStatus // an error found at post time or while sending
 	// UD destination.
-	dst        [4]byte
+	dst        [16]byte // IPv4-mapped for IPv4
 	rqpn, qkey uint32
 	// Progress.
 	state       wqeState
@@ -66,7 +66,7 @@ type qp struct {
 	destroyed bool
 	attr      rdma.QPAttr
 	mtu       int           // path MTU in bytes
-	dst       [4]byte       // RC: the peer's IPv4 address
+	dst       [16]byte      // RC: the peer's address (IPv4-mapped for IPv4)
 	rto       time.Duration // local ACK timeout, 0 = none
 
 	sq             []sendWQE
@@ -276,7 +276,7 @@ func (q *qp) Modify(attr *rdma.QPAttr, mask rdma.QPAttrMask) error {
 	}
 	if mask&rdma.QPAttrAV != 0 {
 		a.AH = attr.AH
-		q.dst = attr.AH.DGID.Addr().As4()
+		q.dst = attr.AH.DGID.Addr().As16()
 	}
 	if mask&rdma.QPAttrPathMTU != 0 {
 		a.PathMTU = attr.PathMTU
@@ -350,8 +350,8 @@ func (q *qp) checkAttr(a *rdma.QPAttr, mask rdma.QPAttrMask) error {
 	if mask&rdma.QPAttrPathMTU != 0 && (!a.PathMTU.Valid() || a.PathMTU > q.dev.mtu) {
 		return bad("path MTU", a.PathMTU)
 	}
-	if mask&rdma.QPAttrAV != 0 && !a.AH.DGID.Addr().Is4() {
-		return bad("destination GID (only IPv4 is supported)", a.AH.DGID)
+	if mask&rdma.QPAttrAV != 0 && !q.dev.sameFamily(a.AH.DGID) {
+		return bad(fmt.Sprintf("destination GID (not of the family of %v)", q.dev.addr), a.AH.DGID)
 	}
 	if mask&rdma.QPAttrRetryCount != 0 && a.RetryCount > 7 {
 		return bad("retry count", a.RetryCount)
@@ -598,11 +598,10 @@ func (q *qp) postSend(wr *rdma.SendWR) error {
 	w.status = rdma.Success
 	w.state = wqePosted
 	if q.typ != rdma.QPTypeRC {
-		a := wr.AH.DGID.Addr()
-		if !a.Is4() {
-			return fmt.Errorf("soft: UD destination %s (only IPv4 is supported): %w", wr.AH.DGID, rdma.ErrInvalidArgument)
+		if !q.dev.sameFamily(wr.AH.DGID) {
+			return fmt.Errorf("soft: UD destination %s (not of the family of %v): %w", wr.AH.DGID, q.dev.addr, rdma.ErrInvalidArgument)
 		}
-		w.dst, w.rqpn, w.qkey = a.As4(), wr.RemoteQPN&wire.QPNMask, wr.RemoteQKey
+		w.dst, w.rqpn, w.qkey = wr.AH.DGID.Addr().As16(), wr.RemoteQPN&wire.QPNMask, wr.RemoteQKey
 		if wr.RemoteQKey&0x80000000 != 0 && q.typ == rdma.QPTypeUD {
 			w.qkey = q.attr.QKey
 		}

@@ -38,13 +38,20 @@ type rxState struct {
 func (d *Device) rxLoop() {
 	defer close(d.rxDone)
 	batch := d.cfg.RecvBatch
-	gso := d.socks.gsoMode
+	udp := d.socks.udpRecv()
 	size, head := rxBufSize, 0
 	var m *mmsg
-	if gso {
+	switch {
+	case d.v6:
+		size, head = rxHeadroom6+rxBufSize, rxHeadroom6
+		if d.socks.gsoMode {
+			size = rxHeadroom6 + gsoMaxPayload + 1
+		}
+		m = newRecvMmsg6(batch)
+	case udp:
 		size, head = rxGSOBufSize, rxHeadroom
 		m = newRecvMmsg(batch)
-	} else {
+	default:
 		m = newMmsg(batch, false)
 	}
 	bufs := make([]byte, batch*size)
@@ -72,7 +79,7 @@ func (d *Device) rxLoop() {
 				continue
 			}
 			b := bufs[i*size : i*size+head+int(m.hdrs[i].Len)]
-			if !gso {
+			if !udp {
 				d.deliver(b, rx, f)
 				pkts++
 				if len(b) > 0 {
@@ -80,13 +87,24 @@ func (d *Device) rxLoop() {
 				}
 				continue
 			}
-			src, sport, ok := m.source(i)
-			if !ok || len(b) == head {
-				d.stats.malformed.Add(1)
-				pkts++
-				continue
+			if d.v6 {
+				src, sport, ok := m.source6(i)
+				if !ok || len(b) == head {
+					d.stats.malformed.Add(1)
+					pkts++
+					continue
+				}
+				rx.split.start6(b, src, d.addr16, sport, d.port, m.groSize(i))
+			} else {
+				src, sport, ok := m.source(i)
+				if !ok || len(b) == head {
+					d.stats.malformed.Add(1)
+					pkts++
+					continue
+				}
+				rx.split.startPort(b, src, d.addr4, sport, d.port, m.groSize(i))
 			}
-			np, nb := d.receive(b, src, sport, m.groSize(i), rx, f)
+			np, nb := d.receive(rx, f)
 			pkts += np
 			bytes += nb
 		}
@@ -96,15 +114,14 @@ func (d *Device) rxLoop() {
 	}
 }
 
-// receive handles one UDP payload received in GSO mode from src:sport: b
-// is rxHeadroom bytes followed by the payload (at least one byte), seg
-// the GSO segment size (0: a plain datagram). Each packet is delivered
-// with the IPv4 and UDP headers its sender's kernel wrote or would have
-// written (gso.go). It returns the number of packets and their UDP
-// payload bytes.
-func (d *Device) receive(b []byte, src [4]byte, sport uint16, seg int, rx *rxState, f *faults) (pkts, bytes int) {
+// receive handles one UDP payload received on the UDP socket (GSO mode,
+// IPv6), which rx.split was started on: its headroom followed by the
+// payload (at least one byte), cut at the GSO segment size. Each packet
+// is delivered with the IP and UDP headers its sender's kernel wrote or
+// would have written (gso.go). It returns the number of packets and their
+// UDP payload bytes.
+func (d *Device) receive(rx *rxState, f *faults) (pkts, bytes int) {
 	s := &rx.split
-	s.start(b, src, d.addr4, sport, seg)
 	if n := s.segments(); n > 1 {
 		d.socks.gso.supers.Add(1)
 		d.socks.gso.recvSegs.Add(uint64(n))
@@ -116,7 +133,7 @@ func (d *Device) receive(b []byte, src [4]byte, sport uint16, seg int, rx *rxSta
 		}
 		d.deliver(dg, rx, f)
 		pkts++
-		bytes += len(dg) - rxHeadroom
+		bytes += len(dg) - s.hl
 	}
 }
 
@@ -126,7 +143,7 @@ func (d *Device) deliver(b []byte, rx *rxState, f *faults) {
 	if d.pcap != nil {
 		csum := csumAsIs
 		switch {
-		case d.socks.gsoMode:
+		case d.socks.udpRecv():
 			csum = csumValid
 		case d.socks.loopback:
 			csum = csumFixNonZero
@@ -142,8 +159,8 @@ func (d *Device) deliver(b []byte, rx *rxState, f *faults) {
 
 // inputFaulty applies the receive-side fault injector to one datagram.
 func (d *Device) inputFaulty(f *faults, b []byte, rx *rxState) {
-	hdr := wire.IPv4HeaderLen + wire.UDPHeaderLen
-	if len(b) > 0 {
+	hdr := d.hl
+	if len(b) > 0 && b[0]>>4 == 4 {
 		hdr = int(b[0]&0x0f)*4 + wire.UDPHeaderLen
 	}
 	act, bit := f.decide(max(len(b)-hdr, 0))
@@ -175,7 +192,7 @@ func (d *Device) inputFaulty(f *faults, b []byte, rx *rxState) {
 // input handles one received IP datagram.
 func (d *Device) input(b []byte, rx *rxState) {
 	ip, udp, pkt, err := wire.SplitIPUDP(b)
-	if err != nil || binary.BigEndian.Uint16(udp[2:]) != wire.UDPPort || ip[0]>>4 != 4 {
+	if err != nil || binary.BigEndian.Uint16(udp[2:]) != d.port || d.v6 != (ip[0]>>4 == 6) {
 		d.stats.malformed.Add(1)
 		return
 	}
@@ -203,7 +220,7 @@ func (d *Device) input(b []byte, rx *rxState) {
 	case q.destroyed:
 		d.stats.unknownQP.Add(1)
 	case q.typ == rdma.QPTypeRC:
-		if op.Class() != wire.ClassRC || [4]byte(ip[12:16]) != q.dst {
+		if op.Class() != wire.ClassRC || !q.fromPeer(ip) {
 			d.stats.dropped.Add(1)
 		} else if op.IsAck() || op.IsReadResponse() {
 			q.completerInput(&p, rx)
@@ -218,4 +235,13 @@ func (d *Device) input(b []byte, rx *rxState) {
 		}
 	}
 	q.mu.Unlock()
+}
+
+// fromPeer reports whether a packet with IP header ip (of the device's
+// family) comes from the QP's peer address.
+func (q *qp) fromPeer(ip []byte) bool {
+	if len(ip) == wire.IPv6HeaderLen && ip[0]>>4 == 6 {
+		return [16]byte(ip[8:24]) == q.dst
+	}
+	return [4]byte(ip[12:16]) == [4]byte(q.dst[12:])
 }

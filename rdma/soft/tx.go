@@ -8,6 +8,9 @@ import (
 	"github.com/nvmeof/nvmeof/rdma/wire"
 )
 
+// ipv6Loopback is ::1.
+var ipv6Loopback = [16]byte{15: 1}
+
 // txBatchSize is the number of packets one flush carries.
 const txBatchSize = 64
 
@@ -19,7 +22,7 @@ const txMaxOut = 2*txBatchSize + 1
 type txPkt struct {
 	buf [maxPacketSize]byte
 	n   int
-	dst [4]byte
+	dst [16]byte // IPv4-mapped for IPv4
 	// flip is the bit the send-side fault injector flips once the ICRC
 	// is computed, plus one (0: none).
 	flip int
@@ -79,7 +82,7 @@ type txBatch struct {
 }
 
 func newTxBatch(d *Device) *txBatch {
-	t := &txBatch{dev: d, m: newMmsg(txMaxOut, true)}
+	t := &txBatch{dev: d, m: newMmsgFamily(txMaxOut, true, d.v6)}
 	// Up to three iovecs a packet: headers, payload in place, pad and ICRC.
 	t.m.iovs = make([]unix.Iovec, 3*txMaxOut)
 	return t
@@ -129,6 +132,7 @@ func (t *txBatch) flush() {
 		return
 	}
 	gso := d.socks.gsoMode && !d.socks.gso.disabled.Load()
+	sport, dport := d.port, uint16(d.peerPort.Load())
 	nm, iv := 0, 0
 	for i := 0; i < k; {
 		run := 1
@@ -143,14 +147,26 @@ func (t *txBatch) flush() {
 			if p.ext != nil {
 				tail := p.buf[p.hn : p.n-len(p.ext)]
 				pad := tail[:len(tail)-wire.ICRCLen]
-				binary.LittleEndian.PutUint32(tail[len(pad):], wire.ICRCForIPv4Gather(d.addr4, p.dst, id, true, wire.UDPPort, wire.UDPPort, p.buf[:p.hn], p.ext, pad))
+				var crc uint32
+				if d.v6 {
+					crc = wire.ICRCForIPv6Gather(d.addr16, p.dst, sport, dport, p.buf[:p.hn], p.ext, pad)
+				} else {
+					crc = wire.ICRCForIPv4Gather(d.addr4, [4]byte(p.dst[12:]), id, true, sport, dport, p.buf[:p.hn], p.ext, pad)
+				}
+				binary.LittleEndian.PutUint32(tail[len(pad):], crc)
 				t.m.setIov(iv, p.buf[:p.hn])
 				t.m.setIov(iv+1, p.ext)
 				t.m.setIov(iv+2, tail)
 				iv += 3
 			} else {
 				body := p.buf[:p.n-wire.ICRCLen]
-				binary.LittleEndian.PutUint32(p.buf[p.n-wire.ICRCLen:], wire.ICRCForIPv4(d.addr4, p.dst, id, true, wire.UDPPort, wire.UDPPort, body))
+				var crc uint32
+				if d.v6 {
+					crc = wire.ICRCForIPv6(d.addr16, p.dst, sport, dport, body)
+				} else {
+					crc = wire.ICRCForIPv4(d.addr4, [4]byte(p.dst[12:]), id, true, sport, dport, body)
+				}
+				binary.LittleEndian.PutUint32(p.buf[p.n-wire.ICRCLen:], crc)
 				t.m.setIov(iv, p.buf[:p.n])
 				iv++
 			}
@@ -161,7 +177,7 @@ func (t *txBatch) flush() {
 		if run > 1 {
 			seg = t.out[i].n
 		}
-		t.m.setMsg(nm, first, iv-first, t.out[i].dst, wire.UDPPort, seg)
+		t.m.setMsg(nm, first, iv-first, t.out[i].dst, dport, seg)
 		t.msgs[nm] = txMsg{count: run, bytes: bytes, seg: seg}
 		nm++
 		i += run
@@ -176,7 +192,11 @@ func (t *txBatch) flush() {
 	}
 	if d.pcap != nil {
 		for i, p := range t.out[:k] {
-			d.pcap.writeSent(d.addr4, p.dst, t.ids[i], p.buf[:p.n], d.socks.gsoMode)
+			if d.v6 {
+				d.pcap.writeSent6(d.addr16, p.dst, sport, dport, p.buf[:p.n])
+			} else {
+				d.pcap.writeSentPorts(d.addr4, [4]byte(p.dst[12:]), t.ids[i], sport, dport, p.buf[:p.n], d.socks.gsoMode)
+			}
 		}
 	}
 	wireRelease()
@@ -260,12 +280,13 @@ func (t *txBatch) applyFaults(f *faults) int {
 
 // gsoRun returns the length of the GSO run starting at t.out[i] (1: the
 // packet goes alone): the packet and the following ones of its length to
-// the same loopback destination, and one shorter one to end the run,
-// within gsoMaxSegments packets and gsoMaxPayload bytes (gso.go).
-// Duplicates made by the fault injector go alone.
+// the same loopback destination (127.0.0.0/8, or ::1 for an IPv6
+// device), and one shorter one to end the run, within gsoMaxSegments
+// packets and gsoMaxPayload bytes (gso.go). Duplicates made by the fault
+// injector go alone.
 func (t *txBatch) gsoRun(i, k int) int {
 	p := t.out[i]
-	if t.alone[i] || p.dst[0] != 127 {
+	if t.alone[i] || (p.dst[12] != 127 && !t.dev.v6) || (t.dev.v6 && p.dst != ipv6Loopback) {
 		return 1
 	}
 	s, total, run := p.n, p.n, 1

@@ -9,7 +9,8 @@ import (
 // always 0x80010000) receives UD SEND Only packets whose DETH Q_Key
 // matches its own into the next posted receive: the 40-byte GRH first
 // (20 zero bytes and the IPv4 header, as rxe writes it for RoCEv2 over
-// IPv4), then the payload. Datagrams that find no receive posted, carry
+// IPv4; over IPv6 the IPv6 header itself, rebuilt as net_linux.go says:
+// traffic class and flow label 0, hop limit 64), then the payload. Datagrams that find no receive posted, carry
 // the wrong Q_Key or do not fit are dropped and counted (UDDropped). A
 // UD send is a single packet of at most the path MTU to AH.DGID, QP
 // RemoteQPN, with DETH (RemoteQKey, this QP's number); it completes once
@@ -33,7 +34,11 @@ func (q *qp) udInput(p *wire.Packet, ip []byte) {
 		return
 	}
 	var grh [rdma.GRHLen]byte
-	copy(grh[20:], ip[:wire.IPv4HeaderLen])
+	if ip[0]>>4 == 6 {
+		copy(grh[:], ip[:wire.IPv6HeaderLen])
+	} else {
+		copy(grh[20:], ip[:wire.IPv4HeaderLen])
+	}
 	if !scatter(w.segs, 0, grh[:]) || !scatter(w.segs, rdma.GRHLen, p.Payload) {
 		d.stats.udDropped.Add(1)
 		return
