@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# bench-guests.sh - the side-by-side benchmark of issue 10, inside two
+# kernel-peer guests in one run: fio in guest b through the kernel's
+# nvme-rdma host against (i) the kernel's nvmet-rdma and (ii) nvmetd on the
+# ibverbs provider, both in guest a on rxe0 with the same null backing.
+# Jobs: 4 KiB random read QD32 and QD1, 128 KiB sequential read. Prints a
+# table (IOPS, MB/s, p50, ratios nvmetd/kernel) and writes JSON.
+#
+# usage: sudo scripts/bench-guests.sh [-quick] [-out DIR] [-provider ibverbs|soft]
+#   -quick      10 s per job after 2 s ramp (default 30 s after 5 s)
+#   -out DIR    where the JSON (bench-guests.json), the share with every guest
+#               log and fio JSON go (default bench-out/guests-<date>)
+#   -provider   soft: nvmetd on the soft provider instead (rdma_rxe unloaded
+#               for it), to check the harness without the ibverbs provider
+# env: KPEER_DIR (default ../shared/kernel-peer), KPEER_CACHE
+#
+# Under QEMU TCG only the ratios mean something. Takes about 3 + 6 x runtime
+# minutes... in seconds: ~90 s of boots plus 6 jobs x (runtime + ramp).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+RUNTIME=30 RAMP=5 OUT="" PROVIDER=ibverbs MODE=full
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-quick) RUNTIME=10 RAMP=2 MODE=quick; shift ;;
+	-out) OUT=$2; shift 2 ;;
+	-provider) PROVIDER=$2; shift 2 ;;
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+[ "$(id -u)" = 0 ] || { echo "bench-guests.sh: must run as root (kernel-peer)" >&2; exit 1; }
+KPEER_DIR="${KPEER_DIR:-$(cd .. && pwd)/shared/kernel-peer}"
+[ -x "$KPEER_DIR/run.sh" ] || { echo "no kernel-peer at $KPEER_DIR" >&2; exit 1; }
+OUT="${OUT:-bench-out/guests-$(date +%Y%m%d-%H%M%S)}"
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+SHARE="$OUT/share"
+rm -rf "$SHARE"
+mkdir -p "$SHARE/bin" "$SHARE/cfg" "$SHARE/interop/guest"
+NQN=nqn.2026-11.io.nvmeof:bench-guests
+
+echo "== building nvmetd ($PROVIDER)"
+if [ "$PROVIDER" = ibverbs ]; then
+	CGO_ENABLED=1 go build -tags ibverbs -o "$SHARE/bin/nvmetd" ./cmd/nvmetd
+	ldd "$SHARE/bin/nvmetd" | grep -q libibverbs || { echo "nvmetd built without the ibverbs provider" >&2; exit 1; }
+else
+	CGO_ENABLED=0 go build -o "$SHARE/bin/nvmetd" ./cmd/nvmetd
+fi
+cp tests/interop/guest/lib.sh "$SHARE/interop/guest/"
+cat > "$SHARE/cfg/nvmetd.hcl" <<EOF
+log_level = "info"
+port "bench" {
+  transport = "rdma"
+  provider  = "$PROVIDER"
+  address   = "192.0.2.2"
+  service   = 4420
+}
+subsystem "$NQN" {
+  ports          = ["bench"]
+  allow_any_host = true
+  namespace "1" {
+    backend    = "null"
+    size       = "1GiB"
+    block_size = 512
+  }
+}
+EOF
+
+echo "== kernel-peer: guest a targets (kernel, then nvmetd), guest b fio; ${RUNTIME}s per job"
+t0=$(date +%s)
+rc=0
+"$KPEER_DIR/run.sh" --share "$SHARE" --timeout $((900 + 12 * (RUNTIME + RAMP))) \
+	--env BENCH_NQN="$NQN" --env BENCH_PROVIDER="$PROVIDER" --env BENCH_SIZE_MB=1024 \
+	--env NVMETD_CONFIG=/share/cfg/nvmetd.hcl \
+	--env BENCH_RUNTIME_S="$RUNTIME" --env BENCH_RAMP_S="$RAMP" \
+	"$ROOT/bench/guests/target.sh" "$ROOT/bench/guests/host.sh" > "$OUT/run.log" 2>&1 || rc=$?
+echo "session: $(( $(date +%s) - t0 )) s, status $rc (logs in $SHARE/out)"
+if [ "$rc" != 0 ]; then
+	tail -n 30 "$OUT/run.log"
+	grep -h '^FAIL' "$SHARE"/out/*/script.log || true
+fi
+cat "$SHARE/out/a/nvmetd-usage.txt" 2>/dev/null || true
+echo
+go run ./bench/guests -dir "$SHARE/out/b" -json "$OUT/bench-guests.json" \
+	-meta mode="$MODE" -meta runtime_s="$RUNTIME" -meta provider="$PROVIDER" \
+	-meta backing="null 1GiB, 512-byte blocks" -meta guests="QEMU TCG, 1 vCPU each, rxe over virtio-net" \
+	-meta date="$(date -u +%FT%TZ)" -meta commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo "JSON: $OUT/bench-guests.json"
+exit "$rc"
