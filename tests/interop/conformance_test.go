@@ -1,0 +1,91 @@
+package interop
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvmeof/nvmeof/tests/interop/kpeer"
+)
+
+// The provider-conformance suite (rdma/rdmatest) against the ibverbs
+// provider on a real uverbs device: the test binary of rdma/ibverbs is
+// built here with cgo and the ibverbs tag and runs in a kernel-peer guest
+// on rxe0 (guest/conformance.sh), both ends of every test on that device.
+
+// Sizes for the guest: rxe under TCG moves a few MiB/s, so the multi-MiB
+// transfers are 2 MiB (still 2048 packets of rxe's 1024-byte MTU), and a
+// wait may take long.
+const (
+	conformanceLarge   = 2<<20 + 4093
+	conformanceWait    = 60 * time.Second
+	conformanceSession = 15 * time.Minute
+)
+
+// TestIbverbsConformance builds `go test -c -tags ibverbs ./rdma/ibverbs`
+// and runs its TestConformance in a guest with NVMEOF_IBVERBS_ADDR set to
+// the guest's address; it fails unless the guest's run passes. On a
+// failure the guest's whole output is kept in $TMPDIR/ibverbs-conformance.log;
+// NVMEOF_CONFORMANCE_SKIP (a -test.skip pattern) gets past a case that
+// crashes the test binary, to see the rest.
+func TestIbverbsConformance(t *testing.T) {
+	dir := kpeer.Require(t)
+	share := t.TempDir()
+	bin := filepath.Join(share, "ibverbs.test")
+	cmd := exec.Command("go", "test", "-c", "-tags", "ibverbs", "-o", bin, "./rdma/ibverbs")
+	cmd.Dir = moduleRoot(t)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("CGO_ENABLED=1 go test -c -tags ibverbs ./rdma/ibverbs (needs libibverbs-dev and librdmacm-dev): %v\n%s", err, b)
+	}
+	res := kpeer.Do(t, dir, kpeer.Run{
+		Scripts: []string{guestScript(t, "conformance.sh")},
+		Share:   share,
+		Env: []string{
+			fmt.Sprintf("NVMEOF_CONFORMANCE_LARGE=%d", conformanceLarge),
+			"NVMEOF_CONFORMANCE_TIMEOUT=" + conformanceWait.String(),
+			"CONFORMANCE_TIMEOUT=" + (conformanceSession - 2*time.Minute).String(),
+			// -test.skip in the guest, to get past a case that crashes the binary.
+			"CONFORMANCE_SKIP=" + os.Getenv("NVMEOF_CONFORMANCE_SKIP"),
+		},
+		Timeout: conformanceSession,
+	})
+	out := res.Log("a/conformance.log")
+	fails := regexp.MustCompile(`(?m)^\s*--- FAIL: .*$`).FindAllString(out, -1)
+	skips := regexp.MustCompile(`(?m)^\s*--- SKIP: .*$\n(?:\s+\S+\.go:\d+: .*\n)?`).FindAllString(out, -1)
+	passes := regexp.MustCompile(`(?m)^\s*--- PASS: TestConformance/`).FindAllString(out, -1)
+	t.Logf("guest conformance run: %d passed, %d failed, %d skipped", len(passes), len(fails), len(skips))
+	if len(skips) > 0 {
+		t.Logf("skipped (what the provider cannot do):\n%s", strings.Join(skips, ""))
+	}
+	if res.Err != nil {
+		keep := filepath.Join(os.TempDir(), "ibverbs-conformance.log")
+		if err := os.WriteFile(keep, []byte(out), 0o644); err != nil {
+			keep = fmt.Sprintf("(not kept: %v)", err)
+		}
+		t.Fatalf("conformance suite in the guest failed: %v\nfailed:\n%s\n%sguest script:\n%s\nconformance output (tail; all of it in %s):\n%s",
+			res.Err, strings.Join(fails, "\n"), crash(out), tail(res.Log("a/script.log"), 40), keep, tail(out, 60))
+	}
+	if len(passes) == 0 || !strings.Contains(out, "--- PASS: TestConformance ") {
+		t.Fatalf("the guest ran no conformance test (all skipped?):\n%s", tail(out, 60))
+	}
+}
+
+// crash returns the start of a crash report in a test binary's output
+// (the fault and the faulting goroutine), or "".
+func crash(out string) string {
+	i := regexp.MustCompile(`(?m)^(panic: |fatal error: |SIGSEGV|SIGBUS|SIGABRT)`).FindStringIndex(out)
+	if i == nil {
+		return ""
+	}
+	lines := strings.SplitN(out[i[0]:], "\n", 31)
+	if len(lines) > 30 {
+		lines = lines[:30]
+	}
+	return "crash:\n" + strings.Join(lines, "\n") + "\n"
+}
