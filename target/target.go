@@ -638,6 +638,22 @@ func (t *Target) RemovePort(portID uint16) error {
 	return nil
 }
 
+// Port returns the port portID as it is now, and false when there is
+// none. A caller that serves the port later from another goroutine
+// should look it up first and call Port.Serve: Serve looks the ID up
+// when it runs, which after a quick reload may be a newer port.
+func (t *Target) Port(portID uint16) (*Port, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	p, ok := t.ports[portID]
+	return p, ok
+}
+
+// Serve accepts the queues hosts open on l and serves them as port p,
+// as Target.Serve does; once p is removed (or replaced by a reload) it
+// returns at once.
+func (p *Port) Serve(ctx context.Context, l fabrics.Listener) error { return p.serve(ctx, l) }
+
 // Serve accepts the queues hosts open on l and serves them as port
 // portID, until ctx is done, the port is removed or the listener fails.
 // It closes l before returning. Queues already accepted keep being served

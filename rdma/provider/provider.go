@@ -103,7 +103,8 @@ func Check(name, device string) error {
 		}
 	case IBVerbs:
 		if !ibverbs.Built {
-			return fmt.Errorf("provider ibverbs: %w", ibverbs.ErrNotBuilt)
+			// The message names the provider and how to build with it.
+			return ibverbs.ErrNotBuilt
 		}
 	case "", Auto:
 		if device != "" && !ibverbs.Built {
