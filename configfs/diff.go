@@ -24,8 +24,8 @@ type Changes struct {
 type PortChanges struct {
 	ID string
 	// Listener is true when the port's transport, address, service,
-	// provider, port ID, treq or inline data size changed: its listener
-	// must be restarted.
+	// provider, device, tos, port ID, treq or inline data size changed:
+	// its listener must be restarted.
 	Listener bool
 	// SubsystemsAdded and SubsystemsRemoved are the export links that
 	// changed (only these when Listener is false).
@@ -75,7 +75,8 @@ func Diff(old, new *Tree) Changes {
 		pc := PortChanges{ID: np.ID}
 		pc.Listener = oldIDs[op.ID] != newIDs[np.ID] || op.Trtype != np.Trtype || op.Adrfam != np.Adrfam ||
 			op.Traddr != np.Traddr || op.Trsvcid != np.Trsvcid || op.Treq != np.Treq ||
-			op.EffectiveInlineDataSize() != np.EffectiveInlineDataSize() || op.Provider != np.Provider
+			op.EffectiveInlineDataSize() != np.EffectiveInlineDataSize() ||
+			op.EffectiveProvider() != np.EffectiveProvider() || op.Device != np.Device || max(op.TOS, -1) != max(np.TOS, -1)
 		pc.SubsystemsAdded, pc.SubsystemsRemoved = addedRemoved(op.Subsystems, np.Subsystems)
 		if pc.Listener || len(pc.SubsystemsAdded)+len(pc.SubsystemsRemoved) > 0 {
 			c.Ports = append(c.Ports, pc)

@@ -22,7 +22,9 @@
 //
 //	port "rdma0" {                   # label: the port's name (any [A-Za-z0-9_.-])
 //	  transport        = "rdma"      # addr_trtype: rdma or loop (tcp later)
-//	  provider         = "soft"      # soft (pure Go RoCEv2) or ibverbs
+//	  provider         = "auto"      # soft (pure Go RoCEv2), ibverbs (rdma-core) or auto
+//	  device           = "mlx5_0"    # optional: the rdma-core device (ibverbs)
+//	  tos              = 106         # optional: IP type of service, 0..255
 //	  address          = "192.0.2.1" # addr_traddr: an IPv4 or IPv6 address
 //	  address_family   = "ipv4"      # addr_adrfam: derived from address when left out
 //	  service          = 4420        # addr_trsvcid: 1..65535, default 4420
@@ -66,6 +68,21 @@
 // declares (Tree.HCL leaves it implied again), so host blocks are needed
 // only for hosts no subsystem lists. nvmetcli JSON and trees built in code
 // must list their hosts, as configfs does.
+//
+// # RDMA providers
+//
+// An rdma port's provider is "soft" (the pure-Go RoCEv2 HCA), "ibverbs"
+// (rdma-core, in binaries built with the ibverbs tag) or "auto", the
+// default: ibverbs when the binary has it and an RDMA device holds the
+// port's address, else soft. device names an rdma-core device ("mlx5_0",
+// "rxe0"): an error with soft, and with auto it means ibverbs. tos sets
+// the IP type of service of the port's connections. In nvmetcli JSON the
+// three go in the port's "nvmeof" object. Changing any of them on a
+// reload restarts the port's listener (Diff).
+//
+// Which providers a binary has is not configfs's business: a Loader with
+// CheckProvider (cmd/nvmetd passes rdma/provider.Check) reports a port
+// asking for one it lacks as an error with the attribute's position.
 //
 // # NQNs
 //

@@ -17,22 +17,32 @@ import (
 
 // LoadFile reads a configuration file: nvmetcli JSON when the name ends in
 // ".json", nvmetd HCL otherwise. The tree is validated; errors are Errors.
-func LoadFile(path string) (*Tree, error) {
+// It is Loader{}.LoadFile.
+func LoadFile(path string) (*Tree, error) { return Loader{}.LoadFile(path) }
+
+// LoadFile reads a configuration file as the package's LoadFile does, with
+// l's checks.
+func (l Loader) LoadFile(path string) (*Tree, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("configfs: %w", err)
 	}
 	if strings.HasSuffix(path, ".json") {
-		return ParseNvmetcliJSON(src, path)
+		return l.ParseNvmetcliJSON(src, path)
 	}
-	return ParseHCL(src, path)
+	return l.ParseHCL(src, path)
 }
 
 // ParseHCL parses and validates nvmetd's HCL configuration (see the package
 // documentation); filename is used in error positions. Unknown attributes
 // and blocks are errors. On error it returns nil and Errors holding every
-// problem found, each with its file:line:col and attribute name.
-func ParseHCL(src []byte, filename string) (*Tree, error) {
+// problem found, each with its file:line:col and attribute name. It is
+// Loader{}.ParseHCL.
+func ParseHCL(src []byte, filename string) (*Tree, error) { return Loader{}.ParseHCL(src, filename) }
+
+// ParseHCL parses and validates HCL as the package's ParseHCL does, with
+// l's checks.
+func (l Loader) ParseHCL(src []byte, filename string) (*Tree, error) {
 	f, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if diags.HasErrors() {
 		d := &hclDecoder{}
@@ -42,7 +52,8 @@ func ParseHCL(src []byte, filename string) (*Tree, error) {
 	}
 	d := &hclDecoder{}
 	t := d.tree(f.Body)
-	c := &collector{errs: d.errs}
+	c := l.collector()
+	c.errs = d.errs
 	t.validate(c)
 	c.errs.sortByPosition()
 	if len(c.errs) > 0 {
@@ -230,6 +241,12 @@ func (d *hclDecoder) port(b *hcl.Block) *Port {
 			p.Trtype, _ = d.str(p.src, path, a)
 		case "provider":
 			p.Provider, _ = d.str(p.src, path, a)
+		case "device":
+			p.Device, _ = d.str(p.src, path, a)
+		case "tos":
+			if n, ok := d.integer(p.src, path, a, 0, MaxTOS); ok {
+				p.TOS = int(n)
+			}
 		case "address":
 			p.Traddr, _ = d.str(p.src, path, a)
 		case "address_family":
@@ -491,8 +508,14 @@ func (t *Tree) HCL() []byte {
 		root.AppendNewline()
 		b := root.AppendNewBlock("port", []string{p.ID}).Body()
 		b.SetAttributeValue("transport", cty.StringVal(p.Trtype))
-		if p.Trtype == TransportRDMA && p.Provider != "" {
+		if p.Trtype == TransportRDMA && p.EffectiveProvider() != ProviderAuto {
 			b.SetAttributeValue("provider", cty.StringVal(p.Provider))
+		}
+		if p.Device != "" {
+			b.SetAttributeValue("device", cty.StringVal(p.Device))
+		}
+		if p.TOS >= 0 {
+			b.SetAttributeValue("tos", cty.NumberIntVal(int64(p.TOS)))
 		}
 		if p.Traddr != "" {
 			b.SetAttributeValue("address", cty.StringVal(p.Traddr))

@@ -2,6 +2,7 @@ package configfs
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +27,7 @@ func TestLoadExample(t *testing.T) {
 		t.Fatalf("ports %d, subsystems %d, hosts %d", len(tree.Ports), len(tree.Subsystems), len(tree.Hosts))
 	}
 	p := tree.Port("rdma0")
-	if p == nil || p.Trtype != "rdma" || p.Provider != "soft" || p.Traddr != "127.0.0.1" || p.Adrfam != "ipv4" ||
+	if p == nil || p.Trtype != "rdma" || p.Provider != "auto" || p.Device != "" || p.TOS != -1 || p.Traddr != "127.0.0.1" || p.Adrfam != "ipv4" ||
 		p.Trsvcid != "4420" || p.InlineDataSize != 8192 || p.PortID != 1 || p.Treq != TreqNotSpecified {
 		t.Errorf("port rdma0 = %+v", p)
 	}
@@ -75,7 +76,7 @@ func TestHCLDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := tree.Ports[0]
-	if p.Trtype != "rdma" || p.Provider != "soft" || p.Trsvcid != "4420" || p.Adrfam != "ipv4" || p.EffectiveInlineDataSize() != 8192 {
+	if p.Trtype != "rdma" || p.Provider != ProviderAuto || p.Device != "" || p.TOS != -1 || p.Trsvcid != "4420" || p.Adrfam != "ipv4" || p.EffectiveInlineDataSize() != 8192 {
 		t.Errorf("port defaults: %+v", p)
 	}
 	s := tree.Subsystems[0]
@@ -203,7 +204,15 @@ func TestHCLErrors(t *testing.T) {
 		{"service not a number", base(insert(3, `  service = "nvme"`)), []string{`t.hcl:3:13:`, `service: `}},
 		{"unknown transport", base(insert(3, `  transport = "fc"`)), []string{`t.hcl:3:15:`, `transport: unknown transport "fc"`}},
 		{"tcp not yet", base(insert(3, `  transport = "tcp"`)), []string{`t.hcl:3:15:`, `transport: transport tcp is not implemented yet`}},
-		{"unknown provider", base(insert(3, `  provider = "hw"`)), []string{`t.hcl:3:14:`, `provider: unknown provider "hw"`}},
+		{"unknown provider", base(insert(3, `  provider = "hw"`)), []string{`t.hcl:3:14:`, `provider: unknown provider "hw" (want auto, soft or ibverbs)`}},
+		{"provider not a string", base(insert(3, `  provider = ["soft"]`)), []string{`t.hcl:3:14:`, `provider: want a string`}},
+		{"device with soft", base(insert(3, `  provider = "soft"`, `  device = "mlx5_0"`)), []string{`t.hcl:4:12: ports/p0: device: device "mlx5_0" needs the ibverbs provider (or auto), not soft`}},
+		{"bad device name", base(insert(3, `  device = "mlx5 0"`)), []string{`t.hcl:3:12:`, `device: "mlx5 0" is not an RDMA device name`}},
+		{"device on a loop port", base(insert(3, `  transport = "loop"`, `  device = "rxe0"`)), []string{`t.hcl:4:12:`, `device: an RDMA device needs transport rdma`}},
+		{"tos too large", base(insert(3, `  tos = 256`)), []string{`t.hcl:3:9: ports/p0: tos: 256 is not a whole number from 0 to 255`}},
+		{"tos negative", base(insert(3, `  tos = -1`)), []string{`t.hcl:3:9:`, `tos: -1 is not a whole number from 0 to 255`}},
+		{"tos not a number", base(insert(3, `  tos = "af31"`)), []string{`t.hcl:3:9:`, `tos: want a number`}},
+		{"tos on a loop port", base(insert(3, `  transport = "loop"`, `  tos = 106`)), []string{`t.hcl:4:9:`, `tos: tos needs transport rdma`}},
 		{"bad treq", base(insert(3, `  treq = "maybe"`)), []string{`t.hcl:3:10:`, `treq: unknown value "maybe"`}},
 		{"inline data too large", base(insert(3, `  inline_data_size = 16400`)), []string{`t.hcl:3:22:`, `inline_data_size: 16400 is not a whole number from 0 to 16384`}},
 		{"bad port name", base(set(1, `port "p 0" {`)), []string{`t.hcl:1:6: ports/p 0: port name "p 0"`, `t.hcl:6:11:`}},
@@ -388,6 +397,125 @@ func TestHCLRoundTrip(t *testing.T) {
 	}
 	if !Equal(t1, t2) || len(t2.PortsOf(nqnA)) != 1 {
 		t.Errorf("port-side link lost:\n%s", t1.HCL())
+	}
+}
+
+// TestLoaderCheckProvider loads ports through a Loader whose
+// CheckProvider refuses ibverbs, as in a binary built without it: the
+// error has the position of the attribute that asks for ibverbs.
+func TestLoaderCheckProvider(t *testing.T) {
+	noIBVerbs := func(provider, device string) error {
+		switch {
+		case provider == ProviderIBVerbs:
+			return errors.New("the ibverbs RDMA provider is not built into this binary")
+		case provider == ProviderAuto && device != "":
+			return fmt.Errorf("device %q needs the ibverbs provider", device)
+		}
+		return nil
+	}
+	port := func(attrs ...string) string {
+		return lines(append(append([]string{`port "p0" {`, `  address = "127.0.0.1"`}, attrs...), `}`)...)
+	}
+	tests := []struct {
+		name string
+		src  string
+		want string // "" : loads
+	}{
+		{"default provider", port(), ""},
+		{"soft", port(`  provider = "soft"`), ""},
+		{"auto", port(`  provider = "auto"`, `  tos = 106`), ""},
+		{"ibverbs", port(`  provider = "ibverbs"`), `t.hcl:3:14: ports/p0: provider: the ibverbs RDMA provider is not built into this binary`},
+		{"ibverbs with a device", port(`  device = "mlx5_0"`, `  provider = "ibverbs"`), `t.hcl:4:14: ports/p0: provider: the ibverbs`},
+		{"auto with a device", port(`  device = "mlx5_0"`), `t.hcl:3:12: ports/p0: device: device "mlx5_0" needs the ibverbs provider`},
+		{"explicit auto with a device", port(`  device = "mlx5_0"`, `  provider = "auto"`), `t.hcl:4:14: ports/p0: provider: device "mlx5_0" needs`},
+		{"loop port: not asked", lines(`port "p0" {`, `  transport = "loop"`, `}`), ""},
+		{"soft with a device: one error", port(`  provider = "soft"`, `  device = "mlx5_0"`), `t.hcl:4:12: ports/p0: device: device "mlx5_0" needs the ibverbs provider (or auto), not soft`},
+	}
+	l := Loader{CheckProvider: noIBVerbs}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tree, err := l.ParseHCL([]byte(tc.src), "t.hcl")
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("error: %v", err)
+				}
+				if err := l.Validate(tree); err != nil {
+					t.Errorf("Validate: %v", err)
+				}
+				return
+			}
+			var errs Errors
+			if !errors.As(err, &errs) || len(errs) != 1 {
+				t.Fatalf("error %v, want one", err)
+			}
+			if !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("error %q, want %q", err, tc.want)
+			}
+			// The zero Loader does not ask.
+			if _, err := ParseHCL([]byte(tc.src), "t.hcl"); err != nil && !strings.Contains(tc.name, "soft with a device") {
+				t.Errorf("zero Loader: %v", err)
+			}
+		})
+	}
+	// nvmetcli JSON: the error names the file.
+	_, err := l.ParseNvmetcliJSON([]byte(`{"ports": [{"portid": 1, "addr": {"trtype": "rdma", "traddr": "192.0.2.1", "trsvcid": "4420"}, "nvmeof": {"provider": "ibverbs"}}]}`), "c.json")
+	if err == nil || !strings.HasPrefix(err.Error(), "c.json: ports/1: provider: the ibverbs RDMA provider is not built") {
+		t.Errorf("JSON: %v", err)
+	}
+}
+
+// TestHCLRoundTripRDMAOptions saves and loads provider, device and tos.
+func TestHCLRoundTripRDMAOptions(t *testing.T) {
+	src := lines(
+		`port "p0" {`,
+		`  provider = "ibverbs"`,
+		`  device   = "mlx5_0"`,
+		`  tos      = 106`,
+		`  address  = "192.0.2.1"`,
+		`}`,
+		`port "p1" {`,
+		`  address  = "192.0.2.2"`,
+		`  tos      = 0`,
+		`}`,
+	)
+	tree, err := ParseHCL([]byte(src), "t.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0, p1 := tree.Port("p0"), tree.Port("p1")
+	if p0.Provider != ProviderIBVerbs || p0.Device != "mlx5_0" || p0.TOS != 106 || p1.Provider != ProviderAuto || p1.TOS != 0 {
+		t.Fatalf("ports %+v %+v", p0, p1)
+	}
+	out := tree.HCL()
+	norm := strings.Join(strings.Fields(string(out)), " ")
+	for _, want := range []string{`provider = "ibverbs"`, `device = "mlx5_0"`, `tos = 106`, `tos = 0`} {
+		if !strings.Contains(norm, want) {
+			t.Errorf("saved HCL lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(string(out), "provider") != 1 {
+		t.Errorf("saved HCL writes the default provider:\n%s", out)
+	}
+	again, err := ParseHCL(out, "saved.hcl")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !Equal(tree, again) {
+		t.Errorf("HCL round trip changed the tree:\n%s", out)
+	}
+	js, err := tree.NvmetcliJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(js), `"nvmeof": {`) || !strings.Contains(string(js), `"device": "mlx5_0"`) || !strings.Contains(string(js), `"tos": 106`) {
+		t.Errorf("JSON lacks the nvmeof port options:\n%s", js)
+	}
+	fromJSON, err := ParseNvmetcliJSON(js, "c.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Equal(tree, fromJSON) {
+		t.Errorf("JSON round trip changed the tree:\n%s", js)
 	}
 }
 

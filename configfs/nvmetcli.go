@@ -18,8 +18,9 @@ import (
 // alphabetical, as nvmetcli sorts keys.
 //
 // Our own settings the kernel has no attribute for (backend, size,
-// block_size, grow, buffered_io and eui64 of a namespace; the name and
-// provider of a port) go in an "nvmeof" object, which nvmetcli ignores.
+// block_size, grow, buffered_io and eui64 of a namespace; the name,
+// provider, device and tos of a port) go in an "nvmeof" object, which
+// nvmetcli ignores.
 type nvmetcliConfig struct {
 	Hosts      []nvmetcliHost      `json:"hosts"`
 	Ports      []nvmetcliPort      `json:"ports"`
@@ -41,8 +42,10 @@ type nvmetcliPort struct {
 }
 
 type nvmeofPort struct {
-	Name     string `json:"name,omitempty"`
-	Provider string `json:"provider,omitempty"`
+	Device   string   `json:"device,omitempty"`
+	Name     string   `json:"name,omitempty"`
+	Provider string   `json:"provider,omitempty"`
+	TOS      *jsonInt `json:"tos,omitempty"`
 }
 
 type nvmetcliSubsystem struct {
@@ -123,14 +126,21 @@ func (n *jsonInt) UnmarshalJSON(b []byte) error {
 // (ieee_oui, qid_max, pi_enable, ANA groups, tsas, max_queue_size, mdts)
 // are ignored; referrals and passthru subsystems are errors. A namespace
 // without "enable" is disabled, as nvmetcli leaves it; a namespace without
-// our "nvmeof" backend gets one from its path (see InferBackend).
+// our "nvmeof" backend gets one from its path (see InferBackend). It is
+// Loader{}.ParseNvmetcliJSON.
 func ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
+	return Loader{}.ParseNvmetcliJSON(data, filename)
+}
+
+// ParseNvmetcliJSON loads nvmetcli's JSON as the package's
+// ParseNvmetcliJSON does, with l's checks.
+func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 	var cfg nvmetcliConfig
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&cfg); err != nil {
 		return nil, Errors{jsonError(data, filename, err)}
 	}
-	c := &collector{}
+	c := l.collector()
 	t := &Tree{LogLevel: DefaultLogLevel}
 	for _, h := range cfg.Hosts {
 		t.Hosts = append(t.Hosts, &Host{NQN: h.NQN})
@@ -237,8 +247,16 @@ func ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 			if x.Provider != "" {
 				p.Provider = x.Provider
 			}
+			p.Device = x.Device
 		}
 		path := "ports/" + p.ID
+		if x := jp.Nvmeof; x != nil && x.TOS != nil {
+			if *x.TOS < 0 || *x.TOS > MaxTOS {
+				c.add(nil, nil, path, "tos", "%d is not from 0 to %d", int64(*x.TOS), MaxTOS)
+			} else {
+				p.TOS = int(*x.TOS)
+			}
+		}
 		p.Trtype = string(jp.Addr["trtype"])
 		p.Adrfam = string(jp.Addr["adrfam"])
 		p.Traddr = string(jp.Addr["traddr"])
@@ -357,8 +375,13 @@ func (t *Tree) NvmetcliJSON() ([]byte, error) {
 		if p.ID != strconv.Itoa(int(id)) {
 			x.Name = p.ID
 		}
-		if p.Trtype == TransportRDMA && p.Provider != "" && p.Provider != ProviderSoft {
+		if p.Trtype == TransportRDMA && p.EffectiveProvider() != ProviderAuto {
 			x.Provider = p.Provider
+		}
+		x.Device = p.Device
+		if p.TOS >= 0 {
+			tos := jsonInt(p.TOS)
+			x.TOS = &tos
 		}
 		if x != (nvmeofPort{}) {
 			jp.Nvmeof = &x

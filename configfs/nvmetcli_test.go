@@ -114,7 +114,7 @@ func TestParseNvmetcliJSON(t *testing.T) {
 	}
 	p := tree.Port("2")
 	if p == nil || p.PortID != 2 || p.Trtype != "rdma" || p.Traddr != "192.0.2.1" || p.Trsvcid != "4420" || p.Adrfam != "ipv4" ||
-		p.InlineDataSize != -1 || p.Provider != "soft" || len(p.Subsystems) != 1 {
+		p.InlineDataSize != -1 || p.Provider != ProviderAuto || p.TOS != -1 || len(p.Subsystems) != 1 {
 		t.Errorf("port 2 = %+v", p)
 	}
 	if loop := tree.Port("7"); loop == nil || loop.Trtype != "loop" {
@@ -229,6 +229,9 @@ func TestNvmetcliJSONErrors(t *testing.T) {
 		{"bad traddr", `{"ports": [{"portid": 1, "addr": {"trtype": "rdma", "traddr": "nowhere", "trsvcid": "4420"}}]}`, []string{"c.json: ports/1: addr_traddr: \"nowhere\" is not an IPv4 or IPv6 address"}},
 		{"unknown subsystem", `{"ports": [{"portid": 1, "addr": {"trtype": "loop"}, "subsystems": ["` + nqnB + `"]}]}`, []string{"ports/1: subsystems: unknown subsystem"}},
 		{"bad inline size", `{"ports": [{"portid": 1, "addr": {"trtype": "loop"}, "param": {"inline_data_size": "big"}}]}`, []string{"param_inline_data_size: \"big\" is not a number"}},
+		{"tos out of range", `{"ports": [{"portid": 1, "addr": {"trtype": "rdma", "traddr": "192.0.2.1", "trsvcid": "4420"}, "nvmeof": {"tos": 300}}]}`, []string{"c.json: ports/1: tos: 300 is not from 0 to 255"}},
+		{"device with soft", `{"ports": [{"portid": 1, "addr": {"trtype": "rdma", "traddr": "192.0.2.1", "trsvcid": "4420"}, "nvmeof": {"provider": "soft", "device": "rxe0"}}]}`, []string{"c.json: ports/1: device: device \"rxe0\" needs the ibverbs provider"}},
+		{"unknown provider", `{"ports": [{"portid": 1, "addr": {"trtype": "rdma", "traddr": "192.0.2.1", "trsvcid": "4420"}, "nvmeof": {"provider": "hw"}}]}`, []string{"c.json: ports/1: provider: unknown provider"}},
 		{"unknown allowed host", `{"subsystems": [{"nqn": "` + nqnA + `", "allowed_hosts": ["` + hostA + `"]}]}`, []string{"allowed_hosts: unknown host"}},
 	}
 	for _, tt := range tests {

@@ -21,11 +21,19 @@ const (
 	AdrfamIPv6 = "ipv6"
 )
 
-// RDMA providers (our provider attribute).
+// RDMA providers (our provider attribute; the names of package
+// rdma/provider).
 const (
 	ProviderSoft    = "soft"    // pure-Go RoCEv2 over UDP
-	ProviderIBVerbs = "ibverbs" // libibverbs, build tag ibverbs
+	ProviderIBVerbs = "ibverbs" // libibverbs and librdmacm, build tag ibverbs
+	// ProviderAuto, the default, is ibverbs when the binary has it and an
+	// RDMA device holds the port's address (or device names one), else
+	// soft.
+	ProviderAuto = "auto"
 )
+
+// MaxTOS is the largest tos: the IP type of service is one byte.
+const MaxTOS = 255
 
 // Transport requirements (addr_treq values, as the kernel names them).
 const (
@@ -100,8 +108,16 @@ type Port struct {
 	// Negative lets the transport choose (DefaultInlineDataSize), as in
 	// the kernel.
 	InlineDataSize int
-	// Provider picks the RDMA implementation: soft or ibverbs.
+	// Provider picks the RDMA implementation: soft, ibverbs or auto
+	// (ProviderAuto; "" means auto too).
 	Provider string
+	// Device names the rdma-core device ("mlx5_0", "rxe0") the port
+	// uses; empty means the one whose GID table holds Traddr. It needs
+	// ibverbs: an error with provider soft, and it makes auto ibverbs.
+	Device string
+	// TOS is the IP type of service (DSCP << 2 | ECN, 0..255) of the
+	// port's RDMA connections; negative leaves the provider's default.
+	TOS int
 	// Subsystems lists the NQNs of the subsystems exported here
 	// (ports/<id>/subsystems/ symlinks).
 	Subsystems []string
@@ -177,16 +193,17 @@ type srcAttr struct {
 	rng  hcl.Range // the attribute's value
 }
 
-// NewPort returns a port with the defaults: rdma over the soft provider,
-// service 4420, transport-chosen inline data size.
+// NewPort returns a port with the defaults: rdma over the auto provider,
+// service 4420, transport-chosen inline data size, the provider's TOS.
 func NewPort(id string) *Port {
 	return &Port{
 		ID:             id,
 		Trtype:         TransportRDMA,
-		Provider:       ProviderSoft,
+		Provider:       ProviderAuto,
 		Trsvcid:        DefaultTrsvcid,
 		Treq:           TreqNotSpecified,
 		InlineDataSize: -1,
+		TOS:            -1,
 	}
 }
 
@@ -279,6 +296,14 @@ func (p *Port) EffectiveInlineDataSize() int {
 		return DefaultInlineDataSize
 	}
 	return p.InlineDataSize
+}
+
+// EffectiveProvider returns Provider, or ProviderAuto when empty.
+func (p *Port) EffectiveProvider() string {
+	if p.Provider == "" {
+		return ProviderAuto
+	}
+	return p.Provider
 }
 
 // DerivedAdrfam returns the address family of Traddr ("ipv4" or "ipv6"), or

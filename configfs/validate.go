@@ -110,7 +110,7 @@ func (es Errors) sortByPosition() {
 var (
 	treeHCLNames = map[string]string{"log_level": "log_level"}
 	portHCLNames = map[string]string{
-		"addr_trtype": "transport", "provider": "provider", "addr_traddr": "address",
+		"addr_trtype": "transport", "provider": "provider", "device": "device", "tos": "tos", "addr_traddr": "address",
 		"addr_adrfam": "address_family", "addr_trsvcid": "service", "addr_treq": "treq",
 		"param_inline_data_size": "inline_data_size", "addr_portid": "portid", "subsystems": "subsystems",
 	}
@@ -127,7 +127,11 @@ var (
 )
 
 // collector accumulates errors and warnings.
-type collector struct{ errs, warns Errors }
+type collector struct {
+	errs, warns Errors
+	// checkProvider is Loader.CheckProvider.
+	checkProvider func(provider, device string) error
+}
 
 // add records an error about attribute attr (a configfs name, or "" for
 // the object) of the object at path, placing it with the object's source.
@@ -175,8 +179,28 @@ var LogLevels = []string{"trace", "debug", "info", "warn", "error", "off"}
 
 // Validate checks the whole tree and returns every error found as Errors,
 // or nil. What it accepts with a warning, Warnings returns.
-func (t *Tree) Validate() error {
-	c := &collector{}
+func (t *Tree) Validate() error { return Loader{}.Validate(t) }
+
+// Loader loads and validates configurations for a program, with checks
+// beyond the format's that only the program can make. The zero Loader is
+// what the package-level LoadFile, ParseHCL, ParseNvmetcliJSON and
+// Tree.Validate use.
+type Loader struct {
+	// CheckProvider, if set, is asked about the provider (ProviderAuto
+	// for an empty one) and device of every rdma port whose provider and
+	// device are valid names: an error makes the port invalid, reported
+	// at its provider attribute (at device when auto is asked for a
+	// device), with the file position like any other. cmd/nvmetd passes
+	// rdma/provider.Check, which refuses a provider not built into the
+	// binary; configfs itself stays free of the RDMA providers.
+	CheckProvider func(provider, device string) error
+}
+
+func (l Loader) collector() *collector { return &collector{checkProvider: l.CheckProvider} }
+
+// Validate checks t as Tree.Validate does, with l's checks.
+func (l Loader) Validate(t *Tree) error {
+	c := l.collector()
 	t.validate(c)
 	return c.errs.errorOrNil()
 }
@@ -298,11 +322,7 @@ func (p *Port) validate(c *collector, path string, subsystems map[string]bool) {
 	}
 	switch p.Trtype {
 	case TransportRDMA:
-		switch p.Provider {
-		case "", ProviderSoft, ProviderIBVerbs:
-		default:
-			add("provider", "unknown provider %q (want soft or ibverbs)", p.Provider)
-		}
+		p.validateProvider(c, add)
 		addr, err := netip.ParseAddr(p.Traddr)
 		switch {
 		case p.Traddr == "":
@@ -321,6 +341,12 @@ func (p *Port) validate(c *collector, path string, subsystems map[string]bool) {
 			add("addr_trsvcid", "service %q is not a port number from 1 to 65535", p.Trsvcid)
 		}
 	case TransportLoop:
+		if p.Device != "" {
+			add("device", "an RDMA device needs transport rdma")
+		}
+		if p.TOS >= 0 {
+			add("tos", "tos needs transport rdma")
+		}
 	case TransportTCP:
 		add("addr_trtype", "transport tcp is not implemented yet (want rdma or loop)")
 	case "":
@@ -346,6 +372,57 @@ func (p *Port) validate(c *collector, path string, subsystems map[string]bool) {
 			add("subsystems", "unknown subsystem %q (no subsystem block declares it)", nqn)
 		}
 	}
+}
+
+// validateProvider checks provider, device and tos of an rdma port, and
+// asks c.checkProvider whether this program has the provider.
+func (p *Port) validateProvider(c *collector, add func(attr, format string, args ...any)) {
+	ok := true
+	switch p.Provider {
+	case "", ProviderAuto, ProviderIBVerbs:
+	case ProviderSoft:
+		if p.Device != "" {
+			add("device", "device %q needs the ibverbs provider (or auto), not soft: the soft provider has no devices to choose from", p.Device)
+			ok = false
+		}
+	default:
+		add("provider", "unknown provider %q (want auto, soft or ibverbs)", p.Provider)
+		ok = false
+	}
+	if p.Device != "" && !validDeviceName(p.Device) {
+		add("device", "%q is not an RDMA device name (like mlx5_0 or rxe0: 1-63 letters, digits, '_', '.' or '-')", p.Device)
+		ok = false
+	}
+	if p.TOS > MaxTOS {
+		add("tos", "%d is not from 0 to %d", p.TOS, MaxTOS)
+	}
+	if !ok || c.checkProvider == nil {
+		return
+	}
+	if err := c.checkProvider(p.EffectiveProvider(), p.Device); err != nil {
+		// Point at what asks for the missing provider: provider when
+		// written, else device (auto with a device needs ibverbs).
+		attr := "provider"
+		if _, written := p.src.attrOK("provider"); !written && p.Device != "" {
+			attr = "device"
+		}
+		add(attr, "%v", err)
+	}
+}
+
+// attrOK returns the attribute as written in the source, if it was.
+func (s *source) attrOK(attr string) (srcAttr, bool) {
+	if s == nil {
+		return srcAttr{}, false
+	}
+	a, ok := s.attrs[attr]
+	return a, ok
+}
+
+// validDeviceName reports whether s can name an rdma-core device (the
+// kernel's IB_DEVICE_NAME_MAX is 64 with the NUL).
+func validDeviceName(s string) bool {
+	return s != "" && len(s) < 64 && validPortName(s)
 }
 
 func validPortName(s string) bool {

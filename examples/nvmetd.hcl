@@ -18,11 +18,28 @@ port "rdma0" {
   # "tcp" is reserved for later. Default "rdma".
   transport = "rdma"
 
-  # RDMA implementation: "soft" (pure Go RoCEv2 over UDP port 4791, needs
-  # no RDMA hardware) or "ibverbs" (libibverbs + librdmacm: a real RNIC or
-  # the kernel's rxe/siw; needs a binary built with -tags ibverbs).
-  # Default "soft".
-  provider = "soft"
+  # RDMA implementation (rdma only):
+  #   "soft"    pure Go RoCEv2 over UDP port 4791; needs no RDMA hardware.
+  #   "ibverbs" rdma-core (libibverbs + librdmacm): an RDMA NIC (ConnectX,
+  #             E810, ...) or the kernel's rxe/siw; needs a binary built
+  #             with CGO_ENABLED=1 go build -tags ibverbs.
+  #   "auto"    ibverbs when this binary has it and an RDMA device holds
+  #             address (or device names one), else soft.
+  # nvmetd --check reports a provider this binary was built without.
+  # Default "auto".
+  provider = "auto"
+
+  # device: the rdma-core device to use ("mlx5_0", "rxe0"; see
+  # `rdma link` or `ibv_devices`); ibverbs only, and it makes auto mean
+  # ibverbs. Default: the device whose GID table holds address.
+  # device = "mlx5_0"
+
+  # tos: the IP type of service (DSCP << 2 | ECN, 0..255) of the port's
+  # RDMA connections (rdma_cm's RDMA_OPTION_ID_TOS), for example 106
+  # (DSCP 26, ECN-capable) for a lossless RoCE traffic class. ibverbs only:
+  # the soft provider logs that it ignores it. Default: the kernel's
+  # (rdma_cm's default_roce_tos, usually 0).
+  # tos = 106
 
   # addr_traddr: the IPv4 or IPv6 address to listen on; for RDMA it is the
   # device's address, and its GID. Required for rdma.

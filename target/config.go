@@ -13,13 +13,19 @@ import (
 )
 
 // PortListener is a port whose transport listener the caller runs: listen
-// at Address (with Provider and InlineDataSize for the transport) and pass
-// the listener to Target.Serve with ID.
+// at Address (with the RDMA provider, device and TOS, and InlineDataSize
+// for the transport) and pass the listener to Target.Serve with ID.
 type PortListener struct {
-	Name           string
-	ID             uint16
-	Address        fabrics.Address
+	Name    string
+	ID      uint16
+	Address fabrics.Address
+	// Provider names the RDMA provider ("soft", "ibverbs", "auto"; ""
+	// means auto), Device the rdma-core device ("" for the one holding
+	// the address); TOS is the IP type of service, negative for the
+	// provider's default. The target does not interpret them.
 	Provider       string
+	Device         string
+	TOS            int
 	InlineDataSize int
 }
 
@@ -177,7 +183,7 @@ func (t *Target) ApplyConfig(tree *configfs.Tree) (ConfigChanges, error) {
 			continue
 		}
 		res.Start = append(res.Start, PortListener{Name: name, ID: cfg.ID, Address: cfg.Address,
-			Provider: p.Provider, InlineDataSize: cfg.InlineDataSize})
+			Provider: p.Provider, Device: p.Device, TOS: p.TOS, InlineDataSize: cfg.InlineDataSize})
 	}
 
 	t.applied = applied

@@ -24,6 +24,7 @@ import (
 	"github.com/nvmeof/nvmeof/initiator"
 	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/rdma"
+	"github.com/nvmeof/nvmeof/rdma/ibverbs"
 	"github.com/nvmeof/nvmeof/rdma/soft"
 	"github.com/nvmeof/nvmeof/target/server"
 )
@@ -1769,11 +1770,21 @@ func cfgLines() []string {
 	}
 }
 
+// cfgErrCase is a case of TestNvmetdConfigErrors.
+type cfgErrCase struct {
+	name string
+	edit func([]string) []string
+	line string // ":LINE:" of the error in the file; "" for errors found applying
+	want string // on stderr
+	root bool   // the daemon's start needs the soft device to fail as wanted
+}
+
 // TestNvmetdConfigErrors runs nvmetd on bad configurations, with --check
 // and without: it must exit with status 1 and name the file and line of the
 // error on stderr, without serving. Errors only applying the configuration
-// finds (the address, the backend's file, the provider) pass --check, which
-// validates the file alone, and fail the daemon's start.
+// finds (the address, the backend's file) pass --check, which validates
+// the file and what this binary has built in (the RDMA providers), and
+// fail the daemon's start.
 func TestNvmetdConfigErrors(t *testing.T) {
 	tgt := nvmetdBinary(t)
 	dir := t.TempDir()
@@ -1787,13 +1798,7 @@ func TestNvmetdConfigErrors(t *testing.T) {
 	insert := func(line int, text string) func([]string) []string {
 		return func(ls []string) []string { return slices.Insert(ls, line-1, text) }
 	}
-	tests := []struct {
-		name string
-		edit func([]string) []string
-		line string // ":LINE:" of the error in the file; "" for errors found applying
-		want string // on stderr
-		root bool   // the daemon's start needs the soft device to fail as wanted
-	}{
+	tests := []cfgErrCase{
 		{name: "unclosed block", edit: func(ls []string) []string { return ls[:len(ls)-1] }, line: ":7:", want: "Unclosed configuration block"},
 		{name: "unknown attribute", edit: set(4, `  adress    = "127.0.50.5"`), line: ":4:3:", want: `An argument named "adress" is not expected here`},
 		{name: "bad log level", edit: insert(1, `log_level = "loud"`), line: ":1:13:", want: `log_level: unknown level "loud"`},
@@ -1811,7 +1816,14 @@ func TestNvmetdConfigErrors(t *testing.T) {
 			ls[10] = `    backend = "file"`
 			return slices.Insert(ls, 12, `    path    = "`+small+`"`)
 		}, want: "set grow to extend it"},
-		{name: "provider not built in", edit: set(3, `  provider  = "ibverbs"`), want: `RDMA provider "ibverbs" is not built into this binary`},
+		{name: "device with provider soft", edit: insert(4, `  device    = "mlx5_0"`), line: ":4:15:", want: `device: device "mlx5_0" needs the ibverbs provider (or auto), not soft`},
+	}
+	if !ibverbs.Built {
+		// nvmetdBinary builds without the ibverbs tag: --check names the
+		// line that asks for ibverbs.
+		tests = append(tests,
+			cfgErrCase{name: "provider not built in", edit: set(3, `  provider  = "ibverbs"`), line: ":3:15:", want: `provider: the ibverbs RDMA provider is not built into this binary (rebuild with CGO_ENABLED=1 go build -tags ibverbs`},
+			cfgErrCase{name: "device needs ibverbs", edit: set(3, `  device    = "rxe0"`), line: ":3:15:", want: `device: device "rxe0" needs the ibverbs provider`})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,8 @@
 // Command nvmetd is the nvmeof NVMe over Fabrics target daemon: it exports
 // files, block devices and memory as NVMe namespaces over RDMA (RoCEv2,
-// with a pure-Go provider that needs no RDMA hardware), configured in HCL.
+// with a pure-Go provider that needs no RDMA hardware, or on an RDMA NIC
+// through rdma-core in a binary built with -tags ibverbs), configured in
+// HCL.
 package main
 
 import (
@@ -14,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nvmeof/nvmeof/configfs"
+	"github.com/nvmeof/nvmeof/rdma/provider"
 	"github.com/nvmeof/nvmeof/target/server"
 )
 
@@ -28,7 +31,11 @@ func main() {
 			"on 127.0.0.1:4420, open to any host.\n\n" +
 			"Signals: SIGHUP reloads the configuration (connected hosts stay connected;\n" +
 			"added or removed namespaces raise asynchronous events), SIGTERM or SIGINT\n" +
-			"shuts down cleanly. The soft RoCE provider needs CAP_NET_RAW (root) except on loopback addresses.",
+			"shuts down cleanly.\n\n" +
+			"RDMA providers (a port's provider): soft, the built-in pure-Go RoCEv2, needs CAP_NET_RAW\n" +
+			"(root) except on loopback addresses; ibverbs uses an RDMA NIC or rxe through rdma-core and\n" +
+			"needs a binary built with CGO_ENABLED=1 go build -tags ibverbs; auto (the default) picks\n" +
+			"ibverbs when an RDMA device holds the port's address, else soft. Built in: " + strings.Join(provider.Built(), ", ") + ".",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "configuration `FILE` (.hcl, or .json from nvmetcli save)"},
 			&cli.StringFlag{Name: "log-level", Usage: "trace, debug, info, warn or error (overrides the config's log_level)"},
@@ -45,11 +52,15 @@ func main() {
 	}
 }
 
+// loader validates configurations for this binary: a port asking for an
+// RDMA provider it was built without is an error with the file position.
+var loader = configfs.Loader{CheckProvider: provider.Check}
+
 func load(c *cli.Context) (*configfs.Tree, error) {
 	if path := c.String("config"); path != "" {
-		return configfs.LoadFile(path)
+		return loader.LoadFile(path)
 	}
-	return configfs.ParseHCL(server.DefaultConfig, "(embedded default)")
+	return loader.ParseHCL(server.DefaultConfig, "(embedded default)")
 }
 
 func run(c *cli.Context) error {

@@ -1,6 +1,7 @@
 # nvmetd's embedded default: one memory-backed namespace on 127.0.0.1:4420
 # over the soft RoCEv2 provider, open to any host. Used when no --config
-# is given.
+# is given. The provider is soft, not auto: the self-test's host side is a
+# soft device too.
 log_level = "info"
 
 port "default" {

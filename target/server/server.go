@@ -19,7 +19,8 @@ import (
 	"github.com/nvmeof/nvmeof/fabrics/loop"
 	nvmerdma "github.com/nvmeof/nvmeof/fabrics/rdma"
 	"github.com/nvmeof/nvmeof/rdma"
-	"github.com/nvmeof/nvmeof/rdma/soft"
+	"github.com/nvmeof/nvmeof/rdma/ibverbs"
+	"github.com/nvmeof/nvmeof/rdma/provider"
 	"github.com/nvmeof/nvmeof/target"
 )
 
@@ -34,6 +35,8 @@ type Options struct {
 	Pcap io.Writer
 	// SoftMTU caps the soft devices' path MTU (0: from the interface).
 	SoftMTU int
+	// Poll makes ibverbs devices busy-poll their completion queues.
+	Poll bool
 }
 
 // Server is a running target.
@@ -46,10 +49,21 @@ type Server struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	devices map[netip.Addr]*deviceRef
+	devices map[deviceKey]*deviceRef
 	ports   map[string]*runningPort
 	wg      sync.WaitGroup
 	pcapUse bool
+}
+
+// deviceKey identifies a shared device: ports on the same address share
+// one device per provider (a soft device owns UDP port 4791 on its
+// address), and ibverbs ports also by device name and TOS (set on every
+// connection of the device's connection manager).
+type deviceKey struct {
+	provider string // soft or ibverbs, resolved
+	addr     netip.Addr
+	device   string
+	tos      int // -1: the provider's default
 }
 
 type deviceRef struct {
@@ -58,9 +72,9 @@ type deviceRef struct {
 }
 
 type runningPort struct {
-	pl   target.PortListener
-	addr netip.Addr // device address, for RDMA ports
-	done chan struct{}
+	pl     target.PortListener
+	devKey *deviceKey // the device, for RDMA ports
+	done   chan struct{}
 }
 
 // New creates a server with an empty target.
@@ -75,7 +89,7 @@ func New(opts Options) *Server {
 		Target:  target.New(target.Options{Logger: opts.Logger}),
 		ctx:     ctx,
 		cancel:  cancel,
-		devices: map[netip.Addr]*deviceRef{},
+		devices: map[deviceKey]*deviceRef{},
 		ports:   map[string]*runningPort{},
 	}
 }
@@ -111,15 +125,16 @@ func (s *Server) portStopped(name string) {
 		return
 	}
 	<-p.done
-	if p.addr.IsValid() {
-		s.releaseDevice(p.addr)
+	if p.devKey != nil {
+		s.releaseDevice(*p.devKey)
 	}
 	s.log.Info("port stopped", "port", name)
 }
 
 func (s *Server) startPort(pl target.PortListener) error {
 	var l fabrics.Listener
-	var devAddr netip.Addr
+	var devKey *deviceKey
+	var devArgs []any
 	switch pl.Address.Transport {
 	case fabrics.TransportLoop:
 		if s.opts.LoopNetwork == nil {
@@ -131,7 +146,7 @@ func (s *Server) startPort(pl target.PortListener) error {
 		}
 		l = ll
 	case fabrics.TransportRDMA:
-		dev, err := s.device(pl.Provider, pl.Address.Addr)
+		dev, key, err := s.device(pl)
 		if err != nil {
 			return err
 		}
@@ -142,14 +157,25 @@ func (s *Server) startPort(pl target.PortListener) error {
 			Logger:         s.log.Named("rdma"),
 		})
 		if err != nil {
-			s.releaseDevice(pl.Address.Addr)
+			s.releaseDevice(key)
 			return err
 		}
-		l, devAddr = rl, pl.Address.Addr
+		l, devKey = rl, &key
+		devArgs = provider.Describe(dev).LogArgs()
 	default:
 		return fmt.Errorf("transport %q not supported", pl.Address.Transport)
 	}
-	p := &runningPort{pl: pl, addr: devAddr, done: make(chan struct{})}
+	// The port as ApplyConfig left it: a reload before the goroutine
+	// runs must not make it serve the reloaded port with this listener.
+	tp, ok := s.Target.Port(pl.ID)
+	if !ok {
+		l.Close()
+		if devKey != nil {
+			s.releaseDevice(*devKey)
+		}
+		return fmt.Errorf("port %s (%d) is not in the target", pl.Name, pl.ID)
+	}
+	p := &runningPort{pl: pl, devKey: devKey, done: make(chan struct{})}
 	s.mu.Lock()
 	s.ports[pl.Name] = p
 	s.mu.Unlock()
@@ -157,49 +183,70 @@ func (s *Server) startPort(pl target.PortListener) error {
 	go func() {
 		defer s.wg.Done()
 		defer close(p.done)
-		if err := s.Target.Serve(s.ctx, pl.ID, l); err != nil && s.ctx.Err() == nil {
+		if err := tp.Serve(s.ctx, l); err != nil && s.ctx.Err() == nil {
 			s.log.Error("port failed", "port", pl.Name, "error", err)
 		}
 	}()
-	s.log.Info("listening", "port", pl.Name, "portid", pl.ID, "address", pl.Address.String())
+	s.log.Info("listening", append([]any{"port", pl.Name, "portid", pl.ID, "address", pl.Address.String()}, devArgs...)...)
 	return nil
 }
 
-// device opens (or shares) the RDMA device for an address.
-func (s *Server) device(provider string, addr netip.Addr) (rdma.Device, error) {
+// device opens (or shares) the RDMA device of an rdma port through
+// rdma/provider, and returns it with its key for releaseDevice.
+func (s *Server) device(pl target.PortListener) (rdma.Device, deviceKey, error) {
+	cfg := provider.Config{Provider: pl.Provider, Device: pl.Device, Addr: pl.Address.Addr,
+		MTU: s.opts.SoftMTU, Poll: s.opts.Poll, Logger: s.log.Named("rdma")}
+	if pl.TOS >= 0 {
+		cfg.TOS, cfg.SetTOS = uint8(pl.TOS), true
+	}
+	name, err := provider.Resolve(cfg)
+	if err != nil {
+		return nil, deviceKey{}, err
+	}
+	key := deviceKey{provider: name, addr: pl.Address.Addr, tos: -1}
+	switch {
+	case name == provider.IBVerbs:
+		key.device = pl.Device
+		if cfg.SetTOS {
+			key.tos = int(cfg.TOS)
+		}
+	case cfg.SetTOS:
+		// Said per port, not only when the shared device opens.
+		s.log.Warn("the soft RDMA provider does not set the IP type of service: tos ignored", "port", pl.Name, "tos", pl.TOS)
+		cfg.SetTOS = false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if d := s.devices[addr]; d != nil {
+	if d := s.devices[key]; d != nil {
 		d.refs++
-		return d.dev, nil
+		return d.dev, key, nil
 	}
-	switch provider {
-	case "", configfs.ProviderSoft:
-	default:
-		return nil, fmt.Errorf("RDMA provider %q is not built into this binary", provider)
-	}
-	cfg := soft.Config{Addr: addr, MTU: s.opts.SoftMTU}
-	if s.opts.Pcap != nil && !s.pcapUse {
+	cfg.Provider = name
+	if name == provider.Soft && s.opts.Pcap != nil && !s.pcapUse {
 		cfg.Pcap = s.opts.Pcap
 		s.pcapUse = true
 	}
-	dev, err := soft.Open(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("soft RoCE device on %s: %w", addr, err)
+	dev, err := provider.Open(cfg)
+	if errors.Is(err, ibverbs.ErrNoDevice) {
+		err = fmt.Errorf("%w (add a soft-RoCE device on the address's interface with `rdma link add rxe0 type rxe netdev IF`, or set provider = \"soft\")", err)
 	}
-	s.devices[addr] = &deviceRef{dev: dev, refs: 1}
-	return dev, nil
+	if err != nil {
+		return nil, key, err
+	}
+	s.log.Info("RDMA device opened", append([]any{"address", pl.Address.Addr}, provider.Describe(dev).LogArgs()...)...)
+	s.devices[key] = &deviceRef{dev: dev, refs: 1}
+	return dev, key, nil
 }
 
-func (s *Server) releaseDevice(addr netip.Addr) {
+func (s *Server) releaseDevice(key deviceKey) {
 	s.mu.Lock()
-	d := s.devices[addr]
+	d := s.devices[key]
 	if d != nil {
 		d.refs--
 		if d.refs > 0 {
 			d = nil
 		} else {
-			delete(s.devices, addr)
+			delete(s.devices, key)
 		}
 	}
 	s.mu.Unlock()
@@ -216,7 +263,7 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	s.mu.Lock()
 	devs := s.devices
-	s.devices = map[netip.Addr]*deviceRef{}
+	s.devices = map[deviceKey]*deviceRef{}
 	s.mu.Unlock()
 	for _, d := range devs {
 		d.dev.Close()
