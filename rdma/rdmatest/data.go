@@ -1,6 +1,7 @@
 package rdmatest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -360,4 +361,109 @@ func testMixedOrdering(t *testing.T, e *env) {
 	checkBytes(t, "SEND data", rbuf.Bytes()[:n-1], src.Bytes()[1:])
 	checkBytes(t, "SEND with immediate data", rbuf.Bytes()[n:n+9], src.Bytes()[7:16])
 	checkBytes(t, "WRITE with immediate data", mem.Bytes()[n:n+100], src.Bytes()[:100])
+}
+
+// testSendQueueWrap sends ten queues' worth of messages through small
+// send and receive queues, posting as completions free slots, so that
+// both queues and the CQs wrap around several times; each message
+// carries its own pattern and arrives in order.
+func testSendQueueWrap(t *testing.T, e *env) {
+	const depth, msgs, size = 16, 10 * 16, 200
+	a, b := e.link(t, linkConfig{a: qpConfig{sendWR: depth, cqe: depth}, b: qpConfig{recvWR: depth, cqe: depth}})
+	src := a.reg(msgs*size, 0, 30)
+	dst := b.reg(depth*size, rdma.AccessLocalWrite, 31)
+	for i := range depth {
+		postRecv(t, b.qp, uint64(i), sge(dst, i*size, size))
+	}
+	sent, sendDone, recvd := 0, 0, 0
+	var wc [depth]rdma.WorkCompletion
+	ctx := e.ctx(t)
+	for recvd < msgs {
+		for sent < msgs && sent-sendDone < depth {
+			n := 1 + sent%size
+			postSend(t, a.qp, &rdma.SendWR{WRID: uint64(sent), Opcode: rdma.WRSend, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(src, sent*size, n)}})
+			sent++
+		}
+		progress := false
+		for _, c := range wc[:a.scq.Poll(wc[:])] {
+			checkWC(t, c, uint64(sendDone), rdma.Success, rdma.WCSend, a.qp.QPN())
+			sendDone++
+			progress = true
+		}
+		for _, c := range wc[:b.rcq.Poll(wc[:])] {
+			slot := recvd % depth
+			n := 1 + recvd%size
+			if checkWC(t, c, uint64(slot), rdma.Success, rdma.WCRecv, b.qp.QPN()) && c.ByteLen == uint32(n) {
+				checkBytes(t, "message", dst.Bytes()[slot*size:slot*size+n], src.Bytes()[recvd*size:recvd*size+n])
+			} else {
+				t.Fatalf("message %d: %s, want %d bytes", recvd, wcString(c), n)
+			}
+			postRecv(t, b.qp, uint64(slot), sge(dst, slot*size, size))
+			recvd++
+			progress = true
+		}
+		if t.Failed() {
+			return
+		}
+		if !progress {
+			select {
+			case <-a.scq.Notify():
+			case <-b.rcq.Notify():
+			case <-ctx.Done():
+				t.Fatalf("%d of %d messages sent, %d received, within %v", sendDone, msgs, recvd, e.o.Timeout)
+			}
+		}
+	}
+}
+
+// testLocalInv: a LOCAL_INV work request invalidates a local region's
+// rkey in order with the other requests; remote access with it then
+// fails. Providers that cannot invalidate plain registrations skip.
+func testLocalInv(t *testing.T, e *env) {
+	a, b := e.link(t, linkConfig{})
+	probe := b.reg(64, rdma.AccessLocalWrite|rdma.AccessRemoteWrite, 0)
+	if err := probe.Invalidate(); err != nil {
+		unsupported(t, "invalidating the rkey of a region from RegMR (what LOCAL_INV does)", err)
+	}
+	mem := b.reg(4096, rdma.AccessLocalWrite|rdma.AccessRemoteWrite, 32)
+	src := a.reg(64, 0, 33)
+	rkey := mem.RKey()
+	err := b.qp.PostSend(&rdma.SendWR{WRID: 1, Opcode: rdma.WRLocalInv, InvalidateRKey: rkey, Flags: rdma.SendSignaled})
+	var pe *rdma.PostError
+	if errors.As(err, &pe) && errors.Is(err, rdma.ErrNotSupported) {
+		t.Skipf("the provider does not support LOCAL_INV: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("PostSend LOCAL_INV: %v", err)
+	}
+	checkWC(t, e.waitWC(t, b.scq, 1, "LOCAL_INV")[0], 1, rdma.Success, rdma.WCLocalInv, b.qp.QPN())
+	if mem.RKeyValid() {
+		t.Error("the region reports a valid rkey after LOCAL_INV")
+	}
+	postSend(t, a.qp, &rdma.SendWR{WRID: 2, Opcode: rdma.WRRDMAWrite, Flags: rdma.SendSignaled,
+		SGL: []rdma.SGE{sge(src, 0, 16)}, RemoteAddr: mem.Addr(), RKey: rkey})
+	checkWC(t, e.waitWC(t, a.scq, 1, "WRITE with the rkey LOCAL_INV invalidated")[0], 2, rdma.RemoteAccessError, 0, 0)
+	checkPattern(t, "invalidated region", mem.Bytes(), 32, 0)
+}
+
+// testAtomicFetchAdd: an atomic fetch-and-add returns the remote 8 bytes
+// into the local buffer. SendWR carries no add operand, so the add is
+// of 0 and the remote value stays. Providers without atomics skip.
+func testAtomicFetchAdd(t *testing.T, e *env) {
+	a, b := e.link(t, linkConfig{access: rdma.AccessRemoteWrite | rdma.AccessRemoteRead | rdma.AccessRemoteAtomic})
+	mem := b.reg(64, rdma.AccessLocalWrite|rdma.AccessRemoteAtomic, 34)
+	local := a.reg(16, rdma.AccessLocalWrite, 35)
+	off := (8 - mem.Addr()%8) % 8 // atomics need 8-byte alignment
+	err := a.qp.PostSend(&rdma.SendWR{WRID: 1, Opcode: rdma.WRAtomicFetchAdd, Flags: rdma.SendSignaled,
+		SGL: []rdma.SGE{sge(local, 0, 8)}, RemoteAddr: mem.Addr() + off + 8, RKey: mem.RKey()})
+	if errors.Is(err, rdma.ErrNotSupported) {
+		t.Skipf("the provider does not support atomics: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("PostSend ATOMIC_FETCH_AND_ADD: %v", err)
+	}
+	checkWC(t, e.waitWC(t, a.scq, 1, "ATOMIC_FETCH_AND_ADD")[0], 1, rdma.Success, rdma.WCFetchAdd, a.qp.QPN())
+	checkBytes(t, "fetched value", local.Bytes()[:8], mem.Bytes()[off+8:off+16])
+	checkPattern(t, "local buffer after the value", local.Bytes()[8:], 35, 8)
+	checkPattern(t, "remote region (an add of 0)", mem.Bytes(), 34, 0)
 }

@@ -145,6 +145,7 @@ func (e *env) tests() []test {
 	add("Send/Inline", testSendInline)
 	add("Send/WithInvalidate", testSendWithInvalidate)
 	add("Send/Signaling", testSendSignaling)
+	add("Send/QueueWrap", testSendQueueWrap)
 	for _, s := range sizes {
 		add("Write/"+s.name, func(t *testing.T, e *env) { testWrite(t, e, s.n) })
 	}
@@ -155,6 +156,8 @@ func (e *env) tests() []test {
 	add("Read/Large", func(t *testing.T, e *env) { testRead(t, e, e.o.LargeSize) })
 	add("Read/Outstanding", testReadOutstanding)
 	add("Mixed/Ordering", testMixedOrdering)
+	add("LocalInv", testLocalInv)
+	add("Atomic/FetchAdd", testAtomicFetchAdd)
 
 	for _, c := range remoteAccessCases() {
 		add("RemoteAccess/"+c.name, func(t *testing.T, e *env) { testRemoteAccess(t, e, c) })
