@@ -15,6 +15,7 @@ import (
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/initiator"
 	"github.com/nvmeof/nvmeof/initiator/blockdev"
+	"github.com/nvmeof/nvmeof/rdma/provider"
 )
 
 // Transports the CLI knows.
@@ -38,13 +39,15 @@ func fabricsFlags(connect bool) []cli.Flag {
 	}
 	return []cli.Flag{
 		&cli.StringFlag{Name: "transport", Aliases: []string{"t"}, Value: transportRDMA,
-			Usage: "transport `TYPE`: rdma (RoCEv2 through the built-in soft RoCE provider; needs root) or loop (a target run inside this process from --target-config; for tests)"},
+			Usage: "transport `TYPE`: rdma (RoCEv2 through the RDMA provider of --provider) or loop (a target run inside this process from --target-config; for tests)"},
 		&cli.StringFlag{Name: "traddr", Aliases: []string{"a"}, Usage: "target `ADDRESS` (the IP address of the target's RDMA port)"},
 		&cli.StringFlag{Name: "trsvcid", Aliases: []string{"s"}, Value: strconv.Itoa(fabrics.DefaultServiceID),
 			Usage: "target service `PORT` (RDMA CM port)"},
 		&cli.StringFlag{Name: "host-traddr", Aliases: []string{"w"},
 			DefaultText: "127.0.0.2 for a 127.x target, else the source address the kernel routes to the target",
-			Usage:       "local `ADDRESS` for the soft RoCE device (one device per address)"},
+			Usage:       "local `ADDRESS` of the host's RDMA device (soft: one device per address)"},
+		providerFlag(),
+		deviceFlag(),
 		&cli.StringFlag{Name: "nqn", Aliases: []string{"n"}, Usage: nqnUsage},
 		&cli.StringFlag{Name: "hostnqn", Aliases: []string{"q"},
 			DefaultText: initiator.HostNQNFile + ", else one derived from the DMI product UUID or machine-id",
@@ -84,6 +87,8 @@ type connectArgs struct {
 	CtrlLossTmo    int           `json:"ctrl_loss_tmo"`
 	Timeout        time.Duration `json:"timeout"`
 	TargetConfig   string        `json:"target_config,omitempty"`
+	Provider       string        `json:"provider,omitempty"`
+	Device         string        `json:"device,omitempty"`
 	Map            string        `json:"map,omitempty"`
 	LogLevel       string        `json:"log_level,omitempty"`
 }
@@ -105,8 +110,38 @@ func parseFabricsArgs(c *cli.Context) connectArgs {
 		CtrlLossTmo:    c.Int("ctrl-loss-tmo"),
 		Timeout:        c.Duration("timeout"),
 		TargetConfig:   c.String("target-config"),
+		Provider:       c.String("provider"),
+		Device:         c.String("device"),
 		Map:            c.String("map"),
 	}
+}
+
+// providerFlag is --provider of the commands that open an RDMA device.
+func providerFlag() cli.Flag {
+	return &cli.StringFlag{Name: "provider", Value: provider.Auto,
+		Usage: "RDMA `PROVIDER`: soft (built-in pure-Go RoCEv2 over UDP, any interface, no RDMA NIC), ibverbs " +
+			"(an RDMA NIC or rxe through rdma-core; needs a binary built with -tags ibverbs) or auto (ibverbs when an " +
+			"RDMA device holds the host address, else soft); built in: " + strings.Join(provider.Built(), ", ")}
+}
+
+// deviceFlag is --device of the commands that open an RDMA device.
+func deviceFlag() cli.Flag {
+	return &cli.StringFlag{Name: "device", DefaultText: "the device holding the host address",
+		Usage: "RDMA `DEVICE` to use, as rdma-core names it (mlx5_0, rxe0; see `rdma link`); ibverbs only, and it makes auto mean ibverbs"}
+}
+
+// checkProvider checks --provider and --device.
+func (a connectArgs) checkProvider() error {
+	if err := provider.Check(a.Provider, a.Device); err != nil {
+		switch {
+		case errors.Is(err, provider.ErrDeviceWithSoft):
+			return fmt.Errorf("--device %s: a device needs --provider ibverbs or auto, not soft (the soft provider has no devices)", a.Device)
+		case a.Provider == provider.IBVerbs || a.Provider == provider.Soft || errors.Is(err, provider.ErrUnknown):
+			return fmt.Errorf("--provider %s: %w", a.Provider, err)
+		}
+		return fmt.Errorf("--device %s: %w", a.Device, err)
+	}
+	return nil
 }
 
 // address checks the transport, address and service flags.
@@ -129,8 +164,8 @@ func (a connectArgs) address() (fabrics.Address, error) {
 	if err != nil {
 		return addr, fmt.Errorf("traddr %q is not an IP address", a.Traddr)
 	}
-	if a.Transport == transportRDMA && !ip.Unmap().Is4() {
-		return addr, fmt.Errorf("traddr %s: the soft RoCE provider supports IPv4 only", a.Traddr)
+	if ip.Zone() != "" {
+		return addr, fmt.Errorf("traddr %s: zones are not allowed (an RDMA address is global)", a.Traddr)
 	}
 	addr.Addr = ip.Unmap()
 	svc := a.Trsvcid
@@ -144,6 +179,11 @@ func (a connectArgs) address() (fabrics.Address, error) {
 	addr.ServiceID = uint16(n)
 	if a.Transport == transportLoop && a.TargetConfig == "" {
 		return addr, errors.New("transport loop needs --target-config FILE (a target run inside this process)")
+	}
+	if a.Transport == transportRDMA {
+		if err := a.checkProvider(); err != nil {
+			return addr, err
+		}
 	}
 	return addr, nil
 }
@@ -236,8 +276,8 @@ func (a connectArgs) validateConnect() error {
 		return err
 	}
 	if a.HostTraddr != "" {
-		if ip, err := netip.ParseAddr(a.HostTraddr); err != nil || !ip.Unmap().Is4() {
-			return fmt.Errorf("host-traddr %q is not an IPv4 address", a.HostTraddr)
+		if ip, err := netip.ParseAddr(a.HostTraddr); err != nil || ip.Zone() != "" {
+			return fmt.Errorf("host-traddr %q is not an IP address", a.HostTraddr)
 		}
 	}
 	if a.Timeout <= 0 {
@@ -295,16 +335,16 @@ func defaultHostNQN() string {
 // soft device (one device per address).
 const loopbackHostCandidates = 16
 
-// hostAddrs returns the local addresses to open the soft RoCE device on,
-// in order of preference: the -w address; for a 127.x target 127.0.0.2
-// (the target's device usually holds 127.0.0.1) and the next ones; else
-// the source address the kernel routes to the target (a connected UDP
-// socket's local address: nothing is sent).
+// hostAddrs returns the local addresses to open the host's RDMA device
+// on, in order of preference: the -w address; for a 127.x target
+// 127.0.0.2 (the target's device usually holds 127.0.0.1) and the next
+// ones; else the source address the kernel routes to the target (a
+// connected UDP socket's local address: nothing is sent).
 func hostAddrs(target netip.Addr, explicit string) ([]netip.Addr, error) {
 	if explicit != "" {
 		ip, err := netip.ParseAddr(explicit)
-		if err != nil || !ip.Unmap().Is4() {
-			return nil, fmt.Errorf("host-traddr %q is not an IPv4 address", explicit)
+		if err != nil || ip.Zone() != "" {
+			return nil, fmt.Errorf("host-traddr %q is not an IP address", explicit)
 		}
 		return []netip.Addr{ip.Unmap()}, nil
 	}
@@ -318,7 +358,7 @@ func hostAddrs(target netip.Addr, explicit string) ([]netip.Addr, error) {
 		}
 		return out, nil
 	}
-	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(target, 4791)))
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(target, 4791)))
 	if err != nil {
 		return nil, fmt.Errorf("no route to %s: %w", target, err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"net/netip"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/initiator"
 	"github.com/nvmeof/nvmeof/initiator/blockdev"
+	"github.com/nvmeof/nvmeof/rdma/ibverbs"
 )
 
 // parseConnect runs the connect command's flag parsing on args and
@@ -52,6 +54,9 @@ func TestConnectFlagsToOptions(t *testing.T) {
 		method  blockdev.Method
 		none    bool
 		wantErr string // substring of the error of validateConnect
+		// needIBVerbs and noIBVerbs run the case only in binaries with
+		// and without the ibverbs provider.
+		needIBVerbs, noIBVerbs bool
 	}{
 		{
 			name: "defaults",
@@ -103,7 +108,29 @@ func TestConnectFlagsToOptions(t *testing.T) {
 		{name: "no nqn", args: []string{"-a", "192.0.2.1"}, wantErr: "--nqn (-n) not specified"},
 		{name: "no address", args: []string{"-n", tNQN}, wantErr: "--traddr (-a) not specified"},
 		{name: "bad address", args: []string{"-a", "target.example", "-n", tNQN}, wantErr: "not an IP address"},
-		{name: "ipv6 on soft rdma", args: []string{"-a", "2001:db8::1", "-n", tNQN}, wantErr: "IPv4 only"},
+		{
+			name: "ipv6",
+			args: []string{"-a", "2001:db8::1", "-n", tNQN, "-w", "2001:db8::2"},
+			want: initiator.Options{SubsystemNQN: tNQN, CtrlLossTimeout: 600 * time.Second},
+			addr: rdma("2001:db8::1", 4420),
+		},
+		{
+			name: "provider and device",
+			args: []string{"-a", "192.0.2.1", "-n", tNQN, "--provider", "auto", "--device", "rxe0"},
+			want: initiator.Options{SubsystemNQN: tNQN, CtrlLossTimeout: 600 * time.Second},
+			addr: rdma("192.0.2.1", 4420), needIBVerbs: true,
+		},
+		{
+			name: "provider soft",
+			args: []string{"-a", "192.0.2.1", "-n", tNQN, "--provider", "soft"},
+			want: initiator.Options{SubsystemNQN: tNQN, CtrlLossTimeout: 600 * time.Second},
+			addr: rdma("192.0.2.1", 4420),
+		},
+		{name: "zone", args: []string{"-a", "fe80::1%eth0", "-n", tNQN}, wantErr: "zones are not allowed"},
+		{name: "unknown provider", args: []string{"-a", "192.0.2.1", "-n", tNQN, "--provider", "hw"}, wantErr: `--provider hw: unknown RDMA provider "hw" (want auto, soft or ibverbs)`},
+		{name: "device with soft", args: []string{"-a", "192.0.2.1", "-n", tNQN, "--provider", "soft", "--device", "mlx5_0"}, wantErr: "--device mlx5_0: a device needs --provider ibverbs or auto, not soft"},
+		{name: "ibverbs not built in", args: []string{"-a", "192.0.2.1", "-n", tNQN, "--provider", "ibverbs"}, wantErr: "--provider ibverbs: the ibverbs RDMA provider is not built into this binary (rebuild with CGO_ENABLED=1 go build -tags ibverbs", noIBVerbs: true},
+		{name: "device without ibverbs", args: []string{"-a", "192.0.2.1", "-n", tNQN, "--device", "rxe0"}, wantErr: `--device rxe0: device "rxe0" needs the ibverbs provider`, noIBVerbs: true},
 		{name: "tcp", args: []string{"-t", "tcp", "-a", "192.0.2.1", "-n", tNQN}, wantErr: "transport tcp is not supported"},
 		{name: "unknown transport", args: []string{"-t", "fibre", "-a", "192.0.2.1", "-n", tNQN}, wantErr: "unknown transport"},
 		{name: "service 0", args: []string{"-a", "192.0.2.1", "-s", "0", "-n", tNQN}, wantErr: "not a port number"},
@@ -123,9 +150,17 @@ func TestConnectFlagsToOptions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.needIBVerbs && !ibverbs.Built || tc.noIBVerbs && ibverbs.Built {
+				t.Skipf("ibverbs built in: %t", ibverbs.Built)
+			}
 			a, err := parseConnect(t, tc.args...)
 			if err != nil {
 				t.Fatalf("flag parsing: %v", err)
+			}
+			// The connection daemon gets the arguments as JSON.
+			var back connectArgs
+			if b, err := json.Marshal(a); err != nil || json.Unmarshal(b, &back) != nil || back != a {
+				t.Fatalf("JSON round trip: %+v -> %+v (%v)", a, back, err)
 			}
 			err = a.validateConnect()
 			if tc.wantErr != "" {
@@ -186,8 +221,11 @@ func TestHostAddrs(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0] != netip.MustParseAddr("127.0.0.9") {
 		t.Fatalf("explicit -w: %v, %v", got, err)
 	}
-	if _, err := hostAddrs(netip.MustParseAddr("127.0.0.1"), "::1"); err == nil {
-		t.Fatal("IPv6 -w accepted")
+	if got, err := hostAddrs(netip.MustParseAddr("::1"), "::1"); err != nil || len(got) != 1 || got[0] != netip.IPv6Loopback() {
+		t.Fatalf("IPv6 -w: %v, %v", got, err)
+	}
+	if _, err := hostAddrs(netip.MustParseAddr("127.0.0.1"), "fe80::1%lo"); err == nil {
+		t.Fatal("-w with a zone accepted")
 	}
 	// All of 127/8 is loopback.
 	got, err = hostAddrs(netip.MustParseAddr("127.1.2.3"), "")

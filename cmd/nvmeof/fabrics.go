@@ -463,8 +463,11 @@ func cmdDaemon(c *cli.Context) error {
 	d := session.NewDaemon(slot, info, session.Config{None: none, Method: method, GiveUpAfter: giveUpAfter(opts)}, log)
 	opts.OnAsyncEvent = d.AsyncEvent
 	opts.Logger = log
-	log.Info("connecting", "transport", a.Transport, "traddr", a.Traddr, "trsvcid", a.Trsvcid,
-		"nqn", a.NQN, "host_traddr", tr.host)
+	args := []any{"transport", a.Transport, "traddr", a.Traddr, "trsvcid", a.Trsvcid, "nqn", a.NQN, "host_traddr", tr.host}
+	if tr.dev.Name != "" {
+		args = append(args, tr.dev.LogArgs()...)
+	}
+	log.Info("connecting", args...)
 	ctx, cancel := context.WithTimeout(context.Background(), a.Timeout)
 	ctrl, err := initiator.Connect(ctx, tr.dialer, tr.addr, opts)
 	cancel()

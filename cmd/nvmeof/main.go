@@ -1,8 +1,10 @@
 // Command nvmeof is the nvmeof NVMe over Fabrics initiator: nvme-cli's
 // fabrics commands (discover, connect, connect-all, disconnect,
 // disconnect-all, list, id-ctrl, id-ns, smart-log) over RDMA (RoCEv2 with
-// the built-in soft RoCE provider, no RDMA hardware needed), mapping each
-// namespace as a local block device, and a self-test of the whole stack.
+// the built-in soft RoCE provider, no RDMA hardware needed, or on an RDMA
+// NIC through rdma-core in a binary built with -tags ibverbs; --provider
+// and --device choose), mapping each namespace as a local block device,
+// and a self-test of the whole stack.
 //
 // A connection outlives the command that made it: connect starts one
 // daemon process per controller (see package initiator/session), which the
@@ -63,8 +65,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ErrWriter: stderr,
 		Description: "nvmeof discovers and connects NVMe-oF subsystems over RDMA (RoCEv2, with a built-in\n" +
 			"soft RoCE provider: any Ethernet or loopback interface will do, no RDMA NIC or kernel\n" +
-			"module needed) and maps each namespace as a local block device (NBD where the kernel\n" +
-			"has it, otherwise a FUSE file behind a loop device). The commands and flags are\n" +
+			"module needed; or, in a binary built with -tags ibverbs, on an RDMA NIC or rxe through\n" +
+			"rdma-core: --provider soft|ibverbs|auto, --device mlx5_0; auto, the default, uses\n" +
+			"ibverbs when an RDMA device holds the host address) and maps each namespace as a\n" +
+			"local block device (NBD where the kernel has it, otherwise a FUSE file behind a loop\n" +
+			"device). The commands and flags are\n" +
 			"nvme-cli's: `nvmeof discover -t rdma -a 192.0.2.1 -s 4420`, `nvmeof connect ... -n NQN`,\n" +
 			"`nvmeof list`, `nvmeof disconnect -n NQN`.\n\n" +
 			"Each connected controller is served by its own background process (named nvmeof0,\n" +
@@ -167,8 +172,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					"connects this process's initiator to it from 127.0.0.2, writes --size of data in\n" +
 					"random 4 KiB-1 MiB I/Os with a seeded pattern, reads it back and verifies it, checks\n" +
 					"flush and that trimmed blocks read back as zeroes, and prints throughput. Exit\n" +
-					"status 0 when every byte verified. --transport rdma (the default) uses the soft\n" +
-					"RoCE provider over loopback and needs root; --transport loop needs no privileges.",
+					"status 0 when every byte verified. --transport rdma (the default) uses the RDMA\n" +
+					"provider of --provider for both sides (on the default loopback addresses: soft, which\n" +
+					"needs no privilege there); --transport loop needs no RDMA at all.",
 				Flags:  selftestFlags(),
 				Action: cmdSelftest,
 			},

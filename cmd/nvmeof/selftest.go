@@ -23,7 +23,7 @@ import (
 	nvmerdma "github.com/nvmeof/nvmeof/fabrics/rdma"
 	"github.com/nvmeof/nvmeof/initiator"
 	"github.com/nvmeof/nvmeof/nvme"
-	"github.com/nvmeof/nvmeof/rdma/soft"
+	"github.com/nvmeof/nvmeof/rdma/provider"
 	"github.com/nvmeof/nvmeof/target/server"
 )
 
@@ -41,7 +41,9 @@ func selftestFlags() []cli.Flag {
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "`SEED` of the data pattern and I/O sizes"},
 		&cli.IntFlag{Name: "queue-depth", Value: 8, Usage: "`N` I/Os in flight"},
 		&cli.StringFlag{Name: "target-addr", Value: "127.0.0.1", Usage: "`ADDRESS` of the in-process target's port"},
-		&cli.StringFlag{Name: "host-addr", Value: "127.0.0.2", Usage: "local `ADDRESS` of the initiator's soft RoCE device (rdma)"},
+		&cli.StringFlag{Name: "host-addr", Value: "127.0.0.2", Usage: "local `ADDRESS` of the initiator's RDMA device (rdma)"},
+		providerFlag(),
+		deviceFlag(),
 	}
 }
 
@@ -54,6 +56,8 @@ type selftestConfig struct {
 	QueueDepth int
 	TargetAddr netip.Addr
 	HostAddr   netip.Addr
+	// Provider and Device select the RDMA devices of both sides (rdma).
+	Provider, Device string
 }
 
 func cmdSelftest(c *cli.Context) error {
@@ -67,12 +71,23 @@ func cmdSelftest(c *cli.Context) error {
 		Duration:   c.Duration("seconds"),
 		Seed:       c.Uint64("seed"),
 		QueueDepth: c.Int("queue-depth"),
+		Provider:   c.String("provider"),
+		Device:     c.String("device"),
 	}
-	if cfg.TargetAddr, err = netip.ParseAddr(c.String("target-addr")); err != nil || !cfg.TargetAddr.Is4() {
-		return fmt.Errorf("--target-addr %q is not an IPv4 address", c.String("target-addr"))
+	if cfg.TargetAddr, err = netip.ParseAddr(c.String("target-addr")); err != nil || cfg.TargetAddr.Zone() != "" {
+		return fmt.Errorf("--target-addr %q is not an IP address", c.String("target-addr"))
 	}
-	if cfg.HostAddr, err = netip.ParseAddr(c.String("host-addr")); err != nil || !cfg.HostAddr.Is4() {
-		return fmt.Errorf("--host-addr %q is not an IPv4 address", c.String("host-addr"))
+	if cfg.HostAddr, err = netip.ParseAddr(c.String("host-addr")); err != nil || cfg.HostAddr.Zone() != "" {
+		return fmt.Errorf("--host-addr %q is not an IP address", c.String("host-addr"))
+	}
+	cfg.TargetAddr, cfg.HostAddr = cfg.TargetAddr.Unmap(), cfg.HostAddr.Unmap()
+	if cfg.TargetAddr.Is4() != cfg.HostAddr.Is4() {
+		return fmt.Errorf("--target-addr %s and --host-addr %s: give two addresses of one family", cfg.TargetAddr, cfg.HostAddr)
+	}
+	if cfg.Transport == transportRDMA {
+		if err := (connectArgs{Provider: cfg.Provider, Device: cfg.Device}).checkProvider(); err != nil {
+			return err
+		}
 	}
 	if cfg.QueueDepth < 1 || cfg.QueueDepth > 256 {
 		return fmt.Errorf("--queue-depth %d: want 1 to 256", cfg.QueueDepth)
@@ -107,6 +122,8 @@ func runSelftest(ctx context.Context, cfg selftestConfig, w io.Writer, log hclog
 	port.Trtype, port.Traddr, port.Adrfam = cfg.Transport, cfg.TargetAddr.String(), ""
 	if cfg.Transport == transportLoop {
 		port.Provider = ""
+	} else if cfg.Provider != "" {
+		port.Provider, port.Device = cfg.Provider, cfg.Device
 	}
 	ns := tree.Subsystems[0].Namespaces[0]
 	ns.Size = max(ns.Size, cfg.Size)
@@ -124,13 +141,13 @@ func runSelftest(ctx context.Context, cfg selftestConfig, w io.Writer, log hclog
 	if net != nil {
 		dialer = loop.Dialer{Net: net}
 	} else {
-		dev, err := soft.Open(soft.Config{Addr: cfg.HostAddr})
+		dev, err := provider.Open(provider.Config{Provider: cfg.Provider, Device: cfg.Device, Addr: cfg.HostAddr, Logger: log.Named("rdma")})
 		if err != nil {
 			return selftestOpenError("initiator", cfg.HostAddr, err)
 		}
 		defer dev.Close()
 		dialer = nvmerdma.NewDialer(nvmerdma.HostConfig{Device: dev, Logger: log.Named("rdma")})
-		hostDesc = cfg.HostAddr.String()
+		hostDesc = cfg.HostAddr.String() + " (" + provider.Describe(dev).String() + ")"
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	ctrl, err := initiator.Connect(cctx, dialer, addr, initiator.Options{SubsystemNQN: selftestNQN, Logger: log})

@@ -36,6 +36,8 @@ func TestSelftestBadFlags(t *testing.T) {
 		{"--queue-depth", "0"},
 		{"--seconds", "0s"},
 		{"--target-addr", "::1"},
+		{"--provider", "hw"},
+		{"--provider", "soft", "--device", "mlx5_0"},
 	} {
 		var out, errOut bytes.Buffer
 		code := run(append([]string{"nvmeof", "selftest"}, args...), &out, &errOut)

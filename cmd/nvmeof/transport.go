@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 	"syscall"
@@ -15,6 +16,9 @@ import (
 	"github.com/nvmeof/nvmeof/fabrics/loop"
 	nvmerdma "github.com/nvmeof/nvmeof/fabrics/rdma"
 	"github.com/nvmeof/nvmeof/initiator"
+	"github.com/nvmeof/nvmeof/rdma"
+	"github.com/nvmeof/nvmeof/rdma/ibverbs"
+	"github.com/nvmeof/nvmeof/rdma/provider"
 	"github.com/nvmeof/nvmeof/rdma/soft"
 	"github.com/nvmeof/nvmeof/target/server"
 )
@@ -28,12 +32,13 @@ var errNeedRoot = errors.New("run as root (CAP_NET_RAW)")
 type transport struct {
 	dialer fabrics.Dialer
 	addr   fabrics.Address
-	host   string // the local address (rdma)
+	host   string        // the local address (rdma)
+	dev    provider.Info // the RDMA device (rdma)
 	close  func() error
 }
 
-// openTransport opens the host side of a.Transport: a soft RoCE device on
-// the host address for rdma, an in-process target for loop.
+// openTransport opens the host side of a.Transport: an RDMA device of
+// --provider on the host address for rdma, an in-process target for loop.
 func openTransport(a connectArgs, log hclog.Logger) (*transport, error) {
 	addr, err := a.address()
 	if err != nil {
@@ -53,22 +58,80 @@ func openTransport(a connectArgs, log hclog.Logger) (*transport, error) {
 		}
 		return &transport{dialer: loop.Dialer{Net: net}, addr: addr, close: srv.Close}, nil
 	default:
-		dev, err := openSoft(addr.Addr, a.HostTraddr, log)
+		dev, err := openRDMA(a, addr.Addr, log)
 		if err != nil {
 			return nil, err
 		}
+		info := provider.Describe(dev)
+		log.Debug("RDMA device opened", append([]any{"addr", dev.Addr()}, info.LogArgs()...)...)
 		d := nvmerdma.NewDialer(nvmerdma.HostConfig{Device: dev, Logger: log.Named("rdma")})
-		return &transport{dialer: d, addr: addr, host: dev.Addr().String(), close: dev.Close}, nil
+		return &transport{dialer: d, addr: addr, host: dev.Addr().String(), dev: info, close: dev.Close}, nil
 	}
 }
 
-// openSoft opens a soft RoCE device on the first free host address for
-// target (see hostAddrs).
-func openSoft(target netip.Addr, explicit string, log hclog.Logger) (*soft.Device, error) {
-	cands, err := hostAddrs(target, explicit)
+// openRDMA opens the host's RDMA device towards target with the provider
+// a names: a soft device on the first free host address (see hostAddrs
+// and openSoft), or the ibverbs device holding the host address.
+func openRDMA(a connectArgs, target netip.Addr, log hclog.Logger) (rdma.Device, error) {
+	if err := a.checkProvider(); err != nil {
+		return nil, err
+	}
+	cands, err := hostAddrs(target, a.HostTraddr)
 	if err != nil {
 		return nil, err
 	}
+	cfg := provider.Config{Provider: a.Provider, Device: a.Device, Addr: cands[0], Logger: log.Named("rdma")}
+	name, err := provider.Resolve(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if name == provider.Soft {
+		return openSoft(cands, log)
+	}
+	cfg.Provider = name
+	dev, err := provider.Open(cfg)
+	switch {
+	case errors.Is(err, ibverbs.ErrNoDevice):
+		return nil, fmt.Errorf("no RDMA device holds host address %s%s: add a soft-RoCE device on its interface with `rdma link add rxe0 type rxe netdev %s`, pass -w with the address of an RDMA device, or use --provider soft (%s)",
+			cfg.Addr, named(a.Device), interfaceOf(cfg.Addr), trimPrefixes(err.Error()))
+	case err != nil:
+		return nil, errors.New(trimPrefixes(err.Error()))
+	}
+	return dev, nil
+}
+
+// named returns " named DEV" for a device name, or "".
+func named(dev string) string {
+	if dev == "" {
+		return ""
+	}
+	return " named " + dev
+}
+
+// interfaceOf returns the network interface holding a, or "IF".
+func interfaceOf(a netip.Addr) string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return "IF"
+	}
+	for _, ifc := range ifs {
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, ad := range addrs {
+			if n, ok := ad.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == a {
+					return ifc.Name
+				}
+			}
+		}
+	}
+	return "IF"
+}
+
+// openSoft opens a soft RoCE device on the first free address of cands.
+func openSoft(cands []netip.Addr, log hclog.Logger) (rdma.Device, error) {
 	var last error
 	for _, a := range cands {
 		dev, err := soft.Open(soft.Config{Addr: a})
@@ -112,7 +175,7 @@ func describeConnectError(err error, a connectArgs, tr *transport) string {
 // trimPrefixes removes package prefixes from an error message and makes it
 // one line.
 func trimPrefixes(s string) string {
-	for _, p := range []string{"initiator: ", "nvme-rdma: ", "session: ", "soft: "} {
+	for _, p := range []string{"initiator: ", "nvme-rdma: ", "session: ", "soft: ", "ibverbs: "} {
 		s = strings.ReplaceAll(s, p, "")
 	}
 	return strings.ReplaceAll(s, "\n", "; ")
