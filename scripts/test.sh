@@ -1,6 +1,34 @@
 #!/usr/bin/env bash
 # The project's test command (the README's second line): every Go test with
-# the race detector.
+# the race detector, and the packages with ibverbs code again with the
+# ibverbs build tag (cgo).
+#
+# The kernel-peer interop tests (tests/interop: QEMU guests, about 15-25
+# minutes under TCG on 2 cores) run alongside the other packages with a
+# longer bound of their own; their output goes to $INTEROP_LOG and is shown
+# in full when they fail, else as a per-test summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-go test -race -count=1 -timeout 20m ./...
+INTEROP_LOG="${INTEROP_LOG:-$(mktemp -t nvmeof-interop.XXXXXX.log)}"
+
+interop=github.com/nvmeof/nvmeof/tests/interop
+mapfile -t pkgs < <(go list ./... | grep -vx "$interop")
+
+t0=$(date +%s)
+go test -race -count=1 -timeout 60m -v ./tests/interop/ > "$INTEROP_LOG" 2>&1 &
+ipid=$!
+rc=0
+go test -race -count=1 -timeout 20m "${pkgs[@]}" || rc=$?
+echo "== go test -tags ibverbs (cgo): rdma/..."
+CGO_ENABLED=1 go test -race -count=1 -timeout 10m -tags ibverbs ./rdma/... || rc=$?
+
+irc=0
+wait "$ipid" || irc=$?
+echo "== tests/interop ($(( $(date +%s) - t0 )) s, status $irc; log $INTEROP_LOG)"
+if [ "$irc" != 0 ]; then
+	cat "$INTEROP_LOG"
+	rc=$irc
+else
+	grep -E '^(--- |ok |FAIL|PASS$)|^    --- ' "$INTEROP_LOG" || true
+fi
+exit "$rc"
