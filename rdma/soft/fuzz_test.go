@@ -92,3 +92,68 @@ func FuzzInput(f *testing.F) {
 		}
 	})
 }
+
+// FuzzInput6 is FuzzInput for an IPv6 device: arbitrary packets from the
+// peer on ::1, in the IPv6 and UDP headers the device rebuilds (udp6 mode)
+// and with a correct ICRC, to a connected RC QP or the GSI QP. It must not
+// panic, and memory outside the region the peer may write must stay
+// untouched.
+func FuzzInput6(f *testing.F) {
+	deth := make([]byte, wire.DETHLen)
+	wire.DETH(deth).Set(rdma.QKeyGSI, 1)
+	for _, s := range []struct {
+		target  uint8
+		op      wire.Opcode
+		ext     []byte
+		payload int
+	}{
+		{0, wire.RCSendOnly, nil, 10},
+		{0, wire.RCSendFirst, nil, 1024},
+		{0, wire.RCRDMAReadRequest, make([]byte, wire.RETHLen), 0},
+		{1, wire.UDSendOnly, deth, 256},
+	} {
+		b := make([]byte, wire.BTHLen)
+		writeBTH(b, s.op, false, wire.PadFor(s.payload), 0, 100, true)
+		b = append(b, s.ext...)
+		f.Add(s.target, append(b, make([]byte, s.payload+wire.PadFor(s.payload))...))
+	}
+	a, b := openPair6(f, Config{}, Config{})
+	o := qpOpts{psnA: 99, psnB: 100}
+	o.defaults()
+	eb := newEnd(f, b, &o)
+	mem := regMR(f, eb.pd, 8192, rdma.AccessLocalWrite|rdma.AccessRemoteWrite|rdma.AccessRemoteRead)
+	other := regMR(f, eb.pd, 8192, rdma.AccessLocalWrite)
+	fill(other.Bytes(), 1)
+	otherBefore := append([]byte(nil), other.Bytes()...)
+	g := openGSI(f, b)
+	rx := &rxState{tx: newTxBatch(b), reqTx: newTxBatch(b), held: make([]byte, rxHeadroom6+rxBufSize)}
+	lo := addr6.As16()
+	f.Fuzz(func(t *testing.T, target uint8, pkt []byte) {
+		if len(pkt) < wire.BTHLen || len(pkt) > 4200 {
+			return
+		}
+		if err := eb.qp.Modify(&rdma.QPAttr{State: rdma.QPSReset}, rdma.QPAttrState); err != nil {
+			t.Fatal(err)
+		}
+		bringUp(t, eb, addr6, 0xabcdef, o.psnB, o.psnA, &o)
+		for i := 0; i < 2; i++ {
+			postRecv(t, eb.qp, uint64(i), sge(mem, 0, 2048))
+		}
+		pkt = append(pkt[:len(pkt):len(pkt)], 0, 0, 0, 0)
+		qpn := eb.qp.QPN()
+		if target&1 != 0 {
+			qpn = g.qp.QPN()
+		}
+		binary.BigEndian.PutUint32(pkt[4:], binary.BigEndian.Uint32(pkt[4:])&0xff000000|qpn)
+		d := make([]byte, rxHeadroom6+len(pkt))
+		putIPv6UDPHeader(d, lo, lo, uint16(a.UDPPort()), uint16(b.UDPPort()), len(pkt))
+		copy(d[rxHeadroom6:], pkt)
+		body := d[rxHeadroom6 : len(d)-wire.ICRCLen]
+		binary.LittleEndian.PutUint32(d[len(d)-wire.ICRCLen:], wire.ICRCForIPv6(lo, lo, uint16(a.UDPPort()), uint16(b.UDPPort()), body))
+		b.input(d, rx)
+		b.finishBatch(rx)
+		if !bytes.Equal(other.Bytes(), otherBefore) {
+			t.Fatal("a region without remote access changed")
+		}
+	})
+}
