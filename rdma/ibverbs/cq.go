@@ -44,6 +44,12 @@ type cq struct {
 	evGWCs []C.struct_gwc
 	evOut  []rdma.WorkCompletion
 
+	// pending holds completions the provider made (flushes rxe does not
+	// deliver) or that Wait took to see whether anything was queued;
+	// Poll and the handler hand them out before the device's.
+	pmu     sync.Mutex
+	pending []rdma.WorkCompletion
+
 	notify  chan struct{}
 	hmu     sync.Mutex // held while the handler runs and while it is changed
 	handler func([]rdma.WorkCompletion)
@@ -183,22 +189,61 @@ func (c *cq) drain() bool {
 	c.hmu.Lock()
 	defer c.hmu.Unlock()
 	h := c.handler
-	if h == nil {
+	if h == nil || c.isDead() {
 		return false
 	}
 	for {
+		if n := c.takePending(c.evOut); n > 0 {
+			h(c.evOut[:n])
+			continue
+		}
 		n := int(C.nv_poll_cq(c.cq, cqBatch, c.evWC, c.evGWC))
 		if n <= 0 {
 			return true
 		}
 		for i := 0; i < n; i++ {
-			convertWC(&c.evOut[i], &c.evGWCs[i])
+			c.convert(&c.evOut[i], &c.evGWCs[i])
 		}
 		h(c.evOut[:n])
 		if n < cqBatch {
 			return true
 		}
 	}
+}
+
+// convert converts a completion, and marks its QP in Err when it failed.
+func (c *cq) convert(w *rdma.WorkCompletion, g *C.struct_gwc) {
+	convertWC(w, g)
+	if w.Status != rdma.Success {
+		c.dev.qpErr(w.QPN)
+	}
+}
+
+// takePending moves pending completions into wc.
+func (c *cq) takePending(wc []rdma.WorkCompletion) int {
+	c.pmu.Lock()
+	defer c.pmu.Unlock()
+	if len(c.pending) == 0 {
+		return 0
+	}
+	n := copy(wc, c.pending)
+	c.pending = c.pending[:copy(c.pending, c.pending[n:])]
+	return n
+}
+
+// addSoft queues completions the provider made, and delivers them as
+// the device's would be: to the handler (on the caller's goroutine) or
+// through Notify.
+func (c *cq) addSoft(wcs []rdma.WorkCompletion) {
+	c.pmu.Lock()
+	c.pending = append(c.pending, wcs...)
+	c.pmu.Unlock()
+	if c.isDead() {
+		return
+	}
+	// On a goroutine of its own: the caller may be the handler, which
+	// must not be called again before it returns.
+	go c.deliver()
 }
 
 func convertWC(w *rdma.WorkCompletion, g *C.struct_gwc) {
@@ -227,24 +272,59 @@ func (c *cq) Poll(wc []rdma.WorkCompletion) int {
 	if c.isDead() {
 		return 0
 	}
-	n := int(C.nv_poll_cq(c.cq, C.int(min(len(wc), cqBatch)), c.wc, c.gwc))
-	for i := 0; i < n; i++ {
-		convertWC(&wc[i], &c.gwcs[i])
+	k := c.takePending(wc)
+	if k == len(wc) {
+		return k
 	}
-	return max(n, 0)
+	n := int(C.nv_poll_cq(c.cq, C.int(min(len(wc)-k, cqBatch)), c.wc, c.gwc))
+	for i := 0; i < n; i++ {
+		c.convert(&wc[k+i], &c.gwcs[i])
+	}
+	return k + max(n, 0)
 }
 
-// Wait implements rdma.CQ: it returns after the next completion event
-// (which may be for completions an earlier Poll already took).
+// Wait implements rdma.CQ. A completion event may be for completions an
+// earlier Poll took already, so Wait looks: it polls one completion
+// ahead (the next Poll hands it out first) and waits again when there
+// is none.
 func (c *cq) Wait(ctx context.Context) error {
-	select {
-	case <-c.notify:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.stopped:
-		return fmt.Errorf("ibverbs: CQ: %w", rdma.ErrClosed)
+	for {
+		if c.lookAhead() {
+			return nil
+		}
+		select {
+		case <-c.notify:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.stopped:
+			return fmt.Errorf("ibverbs: CQ: %w", rdma.ErrClosed)
+		}
 	}
+}
+
+// lookAhead reports whether a completion is queued, moving one from the
+// device to pending to see.
+func (c *cq) lookAhead() bool {
+	c.pmu.Lock()
+	has := len(c.pending) > 0
+	c.pmu.Unlock()
+	if has {
+		return true
+	}
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
+	if c.isDead() {
+		return false
+	}
+	if C.nv_poll_cq(c.cq, 1, c.wc, c.gwc) != 1 {
+		return false
+	}
+	var w rdma.WorkCompletion
+	c.convert(&w, &c.gwcs[0])
+	c.pmu.Lock()
+	c.pending = append(c.pending, w)
+	c.pmu.Unlock()
+	return true
 }
 
 // Notify implements rdma.CQ.

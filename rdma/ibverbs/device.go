@@ -108,6 +108,33 @@ type device struct {
 	mu     sync.Mutex
 	cm     *connManager
 	closed bool
+	qps    map[uint32]*qp // by QP number, for marking a QP in Err from its completions
+}
+
+func (d *device) addQP(q *qp) {
+	d.mu.Lock()
+	d.qps[q.qpn] = q
+	d.mu.Unlock()
+}
+
+func (d *device) removeQP(q *qp) {
+	d.mu.Lock()
+	if d.qps[q.qpn] == q {
+		delete(d.qps, q.qpn)
+	}
+	d.mu.Unlock()
+}
+
+// qpErr marks the QP of a failed completion as in Err: the device moved
+// it there (a requester after an error completion, a responder that
+// flushes its receives).
+func (d *device) qpErr(qpn uint32) {
+	d.mu.Lock()
+	q := d.qps[qpn]
+	d.mu.Unlock()
+	if q != nil {
+		q.markErr()
+	}
 }
 
 // Open opens the device that cfg selects: by name, or the one whose GID
@@ -174,6 +201,7 @@ func newDevice(cfg Config, log hclog.Logger, ctx *C.struct_ibv_context, info Dev
 	}
 	d := &device{
 		cfg: cfg,
+		qps: map[uint32]*qp{},
 		log: log.With("device", info.Name),
 		ctx: ctx,
 		info: Info{Name: info.Name, Port: p.Port, GIDIndex: g.Index, GIDType: g.Type, MTU: rdma.MTU(pa.active_mtu),
@@ -196,6 +224,7 @@ func newDevice(cfg Config, log hclog.Logger, ctx *C.struct_ibv_context, info Dev
 			MaxQPInitRdAtom: int(da.max_qp_init_rd_atom),
 		},
 	}
+	d.attr.MaxInlineData = probeInline(ctx)
 	if d.port.State != rdma.PortActive {
 		log.Warn("port is not active", "device", info.Name, "port", p.Port, "state", d.port.State)
 	}
@@ -403,4 +432,31 @@ func (m *mr) Deregister() error {
 	m.dead = true
 	m.buf = nil
 	return nil
+}
+
+// probeInline returns the inline data an RC QP of the device takes:
+// ibv_device_attr does not say, so a QP is created to ask.
+func probeInline(ctx *C.struct_ibv_context) int {
+	p := C.ibv_alloc_pd(ctx)
+	if p == nil {
+		return 0
+	}
+	defer C.ibv_dealloc_pd(p)
+	cq := C.ibv_create_cq(ctx, 2, nil, nil, 0)
+	if cq == nil {
+		return 0
+	}
+	defer C.ibv_destroy_cq(cq)
+	for _, want := range []int{512, 256, 128, 64} {
+		var ia C.struct_ibv_qp_init_attr
+		ia.send_cq, ia.recv_cq, ia.qp_type = cq, cq, C.IBV_QPT_RC
+		ia.cap.max_send_wr, ia.cap.max_recv_wr, ia.cap.max_send_sge, ia.cap.max_recv_sge = 1, 1, 1, 1
+		ia.cap.max_inline_data = C.uint32_t(want)
+		if q := C.ibv_create_qp(p, &ia); q != nil {
+			got := int(ia.cap.max_inline_data)
+			C.ibv_destroy_qp(q)
+			return max(got, want)
+		}
+	}
+	return 0
 }

@@ -89,8 +89,13 @@ func newQP(p *pd, attr *rdma.QPInitAttr) (*qp, error) {
 		return nil, fmt.Errorf("ibverbs: ibv_create_qp (%d/%d WRs, %d/%d SGEs, %d inline): %w",
 			c.MaxSendWR, c.MaxRecvWR, c.MaxSendSGE, c.MaxRecvSGE, c.MaxInlineData, errnoErr(err))
 	}
-	c = rdma.QPCap{MaxSendWR: int(ia.cap.max_send_wr), MaxRecvWR: int(ia.cap.max_recv_wr), MaxSendSGE: int(ia.cap.max_send_sge),
-		MaxRecvSGE: int(ia.cap.max_recv_sge), MaxInlineData: int(ia.cap.max_inline_data)}
+	// What the device granted (rxe rounds queues up to 2^n - 1).
+	c = capOf(&ia.cap)
+	var qa C.struct_ibv_qp_attr
+	var qia C.struct_ibv_qp_init_attr
+	if C.ibv_query_qp(q, &qa, C.IBV_QP_CAP, &qia) == 0 {
+		c = capOf(&qia.cap)
+	}
 	x := &qp{pd: p, qp: q, qpn: uint32(q.qp_num), typ: attr.Type, scq: scq, rcq: rcq, cap: c, sigAll: attr.SigAll}
 	ns := min(c.MaxSendWR, maxChain)
 	nr := min(max(c.MaxRecvWR, 1), maxChain)
@@ -110,6 +115,7 @@ func newQP(p *pd, attr *rdma.QPInitAttr) (*qp, error) {
 	x.rsge = unsafe.Slice(x.rsgep, nr*c.MaxRecvSGE)
 	scq.users.Add(1)
 	rcq.users.Add(1)
+	p.dev.addQP(x)
 	return x, nil
 }
 
@@ -147,6 +153,9 @@ func validTransition(from, to rdma.QPState) bool {
 
 // Modify implements rdma.QP.
 func (q *qp) Modify(attr *rdma.QPAttr, mask rdma.QPAttrMask) error {
+	if err := checkAttr(attr, mask); err != nil {
+		return err
+	}
 	var a C.struct_ibv_qp_attr
 	a.qp_state = C.enum_ibv_qp_state(attr.State)
 	a.cur_qp_state = C.enum_ibv_qp_state(attr.CurState)
@@ -189,6 +198,11 @@ func (q *qp) Modify(attr *rdma.QPAttr, mask rdma.QPAttrMask) error {
 
 // modify applies a C attribute set (also the connection manager's).
 func (q *qp) modify(a *C.struct_ibv_qp_attr, mask C.int) error {
+	q.smu.Lock()
+	defer q.smu.Unlock()
+	if q.closed {
+		return fmt.Errorf("ibverbs: QP %#x: %w", q.qpn, rdma.ErrClosed)
+	}
 	if mask&C.IBV_QP_STATE != 0 {
 		from, to := q.State(), rdma.QPState(a.qp_state)
 		if !validTransition(from, to) {
@@ -213,6 +227,11 @@ func (q *qp) Query(attr *rdma.QPAttr) error {
 		C.IBV_QP_AV | C.IBV_QP_PATH_MTU | C.IBV_QP_TIMEOUT | C.IBV_QP_RETRY_CNT | C.IBV_QP_RNR_RETRY |
 		C.IBV_QP_RQ_PSN | C.IBV_QP_MAX_QP_RD_ATOMIC | C.IBV_QP_MIN_RNR_TIMER | C.IBV_QP_SQ_PSN |
 		C.IBV_QP_MAX_DEST_RD_ATOMIC | C.IBV_QP_DEST_QPN | C.IBV_QP_CAP
+	q.smu.Lock()
+	defer q.smu.Unlock()
+	if q.closed {
+		return fmt.Errorf("ibverbs: QP %#x: %w", q.qpn, rdma.ErrClosed)
+	}
 	if r := C.ibv_query_qp(q.qp, &a, C.int(mask), &ia); r != 0 {
 		return fmt.Errorf("ibverbs: QP %#x query: %w", q.QPN(), errnoErr(syscall.Errno(r)))
 	}
@@ -237,7 +256,7 @@ func (q *qp) Query(attr *rdma.QPAttr) error {
 		MaxDestRdAtomic: uint8(a.max_dest_rd_atomic),
 		MinRNRTimer:     uint8(a.min_rnr_timer),
 		DestQPN:         uint32(a.dest_qp_num),
-		Cap:             q.cap,
+		Cap:             capOf(&ia.cap),
 	}
 	// The device may have moved the QP to Err on its own.
 	if attr.State == rdma.QPSErr {
@@ -266,7 +285,17 @@ func (q *qp) PostSend(wr *rdma.SendWR) error {
 				}
 				return &rdma.PostError{Index: base, Err: fmt.Errorf("ibverbs: %d SGEs, QP takes %d: %w", len(wr.SGL), q.cap.MaxSendSGE, rdma.ErrInvalidArgument)}
 			}
+			// rdma.SendWR carries no atomic operands or memory window.
+			if op := wr.Opcode; op == rdma.WRAtomicCmpSwp || op == rdma.WRAtomicFetchAdd || op == rdma.WRBindMW {
+				if n > 0 {
+					break
+				}
+				return &rdma.PostError{Index: base, Err: fmt.Errorf("ibverbs: %v: %w", op, rdma.ErrNotSupported)}
+			}
 			if nsge+len(wr.SGL) > len(q.ssge) {
+				if n == 0 {
+					return &rdma.PostError{Index: base, Err: fmt.Errorf("ibverbs: %d SGEs: %w", len(wr.SGL), rdma.ErrInvalidArgument)}
+				}
 				break
 			}
 			g := &q.sg[n]
@@ -302,6 +331,9 @@ func (q *qp) PostSend(wr *rdma.SendWR) error {
 
 // PostRecv implements rdma.QP.
 func (q *qp) PostRecv(wr *rdma.RecvWR) error {
+	if q.State() == rdma.QPSErr {
+		return q.flushRecv(wr)
+	}
 	q.rmu.Lock()
 	defer q.rmu.Unlock()
 	if q.closed {
@@ -355,6 +387,7 @@ func (q *qp) Destroy() error {
 		return fmt.Errorf("ibverbs: QP %#x: ibv_destroy_qp: %w", q.QPN(), errnoErr(syscall.Errno(r)))
 	}
 	q.closed = true
+	q.pd.dev.removeQP(q)
 	q.scq.users.Add(-1)
 	q.rcq.users.Add(-1)
 	for _, p := range []unsafe.Pointer{unsafe.Pointer(q.sgp), unsafe.Pointer(q.ssgep), unsafe.Pointer(q.swr),
@@ -366,12 +399,63 @@ func (q *qp) Destroy() error {
 
 // toErr moves the QP to Err, flushing its work requests.
 func (q *qp) toErr() {
-	q.smu.Lock()
-	defer q.smu.Unlock()
-	if q.closed || q.State() == rdma.QPSErr {
+	if q.State() == rdma.QPSErr {
 		return
 	}
 	var a C.struct_ibv_qp_attr
 	a.qp_state = C.IBV_QPS_ERR
 	q.modify(&a, C.IBV_QP_STATE)
+}
+
+func capOf(c *C.struct_ibv_qp_cap) rdma.QPCap {
+	return rdma.QPCap{MaxSendWR: int(c.max_send_wr), MaxRecvWR: int(c.max_recv_wr), MaxSendSGE: int(c.max_send_sge),
+		MaxRecvSGE: int(c.max_recv_sge), MaxInlineData: int(c.max_inline_data)}
+}
+
+// checkAttr rejects attribute values outside what the verbs encode.
+func checkAttr(attr *rdma.QPAttr, mask rdma.QPAttrMask) error {
+	bad := func(what string, v any) error {
+		return fmt.Errorf("ibverbs: %s %v: %w", what, v, rdma.ErrInvalidArgument)
+	}
+	switch {
+	case mask&rdma.QPAttrState != 0 && attr.State > rdma.QPSErr:
+		return bad("state", attr.State)
+	case mask&rdma.QPAttrRetryCount != 0 && attr.RetryCount > 7:
+		return bad("retry count", attr.RetryCount)
+	case mask&rdma.QPAttrRNRRetry != 0 && attr.RNRRetry > 7:
+		return bad("RNR retry", attr.RNRRetry)
+	case mask&rdma.QPAttrPathMTU != 0 && !attr.PathMTU.Valid():
+		return bad("path MTU", attr.PathMTU)
+	case mask&rdma.QPAttrTimeout != 0 && attr.Timeout > 31:
+		return bad("timeout", attr.Timeout)
+	case mask&rdma.QPAttrMinRNRTimer != 0 && attr.MinRNRTimer > 31:
+		return bad("min RNR timer", attr.MinRNRTimer)
+	case mask&(rdma.QPAttrRQPSN|rdma.QPAttrSQPSN) != 0 && (attr.RQPSN|attr.SQPSN)>>24 != 0:
+		return bad("PSN", max(attr.RQPSN, attr.SQPSN))
+	case mask&rdma.QPAttrDestQPN != 0 && attr.DestQPN>>24 != 0:
+		return bad("destination QPN", attr.DestQPN)
+	}
+	return nil
+}
+
+// markErr records that the device moved the QP to Err on its own (a
+// completion with an error status).
+func (q *qp) markErr() { q.state.Store(uint32(rdma.QPSErr)) }
+
+// flushRecv completes receives posted to a QP in Err with WRFlushError:
+// rxe (Linux 6.1) leaves them on the ring forever, and the verbs say they
+// flush.
+func (q *qp) flushRecv(wr *rdma.RecvWR) error {
+	q.rmu.Lock()
+	closed := q.closed
+	q.rmu.Unlock()
+	if closed {
+		return &rdma.PostError{Err: fmt.Errorf("ibverbs: %w", rdma.ErrClosed)}
+	}
+	var flushed []rdma.WorkCompletion
+	for ; wr != nil; wr = wr.Next {
+		flushed = append(flushed, rdma.WorkCompletion{WRID: wr.WRID, Status: rdma.WRFlushError, Opcode: rdma.WCRecv, QPN: q.qpn})
+	}
+	q.rcq.addSoft(flushed)
+	return nil
 }
