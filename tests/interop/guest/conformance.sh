@@ -10,6 +10,9 @@
 #   CONFORMANCE_SKIP (-test.skip pattern, none by default)   CONFORMANCE_TIMEOUT=15m (-test.timeout)
 #   NVMEOF_CONFORMANCE_LARGE (bytes of the multi-MiB transfers; the test's default if unset)
 #   NVMEOF_CONFORMANCE_TIMEOUT (each wait for a completion or event; the test's default if unset)
+#   Any other NVMEOF_* variable given with run.sh --env reaches the test binary: e.g.
+#   NVMEOF_IBVERBS_ADDR2=192.0.2.2 opens the device a second time for the passive
+#   ends (two contexts, as two processes would be).
 # The test's output also goes to $KPEER_OUT/conformance.log, as it comes.
 # Exit: the test binary's status (0 = every conformance test passed or skipped).
 set -u
