@@ -17,7 +17,8 @@ import (
 	nvmerdma "github.com/nvmeof/nvmeof/fabrics/rdma"
 	"github.com/nvmeof/nvmeof/initiator"
 	"github.com/nvmeof/nvmeof/rdma"
-	"github.com/nvmeof/nvmeof/rdma/soft"
+	"github.com/nvmeof/nvmeof/rdma/ibverbs"
+	"github.com/nvmeof/nvmeof/rdma/provider"
 	"github.com/nvmeof/nvmeof/target"
 	"github.com/nvmeof/nvmeof/target/bdev"
 )
@@ -48,8 +49,12 @@ type Config struct {
 	// SubNQN is the subsystem (required for rdma); HostNQN the host's
 	// (default as initiator.Options).
 	SubNQN, HostNQN string
-	// HostTraddr is the local soft RoCE device's address (rdma only).
+	// HostTraddr is the local RDMA device's address (rdma only).
 	HostTraddr string
+	// Provider is the RDMA provider: soft, ibverbs or auto (default;
+	// see package rdma/provider). Device names the ibverbs device
+	// (default: the one holding HostTraddr).
+	Provider, Device string
 	// NSID is the namespace (default 1).
 	NSID uint32
 	// NrIOQueues and QueueSize are passed to initiator.Options.
@@ -79,6 +84,18 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Trsvcid < 0 || c.Trsvcid > 0xffff {
 		return c, fmt.Errorf("fio engine: trsvcid %d out of range", c.Trsvcid)
+	}
+	if c.Provider == "" {
+		c.Provider = provider.Auto
+	}
+	if c.Transport == fabrics.TransportRDMA {
+		if err := provider.Check(c.Provider, c.Device); err != nil {
+			if errors.Is(err, ibverbs.ErrNotBuilt) {
+				return c, fmt.Errorf("fio engine: provider %s, device %q: the ibverbs RDMA provider is not built into this engine "+
+					"(rebuild it with NVMEOF_TAGS=ibverbs scripts/build-fio-engine.sh; needs libibverbs-dev and librdmacm-dev)", c.Provider, c.Device)
+			}
+			return c, fmt.Errorf("fio engine: provider %s, device %q: %w", c.Provider, c.Device, err)
+		}
 	}
 	if c.SubNQN == "" {
 		if c.Transport != fabrics.TransportLoop {
@@ -141,7 +158,7 @@ func connect(ctx context.Context, cfg Config) (*conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		dev, err := softDevice(ha)
+		dev, err := rdmaDevice(provider.Config{Provider: cfg.Provider, Device: cfg.Device, Addr: ha, Logger: cfg.Logger.Named("rdma")})
 		if err != nil {
 			return nil, err
 		}
@@ -155,7 +172,7 @@ func connect(ctx context.Context, cfg Config) (*conn, error) {
 	return &conn{ctrl: ctrl}, nil
 }
 
-// hostAddr returns the soft device's address: s if set, else the source
+// hostAddr returns the RDMA device's address: s if set, else the source
 // address the kernel would use towards target (no packet is sent), or
 // LoopbackHostAddr for a loopback target.
 func hostAddr(s string, target netip.Addr) (netip.Addr, error) {
@@ -186,26 +203,40 @@ func hostAddr(s string, target netip.Addr) (netip.Addr, error) {
 // wrote the data, and both must see the same loop target.
 var shared struct {
 	sync.Mutex
-	devices map[netip.Addr]rdma.Device
+	devices map[deviceKey]rdma.Device
 	loops   map[loopKey]*loopTarget
 }
 
-// softDevice returns the process's soft RoCE device on addr, opening it
-// the first time.
-func softDevice(addr netip.Addr) (rdma.Device, error) {
+// deviceKey names a shared RDMA device: its provider (resolved), address
+// and ibverbs device name.
+type deviceKey struct {
+	provider, device string
+	addr             netip.Addr
+}
+
+// rdmaDevice returns the process's RDMA device for cfg, opening it the
+// first time (rdma/provider picks the provider).
+func rdmaDevice(cfg provider.Config) (rdma.Device, error) {
+	name, err := provider.Resolve(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("fio engine: %w", err)
+	}
+	key := deviceKey{provider: name, device: cfg.Device, addr: cfg.Addr}
 	shared.Lock()
 	defer shared.Unlock()
-	if d := shared.devices[addr]; d != nil {
+	if d := shared.devices[key]; d != nil {
 		return d, nil
 	}
-	d, err := soft.Open(soft.Config{Addr: addr})
+	cfg.Provider = name
+	d, err := provider.Open(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("fio engine: soft RoCE device on host_traddr %s: %w", addr, err)
+		return nil, fmt.Errorf("fio engine: host_traddr %s: %w", cfg.Addr, err)
 	}
+	cfg.Logger.Info("RDMA device opened", provider.Describe(d).LogArgs()...)
 	if shared.devices == nil {
-		shared.devices = map[netip.Addr]rdma.Device{}
+		shared.devices = map[deviceKey]rdma.Device{}
 	}
-	shared.devices[addr] = d
+	shared.devices[key] = d
 	return d, nil
 }
 

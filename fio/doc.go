@@ -12,15 +12,21 @@
 //
 // The engine's options (fio --enghelp=external:PATH lists them):
 //
-//	transport     rdma (default; RoCEv2 through the pure-Go soft provider) or
-//	              loop (an in-process target with one memory namespace; for
+//	transport     rdma (default; RoCEv2 through the provider below) or loop
+//	              (an in-process target with one memory namespace; for
 //	              tests, it needs neither root nor a target daemon)
+//	provider      the RDMA provider: auto (default; ibverbs when the engine
+//	              has it and an RDMA device holds host_traddr, else soft),
+//	              soft (pure-Go RoCEv2) or ibverbs (rdma-core: an RDMA NIC or
+//	              rxe; build the engine with NVMEOF_TAGS=ibverbs)
+//	device        the ibverbs device (mlx5_0, rxe0; default: the one holding
+//	              host_traddr)
 //	traddr        the target port's IP address (default 127.0.0.1)
 //	trsvcid       the NVMe-oF service ID, RDMA CM port (default 4420)
 //	subnqn        the subsystem NQN (rdma: required; loop: default
 //	              nqn.2026-11.io.nvmeof:fio-loop)
 //	hostnqn       the host NQN (default: /etc/nvme/hostnqn, else a UUID NQN)
-//	host_traddr   the local address the soft RoCE device binds (default: the
+//	host_traddr   the local address of the RDMA device (default: the
 //	              source address the kernel routes traddr from; 127.0.0.2 when
 //	              traddr is a loopback address, since the target's device holds
 //	              UDP 4791 on 127.0.0.1)
@@ -31,8 +37,8 @@
 //
 // Every fio job (each of numjobs) opens its own controller: an association
 // with its own admin and I/O queues, as SPDK's fio plugin opens one per
-// thread. All jobs of one fio process share one soft RoCE device per
-// host_traddr and, for transport=loop, one in-process target per
+// thread. All jobs of one fio process share one RDMA device per provider,
+// device and host_traddr and, for transport=loop, one in-process target per
 // (trsvcid, subnqn), which lives until fio exits so that a verify job reads
 // what an earlier job wrote.
 //

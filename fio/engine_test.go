@@ -15,6 +15,7 @@ import (
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/initiator"
 	"github.com/nvmeof/nvmeof/nvme"
+	"github.com/nvmeof/nvmeof/rdma/ibverbs"
 )
 
 // fakeNS is a namespace in memory whose I/O can be held back: each request
@@ -296,8 +297,12 @@ func TestConfigDefaults(t *testing.T) {
 		want    Config
 		wantErr bool
 	}{
-		{in: Config{Transport: "loop"}, want: Config{Transport: "loop", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: DefaultLoopNQN, NSID: 1, LoopSize: DefaultLoopSize, Depth: 1}},
-		{in: Config{SubNQN: "nqn.2026-11.io.nvmeof:x", Depth: 32, NSID: 3}, want: Config{Transport: "rdma", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: "nqn.2026-11.io.nvmeof:x", NSID: 3, LoopSize: DefaultLoopSize, Depth: 32}},
+		{in: Config{Transport: "loop"}, want: Config{Transport: "loop", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: DefaultLoopNQN, NSID: 1, LoopSize: DefaultLoopSize, Depth: 1, Provider: "auto"}},
+		{in: Config{SubNQN: "nqn.2026-11.io.nvmeof:x", Depth: 32, NSID: 3}, want: Config{Transport: "rdma", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: "nqn.2026-11.io.nvmeof:x", NSID: 3, LoopSize: DefaultLoopSize, Depth: 32, Provider: "auto"}},
+		{in: Config{SubNQN: "nqn.2026-11.io.nvmeof:x", Provider: "soft"}, want: Config{Transport: "rdma", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: "nqn.2026-11.io.nvmeof:x", NSID: 1, LoopSize: DefaultLoopSize, Depth: 1, Provider: "soft"}},
+		{in: Config{SubNQN: "nqn.2026-11.io.nvmeof:x", Provider: "hw"}, wantErr: true},
+		{in: Config{SubNQN: "nqn.2026-11.io.nvmeof:x", Provider: "soft", Device: "mlx5_0"}, wantErr: true},
+		{in: Config{SubNQN: "nqn.2026-11.io.nvmeof:x", Provider: "ibverbs"}, wantErr: !ibverbs.Built},
 		{in: Config{}, wantErr: true}, // rdma needs subnqn
 		{in: Config{Transport: "tcp", SubNQN: "nqn.2026-11.io.nvmeof:x"}, wantErr: true},
 		{in: Config{Transport: "loop", Trsvcid: 70000}, wantErr: true},

@@ -23,8 +23,11 @@
 # done are skipped, so a second run only rebuilds the engine.
 #
 # Environment: FIO_SRC_CACHE (source cache), FIO_SRC (use this fio source
-# tree: no apt-get), GO (go binary). Exit status: 0 built, 4 fio's source
-# could not be fetched, 1 any other failure.
+# tree: no apt-get), GO (go binary), NVMEOF_TAGS (more build tags:
+# NVMEOF_TAGS=ibverbs builds in the rdma-core provider, for fio's
+# provider=ibverbs; it needs libibverbs-dev and librdmacm-dev). Exit
+# status: 0 built, 4 fio's source could not be fetched, 1 any other
+# failure.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$repo/out/fio-nvmeof.so} # a relative path is the caller's
@@ -133,6 +136,6 @@ mkdir -p "$(dirname "$out")"
 log "building $out against $src ($fio_version)"
 CGO_ENABLED=1 \
 	CGO_CFLAGS="-I$src -include $src/config-host.h -D_GNU_SOURCE -O2 -g" \
-	"$go" build -buildmode=c-shared -tags fioengine -trimpath -o "$out" ./fio/engine
+	"$go" build -buildmode=c-shared -tags "fioengine${NVMEOF_TAGS:+,$NVMEOF_TAGS}" -trimpath -o "$out" ./fio/engine
 rm -f "${out%.so}.h"
 log "built $out"

@@ -40,6 +40,8 @@ struct nvmeof_options {
 	char *subnqn;
 	char *hostnqn;
 	char *host_traddr;
+	unsigned int provider;
+	char *device;
 	unsigned int nsid;
 	unsigned int nr_io_queues;
 	unsigned int queue_size;
@@ -47,6 +49,10 @@ struct nvmeof_options {
 };
 
 enum { NVMEOF_TRANSPORT_RDMA = 0, NVMEOF_TRANSPORT_LOOP = 1 };
+
+/* The provider option's values, as rdma/provider names them. */
+enum { NVMEOF_PROVIDER_AUTO = 0, NVMEOF_PROVIDER_SOFT = 1, NVMEOF_PROVIDER_IBVERBS = 2 };
+static const char *const provider_names[] = { "auto", "soft", "ibverbs" };
 
 static struct fio_option options[] = {
 	{
@@ -58,7 +64,7 @@ static struct fio_option options[] = {
 		.def = "rdma",
 		.posval = {
 			{ .ival = "rdma", .oval = NVMEOF_TRANSPORT_RDMA,
-			  .help = "RDMA (RoCEv2) through the pure-Go soft provider (needs CAP_NET_RAW)" },
+			  .help = "RDMA (RoCEv2) through the provider option's RDMA provider" },
 			{ .ival = "loop", .oval = NVMEOF_TRANSPORT_LOOP,
 			  .help = "in-process target with one memory namespace (tests)" },
 		},
@@ -110,7 +116,34 @@ static struct fio_option options[] = {
 		.lname = "host transport address",
 		.type = FIO_OPT_STR_STORE,
 		.off1 = offsetof(struct nvmeof_options, host_traddr),
-		.help = "Local IPv4 address of the soft RoCE device (nvme-cli -w); default: the route's source, 127.0.0.2 for a loopback traddr",
+		.help = "Local IP address of the RDMA device (nvme-cli -w); default: the route's source, 127.0.0.2 for a loopback traddr",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "provider",
+		.lname = "RDMA provider",
+		.type = FIO_OPT_STR,
+		.off1 = offsetof(struct nvmeof_options, provider),
+		.help = "RDMA provider (transport=rdma)",
+		.def = "auto",
+		.posval = {
+			{ .ival = "auto", .oval = NVMEOF_PROVIDER_AUTO,
+			  .help = "ibverbs when an RDMA device holds host_traddr (or device is set), else soft" },
+			{ .ival = "soft", .oval = NVMEOF_PROVIDER_SOFT,
+			  .help = "the pure-Go soft RoCEv2 provider (root, except on loopback)" },
+			{ .ival = "ibverbs", .oval = NVMEOF_PROVIDER_IBVERBS,
+			  .help = "rdma-core: an RDMA NIC or rxe (engine built with -tags ibverbs)" },
+		},
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "device",
+		.lname = "RDMA device",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct nvmeof_options, device),
+		.help = "RDMA device name for provider ibverbs (mlx5_0, rxe0); default: the one holding host_traddr",
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_INVALID,
 	},
@@ -270,6 +303,9 @@ static int nvmeof_setup(struct thread_data *td)
 		cfg.subnqn = o->subnqn;
 		cfg.hostnqn = o->hostnqn;
 		cfg.host_traddr = o->host_traddr;
+		cfg.provider = o->provider < sizeof(provider_names) / sizeof(provider_names[0]) ?
+			provider_names[o->provider] : "auto";
+		cfg.device = o->device;
 		cfg.trsvcid = o->trsvcid;
 		cfg.nsid = o->nsid;
 		cfg.nr_io_queues = o->nr_io_queues;

@@ -26,6 +26,8 @@ struct nvmeof_config {
 	const char *subnqn;
 	const char *hostnqn;
 	const char *host_traddr;
+	const char *provider; /* "auto", "soft" or "ibverbs" */
+	const char *device;   /* ibverbs device name, or NULL */
 	uint32_t trsvcid;
 	uint32_t nsid;
 	uint32_t nr_io_queues;

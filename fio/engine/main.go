@@ -65,6 +65,8 @@ func nvmeofOpen(c *C.struct_nvmeof_config, errbuf *C.char, errlen C.size_t) C.ui
 		SubNQN:     C.GoString(c.subnqn),
 		HostNQN:    C.GoString(c.hostnqn),
 		HostTraddr: C.GoString(c.host_traddr),
+		Provider:   C.GoString(c.provider),
+		Device:     C.GoString(c.device),
 		NSID:       uint32(c.nsid),
 		NrIOQueues: int(c.nr_io_queues),
 		QueueSize:  int(c.queue_size),
