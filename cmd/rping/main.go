@@ -1,15 +1,18 @@
 // Command rping is an rping (rdma-core's librdmacm/examples/rping)
-// compatible RDMA ping over the pure-Go soft RoCEv2 provider: a client
+// compatible RDMA ping over either RDMA provider (--provider: the pure-Go
+// soft RoCEv2 one, or ibverbs on an RDMA NIC or rxe in a binary built
+// with -tags ibverbs; auto by default): a client
 // advertises a buffer, the server RDMA-READs it, the client advertises a
 // second buffer, the server RDMA-WRITEs the data back, and the client
 // checks it. It talks to Linux's rping (over rxe or a real RNIC) in both
 // directions.
 //
-//	rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port] [-P]
-//	rping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port]
+//	rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port] [-P] [-t tos]
+//	rping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port] [-t tos]
 //
-// The soft device needs UDP port 4791 on its address, and CAP_NET_RAW (a
-// raw socket) unless the address is a loopback one.
+// plus --provider and --device. The soft device needs UDP port 4791 on
+// its address, and CAP_NET_RAW (a raw socket) unless the address is a
+// loopback one.
 package main
 
 import (
@@ -19,10 +22,13 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
+
+	"github.com/nvmeof/nvmeof/rdma/provider"
 )
 
 func main() {
@@ -34,9 +40,10 @@ func main() {
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
-		Name:      "rping",
-		Usage:     "RDMA ping over a software RoCEv2 device, compatible with rdma-core's rping",
-		UsageText: "rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port] [-P]\nrping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port]",
+		Name:  "rping",
+		Usage: "RDMA ping over the soft RoCEv2 provider or an RDMA device, compatible with rdma-core's rping",
+		UsageText: "rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port] [-P] [-t tos] [--provider P] [--device D]\n" +
+			"rping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port] [-t tos] [--provider P] [--device D]",
 		Description: "The client sends the server the address, rkey and size of a buffer; the server RDMA-READs it,\n" +
 			"answers with a SEND, gets a second buffer advertised, RDMA-WRITEs the data into it and answers\n" +
 			"again; the client can check (-V) and print (-v) the data. Connections go through the RDMA CM\n" +
@@ -58,8 +65,12 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.BoolFlag{Name: "d", Usage: "debug printfs"},
 			&cli.BoolFlag{Name: "P", Usage: "persistent server mode allowing multiple connections"},
 			&cli.BoolFlag{Name: "q", Usage: "use self-created, self-modified QP (always the case here; accepted for compatibility)"},
-			&cli.IntFlag{Name: "t", Usage: "type of service (accepted for compatibility, ignored)"},
+			&cli.IntFlag{Name: "t", Usage: "type of service (the IP TOS of the connection; ibverbs only, the soft provider ignores it)"},
 			&cli.IntFlag{Name: "mtu", Usage: "cap the soft device's path MTU in bytes (default: from the interface MTU)"},
+			&cli.StringFlag{Name: "provider", Value: provider.Auto,
+				Usage: "RDMA provider: soft (pure-Go RoCEv2), ibverbs (rdma-core; a binary built with -tags ibverbs) or " +
+					"auto (ibverbs when an RDMA device holds the address, else soft); built in: " + strings.Join(provider.Built(), ", ")},
+			&cli.StringFlag{Name: "device", Usage: "RDMA device (mlx5_0, rxe0) for ibverbs (default: the one holding the address)"},
 		},
 		Action: func(c *cli.Context) error {
 			cfg, err := configFrom(c, stdout, stderr)
@@ -99,6 +110,9 @@ func configFrom(c *cli.Context, stdout, stderr io.Writer) (*config, error) {
 		validate:   c.Bool("V"),
 		persistent: c.Bool("P"),
 		mtu:        c.Int("mtu"),
+		provider:   c.String("provider"),
+		device:     c.String("device"),
+		tos:        -1,
 		out:        stdout,
 		errOut:     stderr,
 	}
@@ -111,6 +125,15 @@ func configFrom(c *cli.Context, stdout, stderr io.Writer) (*config, error) {
 	if cfg.count < 0 {
 		return nil, fmt.Errorf("invalid count %d", cfg.count)
 	}
+	if c.IsSet("t") {
+		if t := c.Int("t"); t < 0 || t > 255 {
+			return nil, fmt.Errorf("invalid type of service %d (0 to 255)", t)
+		}
+		cfg.tos = c.Int("t")
+	}
+	if err := provider.Check(cfg.provider, cfg.device); err != nil {
+		return nil, fmt.Errorf("--provider %s, --device %q: %w", cfg.provider, cfg.device, err)
+	}
 	p := c.Uint("p")
 	if p == 0 || p > 65535 {
 		return nil, fmt.Errorf("invalid port %d", p)
@@ -122,7 +145,7 @@ func configFrom(c *cli.Context, stdout, stderr io.Writer) (*config, error) {
 			return nil, fmt.Errorf("-a %s: %w", s, err)
 		}
 	} else {
-		return nil, fmt.Errorf("-a addr is required (the soft device needs a local IPv4 address to bind)")
+		return nil, fmt.Errorf("-a addr is required (the server's address; a server listens on it)")
 	}
 	if s := c.String("I"); s != "" {
 		if cfg.source, err = netip.ParseAddr(s); err != nil {

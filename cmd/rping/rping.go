@@ -16,11 +16,11 @@ import (
 
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/ibcm"
-	"github.com/nvmeof/nvmeof/rdma/soft"
+	"github.com/nvmeof/nvmeof/rdma/provider"
 )
 
 // The rping protocol of rdma-core's librdmacm/examples/rping.c, spoken
-// over the soft RoCEv2 provider:
+// over either RDMA provider (rdma/provider):
 //
 //	client SEND  {start buf, rkey, size}     (struct rping_rdma_info, big-endian)
 //	server RDMA READ of the client's start buffer
@@ -55,7 +55,10 @@ type config struct {
 	verbose    bool
 	validate   bool
 	persistent bool
-	mtu        int // soft device MTU cap (0: from the interface)
+	mtu        int    // soft device MTU cap (0: from the interface)
+	provider   string // RDMA provider: auto ("" too), soft or ibverbs
+	device     string // ibverbs device name ("": the one holding the address)
+	tos        int    // IP type of service (-t); negative: the provider's default
 	log        hclog.Logger
 	out        io.Writer // ping data (-v)
 	errOut     io.Writer // rping's stderr messages
@@ -79,13 +82,20 @@ func parseInfo(b []byte) rdmaInfo {
 	return rdmaInfo{binary.BigEndian.Uint64(b[0:]), binary.BigEndian.Uint32(b[8:]), binary.BigEndian.Uint32(b[12:])}
 }
 
-// device opens the soft device on a and returns it with its connection
-// manager: the provider's own if it has one, else one made here.
-func device(a netip.Addr, mtu int, log hclog.Logger) (*soft.Device, rdma.ConnManager, func(), error) {
-	dev, err := soft.Open(soft.Config{Addr: a, MTU: mtu})
+// device opens the RDMA device on a with cfg's provider and returns it
+// with its connection manager: the device's own if it has one (ibverbs
+// has librdmacm, soft its InfiniBand CM), else one of rdma/ibcm made here.
+func device(cfg *config, a netip.Addr) (rdma.Device, rdma.ConnManager, func(), error) {
+	log := cfg.log
+	pc := provider.Config{Provider: cfg.provider, Device: cfg.device, Addr: a, MTU: cfg.mtu, Logger: log.Named("rdma")}
+	if cfg.tos >= 0 {
+		pc.TOS, pc.SetTOS = uint8(cfg.tos), true
+	}
+	dev, err := provider.Open(pc)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	log.Debug("RDMA device", provider.Describe(dev).LogArgs()...)
 	cm, err := dev.ConnManager()
 	if errors.Is(err, rdma.ErrNotSupported) {
 		m, merr := ibcm.New(dev, ibcm.Options{Logger: log.Named("cm")})
@@ -133,6 +143,7 @@ type endpoint struct {
 
 func newEndpoint(cfg *config, dev rdma.Device) (*endpoint, error) {
 	e := &endpoint{cfg: cfg}
+	port := provider.Describe(dev).PortNum()
 	var err error
 	if e.pd, err = dev.AllocPD(); err != nil {
 		return nil, err
@@ -162,7 +173,7 @@ func newEndpoint(cfg *config, dev rdma.Device) (*endpoint, error) {
 	}
 	// INIT now, so that the receive is posted before the peer can send
 	// (rdma_create_qp leaves the QP in INIT the same way).
-	if err := e.qp.Modify(&rdma.QPAttr{State: rdma.QPSInit, Port: 1, AccessFlags: rdma.AccessRemoteRead | rdma.AccessRemoteWrite},
+	if err := e.qp.Modify(&rdma.QPAttr{State: rdma.QPSInit, Port: uint8(port), AccessFlags: rdma.AccessRemoteRead | rdma.AccessRemoteWrite},
 		rdma.QPAttrState|rdma.QPAttrPKeyIndex|rdma.QPAttrPort|rdma.QPAttrAccessFlags); err != nil {
 		return nil, err
 	}
@@ -270,7 +281,7 @@ func connParam() rdma.ConnParam {
 // runServer listens on cfg.addr:cfg.port and serves one connection (or,
 // persistent, every connection until ctx ends), as rping -s.
 func runServer(ctx context.Context, cfg *config) error {
-	dev, cm, closeDev, err := device(cfg.addr, cfg.mtu, cfg.log)
+	dev, cm, closeDev, err := device(cfg, cfg.addr)
 	if err != nil {
 		return err
 	}
@@ -414,7 +425,7 @@ func runClient(ctx context.Context, cfg *config) error {
 			return fmt.Errorf("rdma_resolve_addr: %w", err)
 		}
 	}
-	dev, cm, closeDev, err := device(src, cfg.mtu, cfg.log)
+	dev, cm, closeDev, err := device(cfg, src)
 	if err != nil {
 		return err
 	}

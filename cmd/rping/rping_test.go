@@ -56,6 +56,9 @@ func TestFlags(t *testing.T) {
 		{"rping", "-c", "-a", "127.0.0.1", "-S", "65536"},
 		{"rping", "-c", "-a", "127.0.0.1", "-C", "-1"},
 		{"rping", "-c", "-a", "not-an-address"},
+		{"rping", "-c", "-a", "127.0.0.1", "-t", "256"},
+		{"rping", "-c", "-a", "127.0.0.1", "--provider", "hw"},
+		{"rping", "-c", "-a", "127.0.0.1", "--provider", "soft", "--device", "rxe0"},
 	} {
 		var out, errOut bytes.Buffer
 		app := newApp(&out, &errOut)
@@ -67,13 +70,27 @@ func TestFlags(t *testing.T) {
 }
 
 // TestPing runs our server and our client (through the command line) over
-// two soft devices on loopback.
+// two soft devices on loopback, chosen by each provider name that picks
+// soft there, each on its own addresses.
 func TestPing(t *testing.T) {
+	for _, tc := range []struct {
+		provider string
+		srv, cli netip.Addr
+	}{
+		{"soft", srvAddr, cliAddr},
+		{"auto", netip.MustParseAddr("127.0.12.1"), netip.MustParseAddr("127.0.12.2")},
+	} {
+		t.Run(tc.provider, func(t *testing.T) { testPing(t, tc.provider, tc.srv, tc.cli) })
+	}
+}
+
+func testPing(t *testing.T, prov string, srvAddr, cliAddr netip.Addr) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var srvOut, srvErr bytes.Buffer
 	listening := make(chan struct{})
 	cfg := &config{server: true, addr: srvAddr, port: 7174, size: 100, verbose: true, // as rping, both sides need the same -S
+		provider: prov, tos: -1,
 		log: hclog.NewNullLogger(), out: &srvOut, errOut: &srvErr, listening: func() { close(listening) }}
 	srvDone := make(chan error, 1)
 	go func() { srvDone <- runServer(ctx, cfg) }()
@@ -89,7 +106,8 @@ func TestPing(t *testing.T) {
 	app := newApp(&out, &errOut)
 	app.ExitErrHandler = func(*cli.Context, error) {}
 	const count = 20
-	if err := app.Run([]string{"rping", "-c", "-a", srvAddr.String(), "-I", cliAddr.String(), "-C", fmt.Sprint(count), "-vV", "-S", "100"}); err != nil {
+	if err := app.Run([]string{"rping", "-c", "-a", srvAddr.String(), "-I", cliAddr.String(), "-C", fmt.Sprint(count), "-vV", "-S", "100",
+		"--provider", prov}); err != nil {
 		t.Fatalf("client: %v\n%s", err, errOut.String())
 	}
 	if err := <-srvDone; err != nil {
