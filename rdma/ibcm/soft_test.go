@@ -82,7 +82,7 @@ func newSoftEndOn(t *testing.T, d *soft.Device) *softEnd {
 	t.Helper()
 	e := &softEnd{dev: d}
 	var err error
-	if e.cm, err = ibcm.New(e.dev, ibcm.Options{Logger: hclog.New(&hclog.LoggerOptions{Name: d.Name(), Level: hclog.Warn}), CMResponseTimeout: 14, PacketLifeTime: 10, MaxCMRetries: 4, TimeWait: 50 * time.Millisecond}); err != nil {
+	if e.cm, err = ibcm.New(e.dev, ibcm.Options{Logger: hclog.New(&hclog.LoggerOptions{Name: d.Name(), Level: hclog.Warn}), CMResponseTimeout: 15, PacketLifeTime: 10, MaxCMRetries: 8, TimeWait: 50 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.cm.Destroy() })
