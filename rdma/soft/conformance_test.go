@@ -17,7 +17,8 @@ import (
 // The provider-conformance suite (package rdmatest) over soft devices on
 // loopback addresses of their own (no other test binary uses
 // 127.77.0.0/24): two devices, and one device whose QPs connect to each
-// other through its own address, as on a NIC or rxe.
+// other through its own address, as on a NIC or rxe; then both again on
+// ::1.
 var (
 	conformanceA   = netip.MustParseAddr("127.77.0.1")
 	conformanceB   = netip.MustParseAddr("127.77.0.2")
@@ -41,6 +42,39 @@ func TestConformance(t *testing.T) {
 			return d, d
 		}, o)
 	})
+	// IPv6 on ::1, the only IPv6 loopback address: the devices bind UDP
+	// ports the kernel picks and send to each other's (to their own, for
+	// one device), so that no other test binary's ::1:4791 is in the way.
+	t.Run("ipv6-two-devices", func(t *testing.T) {
+		rdmatest.RunOptions(t, func(t testing.TB) (rdma.Device, rdma.Device) {
+			a, b := openIPv6(t), openIPv6(t)
+			a.SetPeerUDPPort(b.UDPPort())
+			b.SetPeerUDPPort(a.UDPPort())
+			return a, b
+		}, o)
+	})
+	t.Run("ipv6-one-device", func(t *testing.T) {
+		rdmatest.RunOptions(t, func(t testing.TB) (rdma.Device, rdma.Device) {
+			d := openIPv6(t)
+			d.SetPeerUDPPort(d.UDPPort())
+			return d, d
+		}, o)
+	})
+}
+
+// openIPv6 opens a soft device on ::1 with a UDP port of its own,
+// closed when t ends, or skips t when the machine has no IPv6 loopback.
+func openIPv6(t testing.TB) *soft.Device {
+	t.Helper()
+	d, err := soft.Open(soft.Config{Addr: netip.IPv6Loopback(), UDPPort: -1})
+	if errors.Is(err, syscall.EADDRNOTAVAIL) || errors.Is(err, syscall.EAFNOSUPPORT) {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("open a soft device on ::1: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
 }
 
 // openConformance opens soft devices on addrs (all or none: another test
