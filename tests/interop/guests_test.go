@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nvmeof/nvmeof/tests/interop/kpeer"
 )
 
 // Our binaries inside kernel-peer guests (issue 10): the guests run Debian
@@ -163,4 +165,36 @@ func passLines(log string) string {
 // writeFile writes a small text file.
 func writeFile(path, content string) error {
 	return os.WriteFile(path, []byte(content), 0o644)
+}
+
+// standIn reports whether the harness runs with stand-ins for our
+// ibverbs binaries (NVMEOF_INTEROP_STANDIN=1): the kernel's rping, and
+// static builds on the soft provider (in a guest without rdma_rxe, which
+// holds UDP 4791) for nvmetd, nvmeof and kpeer-host. It checks the
+// scripts and their wiring without the ibverbs provider.
+func standIn() bool { return os.Getenv("NVMEOF_INTEROP_STANDIN") == "1" }
+
+// partLog returns the log of part i (from 1) of a guest/seq.sh session in
+// guest g, and its exit status line.
+func partLog(res *kpeer.Result, g string, i int, name string) (log, status string) {
+	log = res.Log(fmt.Sprintf("%s/part-%d-%s", g, i, name) + ".log")
+	all := res.Log(g + "/script.log")
+	prefix := fmt.Sprintf("PART %d %s: ", i, name)
+	for _, l := range strings.Split(all, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			status = strings.TrimPrefix(l, prefix)
+		}
+	}
+	return log, status
+}
+
+// lastResult returns the last "RESULT: ..." line of a log.
+func lastResult(log string) string {
+	res := ""
+	for _, l := range strings.Split(log, "\n") {
+		if strings.HasPrefix(l, "RESULT:") {
+			res = strings.TrimSpace(l)
+		}
+	}
+	return res
 }

@@ -44,7 +44,14 @@ finish() {
 trap finish EXIT
 
 install_bins
-[ "$PROVIDER" = ibverbs ] && rxe
+if [ "$PROVIDER" = ibverbs ]; then
+  rxe
+elif lsmod | grep -q '^rdma_rxe'; then
+  # an earlier part of the boot (guest/seq.sh) brought rxe up: the soft
+  # provider needs UDP 4791, which rdma_rxe holds
+  step "rdma_rxe out of the way of the soft provider"
+  rdma link delete rxe0; modprobe -r rdma_rxe || abort "cannot unload rdma_rxe"
+fi
 step "waiting for the kernel target ($SIGNAL/target-ready)"
 wait_signal target-ready "$WAIT_READY_S" || abort "target not ready"
 cat "$SIGNAL/target-ready"

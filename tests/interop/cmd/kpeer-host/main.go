@@ -91,7 +91,7 @@ func main() {
 	flag.StringVar(&c.logLevel, "log-level", "warn", "initiator log level")
 	flag.StringVar(&c.provider, "provider", "soft", "RDMA provider of the host side: soft, ibverbs or auto")
 	flag.StringVar(&c.device, "device", "", "with -provider ibverbs: the RDMA device (default: the one holding -host-addr)")
-	cliFlags := flag.String("cli-flags", "", "extra flags for every nvmeof subcommand (e.g. \"--provider ibverbs\")")
+	cliFlags := flag.String("cli-flags", "", "extra flags for nvmeof discover and connect (e.g. \"--provider ibverbs\")")
 	steps := flag.String("steps", "discovery,session,faults,cli", "which checks to run (comma-separated)")
 	flag.Parse()
 	c.cliFlags = strings.Fields(*cliFlags)
@@ -541,7 +541,7 @@ func (r *run) cliChecks() {
 		ctx, cancel := context.WithTimeout(context.Background(), bound)
 		defer cancel()
 		full := append([]string{"--run-dir", runDir}, args...)
-		if len(args) > 0 && len(c.cliFlags) > 0 {
+		if len(args) > 0 && len(c.cliFlags) > 0 && (args[0] == "discover" || args[0] == "connect") {
 			// the subcommand, then the extra flags, then its arguments
 			full = append(append([]string{"--run-dir", runDir, args[0]}, c.cliFlags...), args[1:]...)
 		}
