@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
 # soak-guests.sh - the soak of issue 10 inside two kernel-peer guests: nvmetd
-# on the ibverbs provider in guest a (tests/interop/guest/nvmetd-guest.sh,
-# memory namespace), the kernel's nvme-rdma host in guest b running fio
-# write+verify rounds (bench/guests/soak-host.sh) for MINUTES minutes.
-# nvmetd's RSS and thread count are sampled every minute (nvmetd exposes no
-# goroutine count; /proc/PID/status is what is measured). Passes when there
-# was no verify error and neither RSS nor threads grew after the first
-# minute (RSS may wander by -tolerance KiB).
+# on the ibverbs provider in guest a (tests/interop/guest/nvmetd-guest.sh), the
+# kernel's nvme-rdma host in guest b running fio write+verify rounds
+# (bench/guests/soak-host.sh) for MINUTES minutes. nvmetd's RSS and thread
+# count are sampled every minute (nvmetd exposes no goroutine count;
+# /proc/PID/status is what is measured). Passes when there was no verify
+# error and, after the first minute, RSS grew by at most -tolerance KiB and
+# the thread count by at most -threads (the Go runtime starts an OS thread
+# now and then for a blocking syscall and keeps it).
 #
-# usage: sudo scripts/soak-guests.sh [-minutes N] [-out DIR] [-provider ibverbs|soft] [-tolerance KIB]
-#   defaults: 10 minutes, bench-out/soak-<date>, ibverbs, 4096 KiB
+# The namespace is a file on the guest's tmpfs: a memory namespace would
+# grow nvmetd's RSS by what the host writes into it (the first soak run
+# here did exactly that, 49 -> 195 MiB while 128 MiB got written), which is
+# data, not a leak.
+#
+# usage: sudo scripts/soak-guests.sh [-minutes N] [-out DIR] [-provider ibverbs|soft] [-tolerance KIB] [-threads N]
+#   defaults: 10 minutes, bench-out/soak-<date>, ibverbs, 4096 KiB, 2
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-MINUTES=10 OUT="" PROVIDER=ibverbs TOL=4096 SAMPLE_S=60
+MINUTES=10 OUT="" PROVIDER=ibverbs TOL=4096 THREADS=2 SAMPLE_S=60
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-minutes) MINUTES=$2; shift 2 ;;
 	-out) OUT=$2; shift 2 ;;
 	-provider) PROVIDER=$2; shift 2 ;;
 	-tolerance) TOL=$2; shift 2 ;;
+	-threads) THREADS=$2; shift 2 ;;
 	-sample) SAMPLE_S=$2; shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown argument $1" >&2; exit 2 ;;
@@ -56,7 +63,8 @@ subsystem "$NQN" {
   ports          = ["soak"]
   allow_any_host = true
   namespace "1" {
-    backend    = "memory"
+    backend    = "file"
+    path       = "/tmp/soak.img"
     size       = "128MiB"
     block_size = 512
   }
@@ -81,7 +89,7 @@ awk '{ printf "  t=%7.1fs  rss %7d KiB  threads %3d  pid %d\n", $1, $2, $3, $4 }
 # growth after the first minute: the first sample at least 60 s after the
 # first one is the baseline; later samples may not exceed it (RSS by more
 # than the tolerance, threads at all).
-verdict=$(awk -v tol="$TOL" '
+verdict=$(awk -v tol="$TOL" -v tht="$THREADS" '
 	NR == 1 { t0 = $1; pid = $4 }
 	$4 != pid { restart = 1 }
 	!base && $1 - t0 >= 59 { base = 1; r0 = $2; th0 = $3; next }
@@ -89,8 +97,8 @@ verdict=$(awk -v tol="$TOL" '
 	END {
 		if (restart) { print "FAIL nvmetd restarted during the soak"; exit }
 		if (!base || n == 0) { print "FAIL too few samples"; exit }
-		ok = (dr <= tol && dth <= 0) ? "PASS" : "FAIL"
-		printf "%s after the first minute (RSS %d KiB, %d threads): RSS grew at most %d KiB (tolerance %d), threads at most %+d over %d samples\n", ok, r0, th0, dr, tol, dth, n
+		ok = (dr <= tol && dth <= tht) ? "PASS" : "FAIL"
+		printf "%s after the first minute (RSS %d KiB, %d threads): RSS grew at most %d KiB (tolerance %d), threads at most %+d (tolerance %d) over %d samples\n", ok, r0, th0, dr, tol, dth, tht, n
 	}' "$S")
 echo "$verdict"
 grep -h '^SOAK' "$SHARE/out/b/script.log" > "$OUT/soak-summary.txt" || true
