@@ -20,19 +20,26 @@ import (
 
 // Sizes for the guest: rxe under TCG moves a few MiB/s, so the multi-MiB
 // transfers are 2 MiB (still 2048 packets of rxe's 1024-byte MTU), and a
-// wait may take long.
+// wait may take long. The session holds two passes (IPv4, IPv6).
 const (
 	conformanceLarge   = 2<<20 + 4093
 	conformanceWait    = 60 * time.Second
 	conformanceSession = 15 * time.Minute
 )
 
+// conformanceAddr6 is the guest's IPv6 address for the RoCEv2/IPv6 pass
+// (2001:db8::/32 is the documentation prefix; nothing leaves the
+// kernel-peer namespace).
+const conformanceAddr6 = "2001:db8::2"
+
 // TestIbverbsConformance builds `go test -c -tags ibverbs ./rdma/ibverbs`
-// and runs its TestConformance in a guest with NVMEOF_IBVERBS_ADDR set to
-// the guest's address; it fails unless the guest's run passes. On a
-// failure the guest's whole output is kept in $TMPDIR/ibverbs-conformance.log;
-// NVMEOF_CONFORMANCE_SKIP (a -test.skip pattern) gets past a case that
-// crashes the test binary, to see the rest.
+// and runs its TestConformance in a guest, twice in one boot: with
+// NVMEOF_IBVERBS_ADDR set to the guest's IPv4 address, then to its IPv6
+// address (RoCEv2 over IPv6). It fails unless both passes pass. On a
+// failure the guest's whole output of the pass is kept in
+// $TMPDIR/ibverbs-conformance[-ipv6].log; NVMEOF_CONFORMANCE_SKIP (a
+// -test.skip pattern) gets past a case that crashes the test binary, to
+// see the rest.
 func TestIbverbsConformance(t *testing.T) {
 	dir := kpeer.Require(t)
 	share := t.TempDir()
@@ -47,32 +54,39 @@ func TestIbverbsConformance(t *testing.T) {
 		Scripts: []string{guestScript(t, "conformance.sh")},
 		Share:   share,
 		Env: []string{
+			"KPEER_IPV6=1",
+			"CONFORMANCE_ADDR6=" + conformanceAddr6,
 			fmt.Sprintf("NVMEOF_CONFORMANCE_LARGE=%d", conformanceLarge),
 			"NVMEOF_CONFORMANCE_TIMEOUT=" + conformanceWait.String(),
-			"CONFORMANCE_TIMEOUT=" + (conformanceSession - 2*time.Minute).String(),
+			"CONFORMANCE_TIMEOUT=" + (conformanceSession/2 - time.Minute).String(),
 			// -test.skip in the guest, to get past a case that crashes the binary.
 			"CONFORMANCE_SKIP=" + os.Getenv("NVMEOF_CONFORMANCE_SKIP"),
 		},
 		Timeout: conformanceSession,
 	})
-	out := res.Log("a/conformance.log")
-	fails := regexp.MustCompile(`(?m)^\s*--- FAIL: .*$`).FindAllString(out, -1)
-	skips := skipped(out)
-	passes := regexp.MustCompile(`(?m)^\s*--- PASS: TestConformance/`).FindAllString(out, -1)
-	t.Logf("guest conformance run: %d passed, %d failed, %d skipped", len(passes), len(fails), len(skips))
-	if len(skips) > 0 {
-		t.Logf("skipped (what the provider cannot do):\n%s", strings.Join(skips, "\n"))
-	}
-	if res.Err != nil {
-		keep := filepath.Join(os.TempDir(), "ibverbs-conformance.log")
-		if err := os.WriteFile(keep, []byte(out), 0o644); err != nil {
-			keep = fmt.Sprintf("(not kept: %v)", err)
+	failed := false
+	for _, pass := range []struct{ name, log string }{{"IPv4", "conformance.log"}, {"IPv6", "conformance-ipv6.log"}} {
+		out := res.Log("a/" + pass.log)
+		fails := regexp.MustCompile(`(?m)^\s*--- FAIL: .*$`).FindAllString(out, -1)
+		skips := skipped(out)
+		passes := regexp.MustCompile(`(?m)^\s*--- PASS: TestConformance/`).FindAllString(out, -1)
+		t.Logf("guest conformance run over %s: %d passed, %d failed, %d skipped", pass.name, len(passes), len(fails), len(skips))
+		if len(skips) > 0 {
+			t.Logf("skipped over %s (what the provider cannot do):\n%s", pass.name, strings.Join(skips, "\n"))
 		}
-		t.Fatalf("conformance suite in the guest failed: %v\nfailed:\n%s\n%sguest script:\n%s\nconformance output (tail; all of it in %s):\n%s",
-			res.Err, strings.Join(fails, "\n"), crash(out), tail(res.Log("a/script.log"), 40), keep, tail(out, 60))
+		ok := strings.Contains(out, "--- PASS: TestConformance ") && len(passes) > 0 && len(fails) == 0
+		if !ok {
+			failed = true
+			keep := filepath.Join(os.TempDir(), "ibverbs-"+pass.log)
+			if err := os.WriteFile(keep, []byte(out), 0o644); err != nil {
+				keep = fmt.Sprintf("(not kept: %v)", err)
+			}
+			t.Errorf("conformance suite over %s in the guest did not pass:\nfailed:\n%s\n%sconformance output (tail; all of it in %s):\n%s",
+				pass.name, strings.Join(fails, "\n"), crash(out), keep, tail(out, 60))
+		}
 	}
-	if len(passes) == 0 || !strings.Contains(out, "--- PASS: TestConformance ") {
-		t.Fatalf("the guest ran no conformance test (all skipped?):\n%s", tail(out, 60))
+	if res.Err != nil || failed {
+		t.Fatalf("guest script: %v\n%s", res.Err, tail(res.Log("a/script.log"), 40))
 	}
 }
 
