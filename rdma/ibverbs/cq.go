@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,8 +23,9 @@ import (
 const cqBatch = 64
 
 // cq is a completion queue with a completion channel whose file
-// descriptor the Go netpoller watches (or, in poll mode, a goroutine
-// that spins on it). Its goroutine runs the handler, or signals Notify.
+// descriptor the Go netpoller watches (or, in poll mode, polled by the
+// device's poller goroutine). That goroutine runs the handler, or
+// signals Notify.
 type cq struct {
 	dev  *device
 	cq   *C.struct_ibv_cq
@@ -91,7 +91,8 @@ func (d *device) CreateCQ(entries int) (rdma.CQ, error) {
 	c.evGWCs = unsafe.Slice(c.evGWC, cqBatch)
 	c.evOut = make([]rdma.WorkCompletion, cqBatch)
 	if d.cfg.Poll {
-		go c.spin()
+		close(c.stopped)
+		d.addPolled(c)
 		return c, nil
 	}
 	fd := int(c.ch.fd)
@@ -147,29 +148,27 @@ func (c *cq) events() {
 	}
 }
 
-// spin is poll mode: it runs the handler without sleeping until the CQ
-// is destroyed; without a handler it keeps Notify signalled (libibverbs
-// has no way to peek), and the consumer's Poll finds what is queued.
-func (c *cq) spin() {
-	defer close(c.stopped)
-	for {
+// pollOnce is one round of the device's poller for this CQ: the
+// handler runs on what is queued, or Notify is signalled when a
+// completion is (looked ahead at, so that a consumer is not woken for
+// nothing). It reports whether there was work.
+func (c *cq) pollOnce() bool {
+	if c.hasH.Load() {
+		c.hmu.Lock()
+		has := c.handler != nil && !c.isDead()
+		c.hmu.Unlock()
+		if has {
+			return c.drainCount() > 0
+		}
+	}
+	if c.lookAhead() {
 		select {
-		case <-c.stop:
-			return
+		case c.notify <- struct{}{}:
 		default:
 		}
-		if c.hasH.Load() {
-			if c.drain() {
-				continue
-			}
-		} else {
-			select {
-			case c.notify <- struct{}{}:
-			default:
-			}
-		}
-		runtime.Gosched()
+		return true
 	}
+	return false
 }
 
 // deliver runs the handler on everything queued, or signals Notify.
@@ -186,27 +185,36 @@ func (c *cq) deliver() {
 // drain runs the handler until the CQ is empty; false when there is no
 // handler (any more).
 func (c *cq) drain() bool {
+	return c.drainCount() >= 0
+}
+
+// drainCount is drain that counts the completions handled, -1 when there
+// is no handler.
+func (c *cq) drainCount() int {
 	c.hmu.Lock()
 	defer c.hmu.Unlock()
 	h := c.handler
 	if h == nil || c.isDead() {
-		return false
+		return -1
 	}
+	total := 0
 	for {
 		if n := c.takePending(c.evOut); n > 0 {
 			h(c.evOut[:n])
+			total += n
 			continue
 		}
 		n := int(C.nv_poll_cq(c.cq, cqBatch, c.evWC, c.evGWC))
 		if n <= 0 {
-			return true
+			return total
 		}
 		for i := 0; i < n; i++ {
 			c.convert(&c.evOut[i], &c.evGWCs[i])
 		}
 		h(c.evOut[:n])
+		total += n
 		if n < cqBatch {
-			return true
+			return total
 		}
 	}
 }
@@ -296,7 +304,7 @@ func (c *cq) Wait(ctx context.Context) error {
 		case <-c.notify:
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-c.stopped:
+		case <-c.stop:
 			return fmt.Errorf("ibverbs: CQ: %w", rdma.ErrClosed)
 		}
 	}
@@ -361,6 +369,9 @@ func (c *cq) Destroy() error {
 	c.dead = true
 	c.mu.Unlock()
 	close(c.stop)
+	if c.dev.cfg.Poll {
+		c.dev.removePolled(c) // waits for the poller's round
+	}
 	if c.file != nil {
 		c.file.Close() // wakes the event goroutine
 	}

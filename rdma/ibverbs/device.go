@@ -109,6 +109,7 @@ type device struct {
 	cm     *connManager
 	closed bool
 	qps    map[uint32]*qp // by QP number, for marking a QP in Err from its completions
+	poller poller
 }
 
 func (d *device) addQP(q *qp) {
@@ -293,6 +294,7 @@ func (d *device) Close() error {
 	if cm != nil {
 		cm.shutdown()
 	}
+	d.poller.stop()
 	if r := C.ibv_close_device(d.ctx); r != 0 {
 		return fmt.Errorf("ibverbs: %s: ibv_close_device: %w", d.info.Name, syscall.Errno(-r))
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nvmeof/nvmeof/rdma"
+	"github.com/nvmeof/nvmeof/rdma/rdmatest"
 )
 
 // openEnv opens the device NVMEOF_IBVERBS_ADDR (and NVMEOF_IBVERBS_DEVICE)
@@ -235,4 +236,26 @@ func TestSmokeNoAllocs(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%.1f allocations per SEND", allocs)
 	}
+}
+
+// TestConformancePollMode runs the provider-conformance suite with the
+// device in poll mode (Config.Poll: one poller goroutine, no completion
+// channels).
+func TestConformancePollMode(t *testing.T) {
+	s := os.Getenv("NVMEOF_IBVERBS_ADDR")
+	if s == "" {
+		t.Skip("NVMEOF_IBVERBS_ADDR not set: no RDMA device to test on")
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdmatest.RunOptions(t, func(t testing.TB) (rdma.Device, rdma.Device) {
+		d, err := Open(Config{Addr: a, Name: os.Getenv("NVMEOF_IBVERBS_DEVICE"), Poll: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close() })
+		return d, d
+	}, rdmatest.Options{LargeSize: 1 << 20})
 }
