@@ -76,8 +76,9 @@ type Config struct {
 	// cannot take GSO sends, so its soft peers on lo need DisableGSO too.
 	// An IPv6 device always receives through its UDP socket (no raw
 	// socket, no privilege: see net_linux.go); DisableGSO turns off its
-	// UDP_GRO and its GSO sends to ::1, and its peers on ::1 then need
-	// DisableGSO too.
+	// UDP_GRO and its GSO sends to ::1. Unlike raw mode it still takes
+	// its peers' GSO sends: the kernel segments them for a socket without
+	// UDP_GRO.
 	DisableGSO bool
 	// Logger receives the connection manager's logs (nil: none).
 	Logger hclog.Logger
