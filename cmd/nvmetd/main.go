@@ -43,6 +43,7 @@ func main() {
 			&cli.BoolFlag{Name: "check", Usage: "validate the configuration and exit"},
 			&cli.BoolFlag{Name: "print-default", Usage: "print the embedded default configuration and exit"},
 			&cli.StringFlag{Name: "pcap", Usage: "write every RoCEv2 packet of the first soft device to `FILE` (pcap)"},
+			&cli.BoolFlag{Name: "poll", Usage: "busy-poll the completion queues of ibverbs devices (one poller per device, as SPDK's reactors: lower latency for a busy core)"},
 		},
 		Action: run,
 	}
@@ -92,7 +93,7 @@ func run(c *cli.Context) error {
 		JSONFormat: c.Bool("log-json"),
 		Output:     os.Stderr,
 	})
-	opts := server.Options{Logger: log}
+	opts := server.Options{Logger: log, Poll: c.Bool("poll")}
 	if p := c.String("pcap"); p != "" {
 		f, err := os.Create(p)
 		if err != nil {
