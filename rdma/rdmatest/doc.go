@@ -17,6 +17,13 @@
 // patterns, and wait for completions and connection events with
 // deadlines (Options.Timeout), never with fixed sleeps. What a provider
 // legitimately cannot do (remappable regions, invalidating plain
-// registrations, SQD, a CQ handler) is probed and skipped with the
-// reason, never passed silently.
+// registrations, SQD, a CQ handler, atomics) is probed and skipped with
+// the reason, never passed silently.
+//
+// Where it runs:
+//
+//	go test -run TestConformance ./rdma/soft      # loopback: 127.77.0.x and ::1, two devices and one
+//	NVMEOF_IBVERBS_ADDR=192.0.2.2 NVMEOF_IBVERBS_DEVICE=rxe0 \
+//	    go test -tags ibverbs -run TestConformance ./rdma/ibverbs   # any rdma-core device
+//	go test -run TestIbverbsConformance ./tests/interop   # rxe in a kernel-peer guest, IPv4 and IPv6 (root)
 package rdmatest
