@@ -302,7 +302,8 @@ func TestConfigDefaults(t *testing.T) {
 		{in: Config{SubNQN: "nqn.2026-11.io.nvmeof:x", Provider: "soft"}, want: Config{Transport: "rdma", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: "nqn.2026-11.io.nvmeof:x", NSID: 1, LoopSize: DefaultLoopSize, Depth: 1, Provider: "soft"}},
 		{in: Config{SubNQN: "nqn.2026-11.io.nvmeof:x", Provider: "hw"}, wantErr: true},
 		{in: Config{SubNQN: "nqn.2026-11.io.nvmeof:x", Provider: "soft", Device: "mlx5_0"}, wantErr: true},
-		{in: Config{SubNQN: "nqn.2026-11.io.nvmeof:x", Provider: "ibverbs"}, wantErr: !ibverbs.Built},
+		{in: Config{SubNQN: "nqn.2026-11.io.nvmeof:x", Provider: "ibverbs"}, wantErr: !ibverbs.Built,
+			want: Config{Transport: "rdma", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: "nqn.2026-11.io.nvmeof:x", NSID: 1, LoopSize: DefaultLoopSize, Depth: 1, Provider: "ibverbs"}},
 		{in: Config{}, wantErr: true}, // rdma needs subnqn
 		{in: Config{Transport: "tcp", SubNQN: "nqn.2026-11.io.nvmeof:x"}, wantErr: true},
 		{in: Config{Transport: "loop", Trsvcid: 70000}, wantErr: true},
