@@ -6,12 +6,13 @@
 # Jobs: 4 KiB random read QD32 and QD1, 128 KiB sequential read. Prints a
 # table (IOPS, MB/s, p50, ratios nvmetd/kernel) and writes JSON.
 #
-# usage: sudo scripts/bench-guests.sh [-quick] [-out DIR] [-provider ibverbs|soft]
+# usage: sudo scripts/bench-guests.sh [-quick] [-out DIR] [-provider ibverbs|soft] [-nvmetd-args ARGS]
 #   -quick      10 s per job after 2 s ramp (default 30 s after 5 s)
 #   -out DIR    where the JSON (bench-guests.json), the share with every guest
 #               log and fio JSON go (default bench-out/guests-<date>)
 #   -provider   soft: nvmetd on the soft provider instead (rdma_rxe unloaded
 #               for it), to check the harness without the ibverbs provider
+#   -nvmetd-args extra nvmetd flags, e.g. --poll (busy-polled CQs)
 # env: KPEER_DIR (default ../shared/kernel-peer), KPEER_CACHE
 #
 # Under QEMU TCG only the ratios mean something. Takes about 3 + 6 x runtime
@@ -19,12 +20,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-RUNTIME=30 RAMP=5 OUT="" PROVIDER=ibverbs MODE=full
+RUNTIME=30 RAMP=5 OUT="" PROVIDER=ibverbs MODE=full NVMETD_ARGS=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-quick) RUNTIME=10 RAMP=2 MODE=quick; shift ;;
 	-out) OUT=$2; shift 2 ;;
 	-provider) PROVIDER=$2; shift 2 ;;
+	-nvmetd-args) NVMETD_ARGS=$2; shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -72,7 +74,7 @@ t0=$(date +%s)
 rc=0
 "$KPEER_DIR/run.sh" --share "$SHARE" --timeout $((900 + 12 * (RUNTIME + RAMP))) \
 	--env BENCH_NQN="$NQN" --env BENCH_PROVIDER="$PROVIDER" --env BENCH_SIZE_MB=1024 \
-	--env NVMETD_CONFIG=/share/cfg/nvmetd.hcl \
+	--env NVMETD_CONFIG=/share/cfg/nvmetd.hcl --env BENCH_NVMETD_ARGS="$NVMETD_ARGS" \
 	--env BENCH_RUNTIME_S="$RUNTIME" --env BENCH_RAMP_S="$RAMP" \
 	"$ROOT/bench/guests/target.sh" "$ROOT/bench/guests/host.sh" > "$OUT/run.log" 2>&1 || rc=$?
 echo "session: $(( $(date +%s) - t0 )) s, status $rc (logs in $SHARE/out)"
@@ -83,7 +85,7 @@ fi
 cat "$SHARE/out/a/nvmetd-usage.txt" 2>/dev/null || true
 echo
 go run ./bench/guests -dir "$SHARE/out/b" -json "$OUT/bench-guests.json" \
-	-meta mode="$MODE" -meta runtime_s="$RUNTIME" -meta provider="$PROVIDER" \
+	-meta mode="$MODE" -meta runtime_s="$RUNTIME" -meta provider="$PROVIDER" -meta nvmetd_args="$NVMETD_ARGS" \
 	-meta backing="null 1GiB, 512-byte blocks" -meta guests="QEMU TCG, 1 vCPU each, rxe over virtio-net" \
 	-meta date="$(date -u +%FT%TZ)" -meta commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "JSON: $OUT/bench-guests.json"

@@ -12,6 +12,7 @@
 #   BENCH_PROVIDER=ibverbs (soft: a stand-in; rdma_rxe is unloaded before
 #   nvmetd starts, as the soft provider needs UDP 4791)
 #   BENCH_TARGETS="kernel nvmetd"  BENCH_WAIT_S=1800
+#   BENCH_NVMETD_ARGS=""  extra nvmetd flags (e.g. --poll)
 set -u
 # shellcheck source=/dev/null
 . "${INTEROP:-/share/interop}/guest/lib.sh"
@@ -62,15 +63,19 @@ nvmetd_target() {
     rdma link delete rxe0; modprobe -r rdma_rxe || abort "cannot unload rdma_rxe for the soft provider"
   fi
   cat "$NVMETD_CONFIG"
-  nvmetd --config "$NVMETD_CONFIG" > "$OUT/nvmetd.log" 2>&1 &
+  # shellcheck disable=SC2086
+  nvmetd --config "$NVMETD_CONFIG" ${BENCH_NVMETD_ARGS:-} > "$OUT/nvmetd.log" 2>&1 &
   local pid=$! ok=0
   for _ in $(seq 300); do grep -q '\blistening\b' "$OUT/nvmetd.log" && { ok=1; break; }; kill -0 "$pid" || break; sleep 0.2; done
   [ "$ok" = 1 ] || { tail -n 30 "$OUT/nvmetd.log"; abort "nvmetd did not start"; }
   head -n 10 "$OUT/nvmetd.log"
   put_signal bench-ready-nvmetd
   wait_signal bench-done-nvmetd "$WAIT_S" || { kill "$pid"; abort "no bench-done-nvmetd"; }
-  # utime stime (clock ticks) and the RSS at the end of the runs
+  # utime stime (clock ticks), RSS and threads, and the context switches of
+  # all its threads at the end of the runs
   echo "ticks_per_s $(getconf CLK_TCK) utime $(awk '{print $14}' "/proc/$pid/stat") stime $(awk '{print $15}' "/proc/$pid/stat") rss_threads $(proc_sample "$pid")" \
+    "ctxt_voluntary $(cat /proc/"$pid"/task/*/status | awk '/^voluntary_ctxt_switches/ { s += $2 } END { print s }')" \
+    "ctxt_nonvoluntary $(cat /proc/"$pid"/task/*/status | awk '/^nonvoluntary_ctxt_switches/ { s += $2 } END { print s }')" \
     | tee "$OUT/nvmetd-usage.txt"
   kill -TERM "$pid"; wait "$pid"; local rc=$?
   [ "$rc" = 0 ] && pass "nvmetd served and stopped (status 0)" || failc "nvmetd exit status $rc"
