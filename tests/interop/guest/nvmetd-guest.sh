@@ -47,7 +47,10 @@ stop_nvmetd() {
   [ -n "$WRAPPER_PID" ] || return 0
   kill -TERM "$WRAPPER_PID" 2>/dev/null
   for _ in $(seq 200); do kill -0 "$WRAPPER_PID" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$WRAPPER_PID" 2>/dev/null && { kill -KILL "$WRAPPER_PID"; pkill -KILL -x nvmetd; }
+  if kill -0 "$WRAPPER_PID" 2>/dev/null; then
+    p=$(nvmetd_pid) && kill -KILL "$p"
+    kill -KILL "$WRAPPER_PID"
+  fi
   wait "$WRAPPER_PID" 2>/dev/null
   WRAPPER_PID=""
 }
