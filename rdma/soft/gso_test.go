@@ -225,7 +225,7 @@ func gsoPacket(op wire.Opcode, qpn, psn uint32, ext []byte, n, seed int) []byte 
 }
 
 // TestGSOReceive feeds hand-built payloads to the receive path of a
-// loopback device whose RC QP (path MTU 1024) is connected to 127.0.0.1:
+// loopback device whose RC QP (path MTU 1024) is connected to addrA:
 // a good GSO run is split and its RDMA WRITE lands; runs of small SENDs
 // and ACKs are split; a truncated run, a run cut at the wrong size, ICRCs
 // computed for other IP IDs (a sender that does not number as the kernel
@@ -656,7 +656,7 @@ func TestGSOSmallRuns(t *testing.T) {
 }
 
 // TestGSOKernelRuns sends hand-built runs with UDP_SEGMENT from a plain
-// UDP socket (127.0.0.1, an ephemeral port) to a device in GSO mode, so
+// UDP socket (addrA, an ephemeral port) to a device in GSO mode, so
 // that the kernel's UDP_GRO delivery, msg_name and the control message
 // are exercised: a run of 64 ACKs and a run of 16 SENDs of 37 bytes are
 // split and delivered; a plain datagram whose ICRC was computed for IP ID

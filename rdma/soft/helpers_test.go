@@ -13,10 +13,16 @@ import (
 	"github.com/nvmeof/nvmeof/rdma"
 )
 
-var (
-	addrA = netip.MustParseAddr("127.0.0.1")
-	addrB = netip.MustParseAddr("127.0.0.2")
-)
+// addrA and addrB are the two test devices' addresses: 127.S.T.1 and
+// 127.S.T.2 with S (20..99) and T picked from the process ID, so that
+// other binaries on the machine (other packages' tests, which use
+// 127.0.x.y; a target daemon on 127.0.0.1) rarely hold them. FuzzInput's
+// workers use S 100..199.
+var addrA, addrB = func() (netip.Addr, netip.Addr) {
+	pid := os.Getpid()
+	s, t := byte(20+pid%80), byte(pid/80%250)
+	return netip.AddrFrom4([4]byte{127, s, t, 1}), netip.AddrFrom4([4]byte{127, s, t, 2})
+}()
 
 // openDev opens a soft device, skipping the test when raw sockets are not
 // permitted.

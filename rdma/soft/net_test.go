@@ -96,8 +96,7 @@ func TestKernelHeader(t *testing.T) {
 	}
 }
 
-// plainUDP opens an ordinary UDP socket on 127.0.0.1 (an ephemeral
-// port) that sends with DF set, as the devices do, closed at the end of
+// plainUDP opens an ordinary UDP socket on addrA (an ephemeral port) that sends with DF set, as the devices do, closed at the end of
 // the test, and returns it with its port.
 func plainUDP(t *testing.T) (*net.UDPConn, uint16) {
 	t.Helper()
@@ -108,7 +107,7 @@ func plainUDP(t *testing.T) (*net.UDPConn, uint16) {
 		})
 		return serr
 	}}
-	pc, err := lc.ListenPacket(t.Context(), "udp4", "127.0.0.1:0")
+	pc, err := lc.ListenPacket(t.Context(), "udp4", netip.AddrPortFrom(addrA, 0).String())
 	if err != nil {
 		t.Fatal(err)
 	}
