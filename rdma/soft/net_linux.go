@@ -19,12 +19,12 @@ import (
 // and addresses) to recvmmsg(2) and sendmmsg(2), which golang.org/x/sys/unix
 // does not wrap. No wire data is converted with unsafe.
 //
-// Sending: an unconnected UDP socket bound to addr:4791 with
+// Sending (IPv4): an unconnected UDP socket bound to addr:4791 with
 // IP_MTU_DISCOVER=IP_PMTUDISC_DO, so Linux sends every datagram with DF
 // set and IP ID 0 (ip_select_ident gives ID 0 to DF datagrams of
 // unconnected sockets): the ICRC can be computed before sending.
 //
-// A device on another address than 127.0.0.0/8, or with
+// An IPv4 device on another address than 127.0.0.0/8, or with
 // Config.DisableGSO (raw mode; the wire format of rxe, whose peers it
 // must serve):
 //
@@ -40,7 +40,7 @@ import (
 //     senders use changing IP IDs). What the socket queued before its
 //     bind and filter took effect is drained at open.
 //
-// A device on 127.0.0.0/8 without DisableGSO (GSO mode; gso.go has the
+// An IPv4 device on 127.0.0.0/8 without DisableGSO (GSO mode; gso.go has the
 // rules, and the assumption about the senders):
 //
 //   - The UDP checksum stays on: udp_send_skb refuses GSO on a socket
