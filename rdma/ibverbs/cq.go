@@ -376,7 +376,9 @@ func (c *cq) Destroy() error {
 		c.file.Close() // wakes the event goroutine
 	}
 	<-c.stopped
-	c.hmu.Lock() // no handler call is running
+	c.hmu.Lock() // no handler call is running, and none starts (dead)
+	c.handler = nil
+	c.hasH.Store(false)
 	c.hmu.Unlock()
 	c.pollMu.Lock()
 	defer c.pollMu.Unlock()

@@ -57,20 +57,16 @@ func (p *pcapWriter) flush() {
 	_, p.err = p.w.Write(p.buf)
 }
 
-// writeSent records a packet this device sent: pkt is the UDP payload;
-// the IPv4 and UDP headers are the ones Linux writes for it, with IP ID
-// id (k for segment k of a UDP GSO send, as the kernel numbers the
-// segments when it segments; 0 otherwise). A GSO send is recorded as its
-// segments, one packet per record.
+// writeSentPorts records a packet this device sent from UDP port sport
+// to dport: pkt is the UDP payload; the IPv4 and UDP headers are the
+// ones Linux writes for it, with IP ID id (k for segment k of a UDP GSO
+// send, as the kernel numbers the segments when it segments; 0
+// otherwise). A GSO send is recorded as its segments, one packet per
+// record.
 //
 // csum records a valid UDP checksum, as a socket that computes checksums
 // (a loopback device's, which GSO needs) would send on a wire; on lo the
 // kernel leaves it unfinished. Otherwise the checksum is 0 (SO_NO_CHECK).
-func (p *pcapWriter) writeSent(src, dst [4]byte, id uint16, pkt []byte, csum bool) {
-	p.writeSentPorts(src, dst, id, wire.UDPPort, wire.UDPPort, pkt, csum)
-}
-
-// writeSentPorts is writeSent for UDP ports sport and dport.
 func (p *pcapWriter) writeSentPorts(src, dst [4]byte, id, sport, dport uint16, pkt []byte, csum bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
