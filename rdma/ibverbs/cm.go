@@ -16,6 +16,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
@@ -37,8 +38,30 @@ import (
 // (1.28 ms): rdma_cm's 0 means 655 ms per RNR NAK.
 const minRNRTimer = 14
 
-// resolveTimeoutMS bounds address and route resolution.
-const resolveTimeoutMS = 2000
+// resolveTimeoutMS bounds address resolution (ARP or neighbour
+// discovery) and route resolution, each, as Linux's
+// NVME_RDMA_CM_TIMEOUT_MS.
+const resolveTimeoutMS = 3000
+
+// resolveContext is the context of one resolution step: like Linux's
+// nvme-rdma, each step has its own timeout, so the caller's deadline
+// (meant for the CM exchange) does not cut a slow first ARP short; the
+// caller's cancellation still ends it.
+func resolveContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return phaseContext(ctx, resolveTimeoutMS*time.Millisecond+time.Second)
+}
+
+// phaseContext is a context with its own timeout d that the caller's
+// cancellation (not its deadline) also ends.
+func phaseContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	return rctx, func() { stop(); cancel() }
+}
 
 type connManager struct {
 	dev     *device
@@ -461,6 +484,12 @@ func (m *connManager) Connect(ctx context.Context, addr netip.Addr, port uint16,
 		return nil, fmt.Errorf("ibverbs: %d bytes of connect private data (max %d): %w", len(privateData), rdma.MaxConnectPrivateData, rdma.ErrInvalidArgument)
 	}
 	dst := netip.AddrPortFrom(addr.Unmap(), port)
+	// The caller's deadline bounds the CM exchange; address and route
+	// resolution before it have their own (resolveContext).
+	budget := time.Duration(-1)
+	if d, ok := ctx.Deadline(); ok {
+		budget = time.Until(d)
+	}
 	x, err := m.createID()
 	if err != nil {
 		return nil, err
@@ -479,13 +508,19 @@ func (m *connManager) Connect(ctx context.Context, addr netip.Addr, port uint16,
 	if r != 0 {
 		return nil, fmt.Errorf("ibverbs: connect %s: rdma_resolve_addr: %w", dst, errnoErr(cerr))
 	}
-	if _, err := m.await(ctx, x, C.RDMA_CM_EVENT_ADDR_RESOLVED); err != nil {
+	rctx, rcancel := resolveContext(ctx)
+	_, err = m.await(rctx, x, C.RDMA_CM_EVENT_ADDR_RESOLVED)
+	rcancel()
+	if err != nil {
 		return nil, fmt.Errorf("ibverbs: connect %s: resolve address: %w", dst, err)
 	}
 	if r, err := C.rdma_resolve_route(x.id, resolveTimeoutMS); r != 0 {
 		return nil, fmt.Errorf("ibverbs: connect %s: rdma_resolve_route: %w", dst, errnoErr(err))
 	}
-	if _, err := m.await(ctx, x, C.RDMA_CM_EVENT_ROUTE_RESOLVED); err != nil {
+	rctx, rcancel = resolveContext(ctx)
+	_, err = m.await(rctx, x, C.RDMA_CM_EVENT_ROUTE_RESOLVED)
+	rcancel()
+	if err != nil {
 		return nil, fmt.Errorf("ibverbs: connect %s: resolve route: %w", dst, err)
 	}
 	if err := m.toInit(x, q); err != nil {
@@ -502,7 +537,12 @@ func (m *connManager) Connect(ctx context.Context, addr netip.Addr, port uint16,
 	if r != 0 {
 		return nil, fmt.Errorf("ibverbs: connect %s: rdma_connect: %w", dst, errnoErr(cerr))
 	}
-	e, err := m.await(ctx, x, C.RDMA_CM_EVENT_CONNECT_RESPONSE)
+	cctx, ccancel := ctx, context.CancelFunc(func() {})
+	if budget >= 0 {
+		cctx, ccancel = phaseContext(ctx, budget)
+	}
+	e, err := m.await(cctx, x, C.RDMA_CM_EVENT_CONNECT_RESPONSE)
+	ccancel()
 	if err != nil {
 		q.toErr()
 		return nil, fmt.Errorf("ibverbs: connect %s: %w", dst, err)
