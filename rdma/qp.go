@@ -71,6 +71,29 @@ func (s QPState) String() string {
 	return fmt.Sprintf("QPState(%d)", uint8(s))
 }
 
+// CanTransition reports whether the verbs allow Modify from state cur to
+// next (see QPState), for providers that check before the device does.
+func CanTransition(cur, next QPState) bool {
+	if next == QPSReset || next == QPSErr {
+		return true
+	}
+	switch cur {
+	case QPSReset:
+		return next == QPSInit
+	case QPSInit:
+		return next == QPSInit || next == QPSRTR
+	case QPSRTR:
+		return next == QPSRTS
+	case QPSRTS:
+		return next == QPSRTS || next == QPSSQD
+	case QPSSQD:
+		return next == QPSSQD || next == QPSRTS
+	case QPSSQE:
+		return next == QPSRTS
+	}
+	return false
+}
+
 // QPCap sizes a queue pair's work queues (struct ibv_qp_cap).
 type QPCap struct {
 	MaxSendWR     int // send work requests outstanding at once

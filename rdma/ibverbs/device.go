@@ -26,28 +26,39 @@ const Built = true
 // Devices lists the devices rdma-core finds, with their ports and the
 // populated entries of their GID tables.
 func Devices() ([]DeviceInfo, error) {
+	var out []DeviceInfo
+	err := eachDevice(func(_ *C.struct_ibv_context, info DeviceInfo) bool {
+		out = append(out, info)
+		return false
+	})
+	return out, err
+}
+
+// eachDevice opens every device rdma-core finds and calls f with its
+// context and description until f returns true (it keeps that context
+// open: f owns it); the other contexts are closed.
+func eachDevice(f func(ctx *C.struct_ibv_context, info DeviceInfo) (keep bool)) error {
 	var n C.int
 	list, err := C.ibv_get_device_list(&n)
 	if list == nil {
 		if err == nil {
 			err = syscall.ENODEV
 		}
-		return nil, fmt.Errorf("ibverbs: ibv_get_device_list: %w", err)
+		return fmt.Errorf("ibverbs: ibv_get_device_list: %w", err)
 	}
 	defer C.ibv_free_device_list(list)
-	var out []DeviceInfo
 	for _, d := range unsafe.Slice(list, int(n)) {
 		ctx := C.ibv_open_device(d)
 		if ctx == nil {
 			continue
 		}
 		info, err := describe(ctx)
-		C.ibv_close_device(ctx)
-		if err == nil {
-			out = append(out, info)
+		if err == nil && f(ctx, info) {
+			return nil
 		}
+		C.ibv_close_device(ctx)
 	}
-	return out, nil
+	return nil
 }
 
 // describe queries a device's ports and GID tables.
@@ -149,37 +160,26 @@ func Open(cfg Config) (Device, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	var n C.int
-	list, err := C.ibv_get_device_list(&n)
-	if list == nil {
-		if err == nil {
-			err = syscall.ENODEV
-		}
-		return nil, fmt.Errorf("ibverbs: ibv_get_device_list: %w", err)
-	}
-	defer C.ibv_free_device_list(list)
 	var names []string
-	for _, d := range unsafe.Slice(list, int(n)) {
-		ctx := C.ibv_open_device(d)
-		if ctx == nil {
-			continue
-		}
-		info, err := describe(ctx)
-		if err != nil {
-			C.ibv_close_device(ctx)
-			continue
-		}
+	var dev *device
+	var openErr error
+	err := eachDevice(func(ctx *C.struct_ibv_context, info DeviceInfo) bool {
 		names = append(names, info.Name)
 		p, g, ok := info.Match(cfg)
 		if !ok {
-			C.ibv_close_device(ctx)
-			continue
+			return false
 		}
-		dev, err := newDevice(cfg, log, ctx, info, p, g)
-		if err != nil {
+		if dev, openErr = newDevice(cfg, log, ctx, info, p, g); openErr != nil {
 			C.ibv_close_device(ctx)
-			return nil, err
 		}
+		return true
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case openErr != nil:
+		return nil, openErr
+	case dev != nil:
 		return dev, nil
 	}
 	switch {

@@ -129,28 +129,6 @@ func (q *qp) Type() rdma.QPType { return q.typ }
 // device moved to Err on a failed completion shows Err in Query).
 func (q *qp) State() rdma.QPState { return rdma.QPState(q.state.Load()) }
 
-// validTransition reports whether the verbs allow from→to.
-func validTransition(from, to rdma.QPState) bool {
-	if to == rdma.QPSReset || to == rdma.QPSErr {
-		return true
-	}
-	switch from {
-	case rdma.QPSReset:
-		return to == rdma.QPSInit
-	case rdma.QPSInit:
-		return to == rdma.QPSInit || to == rdma.QPSRTR
-	case rdma.QPSRTR:
-		return to == rdma.QPSRTS
-	case rdma.QPSRTS:
-		return to == rdma.QPSRTS || to == rdma.QPSSQD
-	case rdma.QPSSQD:
-		return to == rdma.QPSSQD || to == rdma.QPSRTS
-	case rdma.QPSSQE:
-		return to == rdma.QPSRTS
-	}
-	return false
-}
-
 // Modify implements rdma.QP.
 func (q *qp) Modify(attr *rdma.QPAttr, mask rdma.QPAttrMask) error {
 	if err := checkAttr(attr, mask); err != nil {
@@ -205,7 +183,7 @@ func (q *qp) modify(a *C.struct_ibv_qp_attr, mask C.int) error {
 	}
 	if mask&C.IBV_QP_STATE != 0 {
 		from, to := q.State(), rdma.QPState(a.qp_state)
-		if !validTransition(from, to) {
+		if !rdma.CanTransition(from, to) {
 			return fmt.Errorf("ibverbs: QP %#x %v -> %v: %w", q.QPN(), from, to, rdma.ErrInvalidState)
 		}
 	}

@@ -189,28 +189,6 @@ func (q *qp) Query(attr *rdma.QPAttr) error {
 	return nil
 }
 
-// validTransition reports whether the verbs allow Modify from cur to next.
-func validTransition(cur, next rdma.QPState) bool {
-	if next == rdma.QPSReset || next == rdma.QPSErr {
-		return true
-	}
-	switch cur {
-	case rdma.QPSReset:
-		return next == rdma.QPSInit
-	case rdma.QPSInit:
-		return next == rdma.QPSInit || next == rdma.QPSRTR
-	case rdma.QPSRTR:
-		return next == rdma.QPSRTS
-	case rdma.QPSRTS:
-		return next == rdma.QPSRTS || next == rdma.QPSSQD
-	case rdma.QPSSQD:
-		return next == rdma.QPSSQD || next == rdma.QPSRTS
-	case rdma.QPSSQE:
-		return next == rdma.QPSRTS
-	}
-	return false
-}
-
 // requiredMask returns the attributes a transition needs.
 func (q *qp) requiredMask(cur, next rdma.QPState) rdma.QPAttrMask {
 	ud := q.typ != rdma.QPTypeRC
@@ -252,7 +230,7 @@ func (q *qp) Modify(attr *rdma.QPAttr, mask rdma.QPAttrMask) error {
 	if mask&rdma.QPAttrCurState != 0 && attr.CurState != cur {
 		return fmt.Errorf("soft: QP %#x is %s, not %s: %w", q.qpn, cur, attr.CurState, rdma.ErrInvalidState)
 	}
-	if !validTransition(cur, next) {
+	if !rdma.CanTransition(cur, next) {
 		return fmt.Errorf("soft: QP %#x: %s to %s: %w", q.qpn, cur, next, rdma.ErrInvalidState)
 	}
 	if need := q.requiredMask(cur, next); mask&need != need {
