@@ -23,8 +23,16 @@ import (
 	"github.com/nvmeof/nvmeof/rdma/wire"
 )
 
-// roceTool is the shared, independent RoCEv2 capture checker (Python).
-const roceTool = "/work/shared/kernel-peer/tools/roce-pcap.py"
+// roceToolPath returns the shared, independent RoCEv2 capture checker
+// (Python): in $KPEER_DIR, or in ../shared/kernel-peer beside the
+// repository (tests run in this package's directory).
+func roceToolPath() string {
+	dir := os.Getenv("KPEER_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "shared", "kernel-peer")
+	}
+	return filepath.Join(dir, "tools", "roce-pcap.py")
+}
 
 // mixedCapture runs a workload covering every packet kind the device
 // sends between two devices and returns device A's capture (what A sent
@@ -267,6 +275,7 @@ func checkRocePcap(t *testing.T, dir string, capture []byte, frames int) {
 	if err != nil {
 		t.Skip("python3 is not installed")
 	}
+	roceTool := roceToolPath()
 	if _, err := os.Stat(roceTool); err != nil {
 		t.Skipf("%s: %v", roceTool, err)
 	}
