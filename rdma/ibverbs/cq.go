@@ -154,11 +154,8 @@ func (c *cq) events() {
 // nothing). It reports whether there was work.
 func (c *cq) pollOnce() bool {
 	if c.hasH.Load() {
-		c.hmu.Lock()
-		has := c.handler != nil && !c.isDead()
-		c.hmu.Unlock()
-		if has {
-			return c.drainCount() > 0
+		if n := c.drainCount(); n >= 0 {
+			return n > 0
 		}
 	}
 	if c.lookAhead() {
@@ -173,7 +170,7 @@ func (c *cq) pollOnce() bool {
 
 // deliver runs the handler on everything queued, or signals Notify.
 func (c *cq) deliver() {
-	if c.hasH.Load() && c.drain() {
+	if c.hasH.Load() && c.drainCount() >= 0 {
 		return
 	}
 	select {
@@ -182,14 +179,8 @@ func (c *cq) deliver() {
 	}
 }
 
-// drain runs the handler until the CQ is empty; false when there is no
-// handler (any more).
-func (c *cq) drain() bool {
-	return c.drainCount() >= 0
-}
-
-// drainCount is drain that counts the completions handled, -1 when there
-// is no handler.
+// drainCount runs the handler until the CQ is empty and returns how many
+// completions it handled, -1 when there is no handler (any more).
 func (c *cq) drainCount() int {
 	c.hmu.Lock()
 	defer c.hmu.Unlock()
@@ -346,7 +337,7 @@ func (c *cq) SetHandler(h func(wcs []rdma.WorkCompletion)) {
 	c.hasH.Store(h != nil)
 	c.hmu.Unlock()
 	if h != nil && !c.isDead() {
-		c.drain()
+		c.drainCount()
 	}
 }
 

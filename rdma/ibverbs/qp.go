@@ -290,13 +290,7 @@ func (q *qp) PostSend(wr *rdma.SendWR) error {
 			g.flags = C.uint32_t(flags)
 			g.num_sge = C.uint32_t(len(wr.SGL))
 			g.sge_off = C.uint32_t(nsge)
-			for _, s := range wr.SGL {
-				d := &q.ssge[nsge]
-				d.addr = C.uint64_t(s.Addr)
-				d.length = C.uint32_t(s.Length)
-				d.lkey = C.uint32_t(s.LKey)
-				nsge++
-			}
+			nsge += putSGEs(q.ssge[nsge:], wr.SGL)
 			n++
 		}
 		if r := C.nv_post_send(q.qp, q.sgp, C.int(n), q.ssgep, q.swr, q.sbad); r != 0 {
@@ -335,13 +329,7 @@ func (q *qp) PostRecv(wr *rdma.RecvWR) error {
 			}
 			q.rid[n] = C.uint64_t(wr.WRID)
 			q.rn[n] = C.uint32_t(len(wr.SGL))
-			for _, s := range wr.SGL {
-				d := &q.rsge[nsge]
-				d.addr = C.uint64_t(s.Addr)
-				d.length = C.uint32_t(s.Length)
-				d.lkey = C.uint32_t(s.LKey)
-				nsge++
-			}
+			nsge += putSGEs(q.rsge[nsge:], wr.SGL)
 			n++
 		}
 		if r := C.nv_post_recv(q.qp, q.ridp, q.rnp, C.int(n), q.rsgep, q.rwr, q.rbad); r != 0 {
@@ -436,4 +424,15 @@ func (q *qp) flushRecv(wr *rdma.RecvWR) error {
 	}
 	q.rcq.addSoft(flushed)
 	return nil
+}
+
+// putSGEs copies sgl into the C array dst and returns how many it wrote.
+func putSGEs(dst []C.struct_ibv_sge, sgl []rdma.SGE) int {
+	for i, s := range sgl {
+		d := &dst[i]
+		d.addr = C.uint64_t(s.Addr)
+		d.length = C.uint32_t(s.Length)
+		d.lkey = C.uint32_t(s.LKey)
+	}
+	return len(sgl)
 }
