@@ -77,23 +77,22 @@ func (e *smokeEnd) wait(t *testing.T, ctx context.Context) rdma.WorkCompletion {
 	}
 }
 
-// TestSmokeLoopback connects two QPs of one device through the CM and
-// moves data with SEND, RDMA WRITE and RDMA READ.
-func TestSmokeLoopback(t *testing.T) {
-	d := openEnv(t)
-	t.Logf("device %+v", d.Info())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// smokeConnect connects a client QP to a server QP of d through the CM
+// on port: the server accepts with accData, the client sends reqData.
+// It returns both ends and both connections; the request's private data
+// is handed to checkReq.
+func smokeConnect(t *testing.T, ctx context.Context, d Device, port uint16, reqData, accData []byte, checkReq func([]byte)) (srv, cli *smokeEnd, sc, cc rdma.Conn) {
+	t.Helper()
 	cm, err := d.ConnManager()
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := cm.Listen(7471)
+	l, err := cm.Listen(port)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	srv, cli := newSmokeEnd(t, d), newSmokeEnd(t, d)
+	t.Cleanup(func() { l.Close() })
+	srv, cli = newSmokeEnd(t, d), newSmokeEnd(t, d)
 	type acc struct {
 		c   rdma.Conn
 		err error
@@ -105,15 +104,11 @@ func TestSmokeLoopback(t *testing.T) {
 			accepted <- acc{err: err}
 			return
 		}
-		if !bytes.HasPrefix(r.PrivateData(), []byte("hello")) {
-			t.Errorf("request private data %q", r.PrivateData())
-		}
-		c, err := r.Accept(ctx, srv.qp, []byte("welcome"), rdma.ConnParam{ResponderResources: 4, InitiatorDepth: 4, RNRRetryCount: 7})
+		checkReq(r.PrivateData())
+		c, err := r.Accept(ctx, srv.qp, accData, rdma.ConnParam{ResponderResources: 4, InitiatorDepth: 4, RNRRetryCount: 7})
 		accepted <- acc{c, err}
 	}()
-	// A receive on the server before the client sends.
-	rbuf := srv.mr.Bytes()[:4096]
-	cc, err := cm.Connect(ctx, d.Addr(), 7471, cli.qp, []byte("hello"), rdma.ConnParam{ResponderResources: 4, InitiatorDepth: 4, RetryCount: 7, RNRRetryCount: 7})
+	cc, err = cm.Connect(ctx, d.Addr(), port, cli.qp, reqData, rdma.ConnParam{ResponderResources: 4, InitiatorDepth: 4, RetryCount: 7, RNRRetryCount: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +116,22 @@ func TestSmokeLoopback(t *testing.T) {
 	if a.err != nil {
 		t.Fatal(a.err)
 	}
+	return srv, cli, a.c, cc
+}
+
+// TestSmokeLoopback connects two QPs of one device through the CM and
+// moves data with SEND, RDMA WRITE and RDMA READ.
+func TestSmokeLoopback(t *testing.T) {
+	d := openEnv(t)
+	t.Logf("device %+v", d.Info())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv, cli, sc, cc := smokeConnect(t, ctx, d, 7471, []byte("hello"), []byte("welcome"), func(p []byte) {
+		if !bytes.HasPrefix(p, []byte("hello")) {
+			t.Errorf("request private data %q", p)
+		}
+	})
+	rbuf := srv.mr.Bytes()[:4096]
 	if !bytes.HasPrefix(cc.PrivateData(), []byte("welcome")) {
 		t.Errorf("accept private data %q", cc.PrivateData())
 	}
@@ -166,7 +177,7 @@ func TestSmokeLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-a.c.Done():
+	case <-sc.Done():
 	case <-ctx.Done():
 		t.Fatal("server side not disconnected")
 	}
@@ -183,31 +194,7 @@ func TestSmokeNoAllocs(t *testing.T) {
 	d := openEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cm, err := d.ConnManager()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := cm.Listen(7472)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	srv, cli := newSmokeEnd(t, d), newSmokeEnd(t, d)
-	done := make(chan error, 1)
-	go func() {
-		r, err := l.Next(ctx)
-		if err == nil {
-			_, err = r.Accept(ctx, srv.qp, nil, rdma.ConnParam{RNRRetryCount: 7})
-		}
-		done <- err
-	}()
-	cc, err := cm.Connect(ctx, d.Addr(), 7472, cli.qp, nil, rdma.ConnParam{RetryCount: 7, RNRRetryCount: 7})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	srv, cli, _, cc := smokeConnect(t, ctx, d, 7472, nil, nil, func([]byte) {})
 	defer cc.Disconnect(ctx)
 	rwr := &rdma.RecvWR{WRID: 1, SGL: []rdma.SGE{{Addr: srv.mr.Addr(), Length: 4096, LKey: srv.mr.LKey()}}}
 	swr := &rdma.SendWR{WRID: 2, Opcode: rdma.WRSend, Flags: rdma.SendSignaled,
