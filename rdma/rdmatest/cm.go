@@ -270,36 +270,41 @@ func testCMConnectAccept(t *testing.T, e *env) {
 	checkBytes(t, "written by the passive side", src.Bytes()[n:], bsrc.Bytes())
 	checkPattern(t, "read by the passive side", back.Bytes()[:n], 93, 0)
 	checkBytes(t, "read back what the passive side wrote", back.Bytes()[n:], bsrc.Bytes())
-	// Disconnect from the active side; a receive is posted on each side
-	// so that the flush shows.
-	abuf := c.a.reg(64, rdma.AccessLocalWrite, 96)
-	bbuf := c.b.reg(64, rdma.AccessLocalWrite, 97)
-	postRecv(t, c.a.qp, 50, sge(abuf, 0, 64))
-	postRecv(t, c.b.qp, 51, sge(bbuf, 0, 64))
+	e.disconnectFrom(t, c, false, 96, 50)
+}
+
+// disconnectFrom posts a receive on each side (WRIDs wrid and wrid+1, so
+// that the flush shows), disconnects from the passive or the active side
+// and checks that both see the disconnect.
+func (e *env) disconnectFrom(t *testing.T, c *cmConn, passive bool, seed, wrid uint64) {
+	t.Helper()
+	abuf := c.a.reg(64, rdma.AccessLocalWrite, seed)
+	bbuf := c.b.reg(64, rdma.AccessLocalWrite, seed+1)
+	postRecv(t, c.a.qp, wrid, sge(abuf, 0, 64))
+	postRecv(t, c.b.qp, wrid+1, sge(bbuf, 0, 64))
 	ctx, cancel := context.WithTimeout(context.Background(), e.o.Timeout)
 	defer cancel()
-	if err := c.ca.Disconnect(ctx); err != nil {
-		t.Errorf("Disconnect: %v", err)
+	from, name := c.ca, "active"
+	if passive {
+		from, name = c.cb, "passive"
 	}
-	e.disconnected(t, "active", c.ca, c.a, 50)
-	e.disconnected(t, "passive", c.cb, c.b, 51)
+	if err := from.Disconnect(ctx); err != nil {
+		t.Errorf("Disconnect from the %s side: %v", name, err)
+	}
+	if passive {
+		e.disconnected(t, "passive", c.cb, c.b, wrid+1)
+		e.disconnected(t, "active", c.ca, c.a, wrid)
+		return
+	}
+	e.disconnected(t, "active", c.ca, c.a, wrid)
+	e.disconnected(t, "passive", c.cb, c.b, wrid+1)
 }
 
 // testCMDisconnectPassive: the passive side disconnects; both sides see
 // Disconnected and TimeWaitExit, their QPs go to ERR.
 func testCMDisconnectPassive(t *testing.T, e *env) {
 	c := e.cmConnect(t, []byte("request"), []byte("accept"), nil)
-	abuf := c.a.reg(64, rdma.AccessLocalWrite, 98)
-	bbuf := c.b.reg(64, rdma.AccessLocalWrite, 99)
-	postRecv(t, c.a.qp, 60, sge(abuf, 0, 64))
-	postRecv(t, c.b.qp, 61, sge(bbuf, 0, 64))
-	ctx, cancel := context.WithTimeout(context.Background(), e.o.Timeout)
-	defer cancel()
-	if err := c.cb.Disconnect(ctx); err != nil {
-		t.Errorf("Disconnect from the passive side: %v", err)
-	}
-	e.disconnected(t, "passive", c.cb, c.b, 61)
-	e.disconnected(t, "active", c.ca, c.a, 60)
+	e.disconnectFrom(t, c, true, 98, 60)
 }
 
 // testCMReject: a rejected Connect returns a *RejectError with reason
