@@ -46,10 +46,21 @@ func Dir() (string, error) {
 	}
 }
 
-// Cache returns the image cache directory.
-func Cache() string {
-	if c := os.Getenv("KPEER_CACHE"); c != "" {
+// Cache returns the image cache directory of the default (6.1) kernel.
+func Cache() string { return CacheOf("") }
+
+// CacheOf returns the image cache directory of a kernel series ("" for
+// the default, "6.12" for KPEER_KERNEL=6.12), as build.sh and run.sh
+// choose it.
+func CacheOf(kernel string) string {
+	if c := os.Getenv("KPEER_CACHE"); c != "" && kernel == "" {
 		return c
+	}
+	if kernel != "" {
+		if c := os.Getenv("KPEER_CACHE_" + strings.ReplaceAll(kernel, ".", "_")); c != "" {
+			return c
+		}
+		return "/var/cache/kernel-peer-" + kernel
 	}
 	return "/var/cache/kernel-peer"
 }
@@ -57,6 +68,13 @@ func Cache() string {
 // Require skips (or, with NVMEOF_INTEROP=1, fails) the test when
 // kernel-peer cannot run, and returns its directory.
 func Require(t testing.TB) string {
+	t.Helper()
+	return RequireKernel(t, "")
+}
+
+// RequireKernel is Require for the image of a kernel series ("6.12"); the
+// Run must then name the same Kernel.
+func RequireKernel(t testing.TB, kernel string) string {
 	t.Helper()
 	missing := func(why string) {
 		if os.Getenv("NVMEOF_INTEROP") == "1" {
@@ -81,15 +99,23 @@ func Require(t testing.TB) string {
 		missing("qemu-system-x86_64 not installed")
 	}
 	for _, f := range []string{"vmlinuz", "initramfs.img"} {
-		if _, err := os.Stat(filepath.Join(Cache(), f)); err != nil {
-			missing("no kernel-peer image in " + Cache() + " (run kernel-peer/build.sh)")
+		if _, err := os.Stat(filepath.Join(CacheOf(kernel), f)); err != nil {
+			missing("no kernel-peer image in " + CacheOf(kernel) + " (run " + buildCmd(kernel) + ")")
 		}
 	}
 	return dir
 }
 
+func buildCmd(kernel string) string {
+	if kernel == "" {
+		return "kernel-peer/build.sh"
+	}
+	return "KPEER_KERNEL=" + kernel + " kernel-peer/build.sh"
+}
+
 // Run describes one kernel-peer session.
 type Run struct {
+	Kernel   string   // kernel series of the guests: "" (6.1) or "6.12"
 	Scripts  []string // guest scripts: a path, or a name in kernel-peer/guest
 	HostCmd  string   // started in the namespace before the guests boot
 	HostTest string   // run in the namespace once a guest signals target-ready
@@ -152,6 +178,9 @@ func Do(t testing.TB, dir string, r Run) *Result {
 	ctx, cancel := context.WithTimeout(context.Background(), r.Timeout+2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", args...)
+	if r.Kernel != "" {
+		cmd.Env = append(os.Environ(), "KPEER_KERNEL="+r.Kernel, "KPEER_CACHE="+CacheOf(r.Kernel))
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
