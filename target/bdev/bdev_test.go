@@ -303,6 +303,9 @@ func TestOpenErrors(t *testing.T) {
 		{"block without path", Spec{Kind: KindBlock}, "no device path"},
 		{"block on a regular file", Spec{Kind: KindBlock, Path: small}, "not a block device"},
 		{"block on missing node", Spec{Kind: KindBlock, Path: filepath.Join(dir, "nodev")}, "no such file"},
+		{"file on a character device", Spec{Kind: KindFile, Path: "/dev/zero"}, "not a regular file"},
+		{"file under a regular file", Spec{Kind: KindFile, Path: filepath.Join(small, "x.img"), Size: 4096}, "not a directory"},
+		{"memory larger than the machine", Spec{Kind: KindMemory, Size: 1000000 << 40}, "more than the machine's memory"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -314,12 +317,67 @@ func TestOpenErrors(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Open(%+v) = %v, want error containing %q", tt.spec, err, tt.want)
 			}
+			// Check refuses what Open refuses, with the same reason.
+			if err := Check(tt.spec); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Check(%+v) = %v, want error containing %q", tt.spec, err, tt.want)
+			}
 		})
 	}
 	// A failed create leaves no file behind.
 	if _, err := os.Stat(filepath.Join(dir, "x.img")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("failed open left a file: %v", err)
 	}
+}
+
+// TestCheckModifiesNothing: Check accepts what Open would open, without
+// creating a missing file or growing a short one.
+func TestCheckModifiesNothing(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short.img")
+	if err := os.WriteFile(short, make([]byte, 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "new.img")
+	for _, spec := range []Spec{
+		{Kind: KindFile, Path: missing, Size: 1 << 20},
+		{Kind: KindFile, Path: short, Size: 8192, Grow: true},
+		{Kind: KindFile, Path: short},
+		{Kind: KindMemory, Size: 1 << 20, BlockSize: 4096},
+		{Kind: KindNull, Size: 1 << 40},
+	} {
+		if err := Check(spec); err != nil {
+			t.Errorf("Check(%+v) = %v", spec, err)
+		}
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Check created %s: %v", missing, err)
+	}
+	if st, err := os.Stat(short); err != nil || st.Size() != 4096 {
+		t.Errorf("Check changed %s: %v, %v", short, st, err)
+	}
+}
+
+// TestMemoryLimit: a memory backend larger than the machine's memory is an
+// error (it used to allocate its chunk table at once and kill the
+// process), one the size of the memory is accepted.
+func TestMemoryLimit(t *testing.T) {
+	ram := PhysicalMemory()
+	if ram <= 0 {
+		t.Fatal("PhysicalMemory = 0")
+	}
+	_, err := NewMemory(1000000<<40, 512)
+	var me *MemoryError
+	if !errors.As(err, &me) || me.Memory != ram {
+		t.Fatalf("NewMemory(1000000 TiB) = %v, want a *MemoryError with Memory %d", err, ram)
+	}
+	if _, err := NewMemory(ram-ram%512+512, 512); err == nil {
+		t.Error("NewMemory(RAM + 512) succeeded")
+	}
+	d, err := NewMemory(ram-ram%512, 512)
+	if err != nil {
+		t.Fatalf("NewMemory(RAM) = %v", err)
+	}
+	d.Close()
 }
 
 func TestFileSizes(t *testing.T) {

@@ -70,30 +70,40 @@ func OpenFile(spec Spec) (*File, error) {
 	if !st.Mode().IsRegular() {
 		return fail(fmt.Errorf("bdev: file %q is not a regular file (mode %v); use backend \"block\" for device nodes", spec.Path, st.Mode()))
 	}
-	size := st.Size()
-	switch {
-	case created:
-		if err := f.Truncate(spec.Size); err != nil {
-			return fail(fmt.Errorf("bdev: file %q: set size %d: %w", spec.Path, spec.Size, err))
+	size, resize, err := fileSize(spec, bs, st.Size(), created)
+	if err != nil {
+		return fail(err)
+	}
+	if resize {
+		if err := f.Truncate(size); err != nil {
+			return fail(fmt.Errorf("bdev: file %q: set size from %d to %d bytes: %w", spec.Path, st.Size(), size, err))
 		}
-		size = spec.Size
-	case spec.Size == 0:
-		size -= size % int64(bs)
-		if size == 0 {
-			return fail(fmt.Errorf("bdev: file %q is smaller than one block (%d bytes)", spec.Path, bs))
-		}
-	case size == spec.Size:
-	case size < spec.Size && spec.Grow:
-		if err := f.Truncate(spec.Size); err != nil {
-			return fail(fmt.Errorf("bdev: file %q: grow from %d to %d bytes: %w", spec.Path, size, spec.Size, err))
-		}
-		size = spec.Size
-	case size < spec.Size:
-		return fail(fmt.Errorf("bdev: file %q has %d bytes, configured size is %d (set grow to extend it)", spec.Path, size, spec.Size))
-	default:
-		return fail(fmt.Errorf("bdev: file %q has %d bytes, more than the configured size %d (files are never shrunk)", spec.Path, size, spec.Size))
 	}
 	return &File{f: f, fd: int(f.Fd()), path: spec.Path, size: size, bs: bs}, nil
+}
+
+// fileSize applies Spec's size rules to a file of have bytes (created: just
+// created, empty): the size to expose, and whether the file must be
+// truncated to it first.
+func fileSize(spec Spec, bs uint32, have int64, created bool) (size int64, resize bool, err error) {
+	switch {
+	case created:
+		return spec.Size, true, nil
+	case spec.Size == 0:
+		size = have - have%int64(bs)
+		if size == 0 {
+			return 0, false, fmt.Errorf("bdev: file %q is smaller than one block (%d bytes)", spec.Path, bs)
+		}
+		return size, false, nil
+	case have == spec.Size:
+		return have, false, nil
+	case have < spec.Size && spec.Grow:
+		return spec.Size, true, nil
+	case have < spec.Size:
+		return 0, false, fmt.Errorf("bdev: file %q has %d bytes, configured size is %d (set grow to extend it)", spec.Path, have, spec.Size)
+	default:
+		return 0, false, fmt.Errorf("bdev: file %q has %d bytes, more than the configured size %d (files are never shrunk)", spec.Path, have, spec.Size)
+	}
 }
 
 // ReadAt implements Device.

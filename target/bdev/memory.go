@@ -1,8 +1,11 @@
 package bdev
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // Memory chunk geometry: the memory backend allocates RAM in chunks of
@@ -36,14 +39,78 @@ type Memory struct {
 var _ Device = (*Memory)(nil)
 
 // NewMemory returns a zero-filled memory backend of size bytes (a positive
-// multiple of the block size; blockSize 0 means DefaultBlockSize).
+// multiple of the block size, at most PhysicalMemory; blockSize 0 means
+// DefaultBlockSize).
 func NewMemory(size int64, blockSize uint32) (*Memory, error) {
+	if err := checkMemory(size, blockSize); err != nil {
+		return nil, err
+	}
 	bs, err := sizeAndBlock(KindMemory, size, blockSize)
 	if err != nil {
 		return nil, err
 	}
 	n := (size + MemoryChunkSize - 1) >> memChunkShift
 	return &Memory{size: size, bs: bs, chunks: make([]*[MemoryChunkSize]byte, n)}, nil
+}
+
+// PhysicalMemory returns the machine's physical memory in bytes (sysinfo's
+// total RAM, /proc/meminfo's MemTotal), or 0 when it cannot be read. A
+// memory backend is sparse, but one larger than the RAM would kill the
+// process once hosts fill it, so NewMemory refuses it.
+func PhysicalMemory() int64 {
+	var si unix.Sysinfo_t
+	if err := unix.Sysinfo(&si); err != nil {
+		return 0
+	}
+	unit := max(int64(si.Unit), 1)
+	total := int64(si.Totalram)
+	if total < 0 || total > (1<<62)/unit {
+		return 1 << 62
+	}
+	return total * unit
+}
+
+// checkMemory checks a memory backend's size and block size.
+func checkMemory(size int64, blockSize uint32) error {
+	if _, err := sizeAndBlock(KindMemory, size, blockSize); err != nil {
+		return err
+	}
+	if ram := PhysicalMemory(); ram > 0 && size > ram {
+		return &MemoryError{Size: size, Memory: ram}
+	}
+	return nil
+}
+
+// MemoryError reports memory backends larger than the machine's memory.
+type MemoryError struct {
+	Size   int64 // bytes asked for (one backend, or several together)
+	Memory int64 // PhysicalMemory
+	What   string // "" for one backend, else what adds up to Size
+}
+
+// Error implements error.
+func (e *MemoryError) Error() string {
+	what := "size"
+	if e.What != "" {
+		what = e.What
+	}
+	return fmt.Sprintf("bdev: memory: %s %d bytes (%s) is more than the machine's memory, %d bytes (%s); use backend \"null\" (keeps no data) or a sparse file",
+		what, e.Size, FormatBytes(e.Size), e.Memory, FormatBytes(e.Memory))
+}
+
+// FormatBytes formats n in the largest binary unit that keeps one decimal
+// ("1.5GiB").
+func FormatBytes(n int64) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return fmt.Sprintf("%dB", n)
+	}
+	v, i := float64(n)/1024, 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f%ciB", v, units[i])
 }
 
 // ReadAt implements Device.

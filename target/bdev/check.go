@@ -1,0 +1,93 @@
+package bdev
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// Check reports whether Open(spec) would succeed, without creating,
+// growing or writing anything: a file backend's file is opened read-write
+// (or, when missing, its directory must exist and be writable), a block
+// device is opened as Open opens it and closed at once, a memory backend's
+// size is checked against the machine's memory. nvmetd --check runs it on
+// every namespace.
+func Check(spec Spec) error {
+	if spec.BlockSize != 0 && !ValidBlockSize(spec.BlockSize) {
+		return fmt.Errorf("bdev: %s %q: block size %d is not a power of two from 512 to 65536", spec.Kind, spec.Path, spec.BlockSize)
+	}
+	if spec.Size < 0 {
+		return fmt.Errorf("bdev: %s %q: negative size %d", spec.Kind, spec.Path, spec.Size)
+	}
+	switch spec.Kind {
+	case KindFile:
+		return checkFile(spec)
+	case KindBlock:
+		d, err := OpenBlock(spec)
+		if err != nil {
+			return err
+		}
+		return d.Close()
+	case KindMemory:
+		return checkMemory(spec.Size, spec.BlockSize)
+	case KindNull:
+		_, err := sizeAndBlock(KindNull, spec.Size, spec.BlockSize)
+		return err
+	}
+	_, err := Open(spec) // the kind errors
+	return err
+}
+
+// checkFile checks a file backend as OpenFile would open it.
+func checkFile(spec Spec) error {
+	if spec.Path == "" {
+		return errors.New("bdev: file: no path given")
+	}
+	bs := spec.BlockSize
+	if bs == 0 {
+		bs = DefaultBlockSize
+	}
+	if spec.Size%int64(bs) != 0 {
+		return fmt.Errorf("bdev: file %q: size %d is not a non-negative multiple of the block size %d", spec.Path, spec.Size, bs)
+	}
+	// Stat first: opening a FIFO or a device node could block or have
+	// side effects.
+	st, err := os.Stat(spec.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if spec.Size == 0 {
+			return fmt.Errorf("bdev: file %q does not exist and no size was given to create it", spec.Path)
+		}
+		dir := filepath.Dir(spec.Path)
+		dst, err := os.Stat(dir)
+		switch {
+		case err != nil:
+			return fmt.Errorf("bdev: file %q cannot be created: %w", spec.Path, err)
+		case !dst.IsDir():
+			return fmt.Errorf("bdev: file %q cannot be created: %q is not a directory", spec.Path, dir)
+		}
+		if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+			return fmt.Errorf("bdev: file %q cannot be created in %q: %w", spec.Path, dir, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("bdev: file: %w", err)
+	}
+	if st.IsDir() {
+		return fmt.Errorf("bdev: file %q is a directory", spec.Path)
+	}
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("bdev: file %q is not a regular file (mode %v); use backend \"block\" for device nodes", spec.Path, st.Mode())
+	}
+	f, err := os.OpenFile(spec.Path, os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("bdev: file: %w", err)
+	}
+	defer f.Close()
+	_, _, err = fileSize(spec, bs, st.Size(), false)
+	return err
+}
