@@ -83,8 +83,8 @@ func checkMemory(size int64, blockSize uint32) error {
 
 // MemoryError reports memory backends larger than the machine's memory.
 type MemoryError struct {
-	Size   int64 // bytes asked for (one backend, or several together)
-	Memory int64 // PhysicalMemory
+	Size   int64  // bytes asked for (one backend, or several together)
+	Memory int64  // PhysicalMemory
 	What   string // "" for one backend, else what adds up to Size
 }
 
