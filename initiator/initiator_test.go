@@ -149,6 +149,40 @@ func TestReadWriteVerify(t *testing.T) {
 	}
 }
 
+// TestTransferBeyondWindow moves more chunks than ReadAt and WriteAt keep
+// in flight (maxWindow): the window must not reuse an entry whose command
+// is still outstanding (it used to, and every transfer above 64 × MDTS
+// failed).
+func TestTransferBeyondWindow(t *testing.T) {
+	ft := newFakeTarget(t, 4<<20)
+	ft.mdts = 1 // 8 KiB
+	o := testOpts()
+	o.NrIOQueues = 2
+	c := connectFake(t, ft, o)
+	ns, _ := c.Namespace(1)
+	xfer := c.MaxTransfer()
+	if xfer != 8<<10 {
+		t.Fatalf("max transfer %d, want 8 KiB", xfer)
+	}
+	for _, chunks := range []int{maxWindow - 1, maxWindow, maxWindow + 1, 3*maxWindow + 5} {
+		size := chunks * xfer
+		w := make([]byte, size)
+		for i := range w {
+			w[i] = byte(i*7 + chunks)
+		}
+		if n, err := ns.WriteAt(w, 512); err != nil || n != size {
+			t.Fatalf("WriteAt of %d chunks = %d, %v", chunks, n, err)
+		}
+		r := make([]byte, size)
+		if n, err := ns.ReadAt(r, 512); err != nil || n != size {
+			t.Fatalf("ReadAt of %d chunks = %d, %v", chunks, n, err)
+		}
+		if !bytes.Equal(r, w) {
+			t.Fatalf("%d chunks: data mismatch", chunks)
+		}
+	}
+}
+
 func TestConcurrentIO(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

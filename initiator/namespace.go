@@ -424,6 +424,12 @@ func (ns *Namespace) transfer(info *nsInfo, op nvme.IOOpcode, name string, dir f
 		n--
 	}
 	for done := uint64(0); done < nblocks && firstErr == nil; {
+		if n == maxWindow {
+			// The next entry is the oldest chunk, still in flight: its
+			// command and buffer must stay until it is collected.
+			collect()
+			continue
+		}
 		cnt := min(per, nblocks-done)
 		ch := &win[(head+n)%maxWindow]
 		ns.fill(&ch.sqe, op, slba+done, cnt)
@@ -432,7 +438,7 @@ func (ns *Namespace) transfer(info *nsInfo, op nvme.IOOpcode, name string, dir f
 			ch.data = data[done*bs : (done+cnt)*bs]
 		}
 		for {
-			if n < maxWindow && c.tryStart(ch, dir) {
+			if c.tryStart(ch, dir) {
 				n++
 				break
 			}
