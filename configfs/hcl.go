@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,16 +22,41 @@ import (
 func LoadFile(path string) (*Tree, error) { return Loader{}.LoadFile(path) }
 
 // LoadFile reads a configuration file as the package's LoadFile does, with
-// l's checks.
+// l's checks. Relative backend paths are made absolute against the
+// directory of the file, not the working directory: the file means the
+// same wherever the daemon starts.
 func (l Loader) LoadFile(path string) (*Tree, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("configfs: %w", err)
 	}
+	var t *Tree
 	if strings.HasSuffix(path, ".json") {
-		return l.ParseNvmetcliJSON(src, path)
+		t, err = l.ParseNvmetcliJSON(src, path)
+	} else {
+		t, err = l.ParseHCL(src, path)
 	}
-	return l.ParseHCL(src, path)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("configfs: %w", err)
+	}
+	t.ResolvePaths(dir)
+	return t, nil
+}
+
+// ResolvePaths makes the relative backend paths of t's namespaces
+// absolute against dir.
+func (t *Tree) ResolvePaths(dir string) {
+	for _, s := range t.Subsystems {
+		for _, ns := range s.Namespaces {
+			if ns.DevicePath != "" && !filepath.IsAbs(ns.DevicePath) {
+				ns.DevicePath = filepath.Join(dir, ns.DevicePath)
+			}
+		}
+	}
 }
 
 // ParseHCL parses and validates nvmetd's HCL configuration (see the package

@@ -25,6 +25,43 @@ type Error struct {
 	// error is about the object itself.
 	Attr string
 	Msg  string
+	// Err is the error Msg comes from, when a program's check made it
+	// (Tree.NamespaceError, Tree.PortError); Unwrap returns it.
+	Err error
+}
+
+// Unwrap returns Err, for errors.Is and errors.As.
+func (e *Error) Unwrap() error { return e.Err }
+
+// NamespaceError places err, found by a program about namespace ns of
+// subsystem nqn (a backend that does not open, say), like a validation
+// error: at attribute attr (a configfs name such as "device_path" or
+// "size"; the namespace block when "" or not written) with the file
+// position, or the file name for nvmetcli JSON.
+func (t *Tree) NamespaceError(nqn string, ns *Namespace, attr string, err error) *Error {
+	path := "subsystems/" + nqn + "/namespaces/" + strconv.FormatUint(uint64(ns.NSID), 10)
+	return t.placed(ns.src, nsHCLNames, path, attr, err)
+}
+
+// PortError places err about port p as NamespaceError does (attr: a
+// configfs name such as "addr_traddr").
+func (t *Tree) PortError(p *Port, attr string, err error) *Error {
+	return t.placed(p.src, portHCLNames, "ports/"+p.ID, attr, err)
+}
+
+func (t *Tree) placed(src *source, names map[string]string, path, attr string, err error) *Error {
+	if src != nil {
+		// About a value that decoded: never dropped as already reported.
+		s := *src
+		s.bad = nil
+		src = &s
+	}
+	e := newError(src, names, path, attr, "%v", err)
+	e.Err = err
+	if t.file != "" {
+		Errors{e}.inFile(t.file)
+	}
+	return e
 }
 
 // Error formats the error as "file:line:col: path: attr: message".
