@@ -143,6 +143,9 @@ type queue struct {
 	closedCh  chan struct{}
 	inCapsule int
 	target    *targetQueue
+	// copying counts completions moving data into host buffers; no new
+	// one starts once closed is set.
+	copying sync.WaitGroup
 
 	work chan int
 }
@@ -188,6 +191,9 @@ func (q *queue) CompleteRequest(r *fabrics.Request) {
 		return
 	}
 	s.cmd = nil
+	// Close waits for this copy: the host's buffer is the caller's again
+	// once Close has returned.
+	q.copying.Add(1)
 	q.mu.Unlock()
 	if cmd.Direction == fabrics.DirCtrlToHost {
 		copy(cmd.Data, r.Data)
@@ -197,6 +203,7 @@ func (q *queue) CompleteRequest(r *fabrics.Request) {
 	cmd.CQE[12], cmd.CQE[13] = cmd.SQE[2], cmd.SQE[3]
 	cmd.CQE[10], cmd.CQE[11] = byte(q.params.QID), byte(q.params.QID>>8)
 	cmd.Err = nil
+	q.copying.Done()
 	q.mu.Lock()
 	q.free = append(q.free, r.Slot)
 	q.mu.Unlock()
@@ -219,6 +226,7 @@ func (q *queue) shutdown(err error) {
 	}
 	close(q.closedCh)
 	q.mu.Unlock()
+	q.copying.Wait()
 	for _, c := range pending {
 		c.Err = err
 		c.Done(c)

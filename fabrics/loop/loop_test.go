@@ -97,3 +97,72 @@ func TestLoopRoundTrip(t *testing.T) {
 		t.Fatalf("submit after close: %v", err)
 	}
 }
+
+// holdHandler hands every command to the test instead of completing it.
+type holdHandler struct{ held chan *fabrics.Request }
+
+func (h holdHandler) HandleCommand(r *fabrics.Request) { h.held <- r }
+func (h holdHandler) QueueClosed(error)                {}
+
+// TestCloseWaitsForCompletion completes a Read on the target side while
+// the host closes the queue: once Close has returned, the host's buffer
+// is the caller's again, so no completion may still be copying into it
+// (the race detector also sees an unordered copy).
+func TestCloseWaitsForCompletion(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := NewNetwork()
+	addr := fabrics.Address{Transport: fabrics.TransportLoop, ServiceID: 4420}
+	l, err := n.Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	h := holdHandler{held: make(chan *fabrics.Request, 1)}
+	const size = 256 << 10
+	pattern, zero := bytes.Repeat([]byte{0xa5}, size), make([]byte, size)
+	for i := range 100 {
+		accepted := make(chan error, 1)
+		go func() {
+			tq, err := l.Accept(ctx)
+			if err == nil {
+				tq.Serve(h)
+			}
+			accepted <- err
+		}()
+		hq, err := (Dialer{n}).Dial(ctx, addr, fabrics.QueueParams{QID: 1, SQSize: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-accepted; err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, size)
+		cmd := &fabrics.HostCommand{Data: buf, Direction: fabrics.DirCtrlToHost, Done: func(*fabrics.HostCommand) {}}
+		cmd.SQE[0] = 0x02
+		if err := hq.Submit(cmd); err != nil {
+			t.Fatal(err)
+		}
+		var r *fabrics.Request
+		select {
+		case r = <-h.held:
+		case <-ctx.Done():
+			t.Fatal("command never reached the target")
+		}
+		copy(r.Data, pattern)
+		started, completed := make(chan struct{}), make(chan struct{})
+		go func() {
+			close(started)
+			r.Complete()
+			close(completed)
+		}()
+		<-started // most rounds, Close comes while Complete copies
+		hq.Close()
+		// The buffer is ours: write it, then check that nothing else does.
+		clear(buf)
+		<-completed
+		if !bytes.Equal(buf, zero) {
+			t.Fatalf("round %d: buffer written after Close returned", i)
+		}
+	}
+}
