@@ -42,19 +42,33 @@ type ConfigChanges struct {
 // ApplyConfig makes the target match a validated configfs tree: the first
 // call builds everything, later calls (a reload) apply the difference from
 // the tree applied before (configfs.Diff) without disturbing what did not
-// change. Validation warnings (configfs.Tree.Warnings) are logged. Namespace
-// backends are opened with bdev.Open. It goes on past
-// failures (a backend that does not open, say) and returns them all; what
-// failed is left out of the applied tree, so the next call tries again.
+// change. Validation warnings (configfs.Tree.Warnings) are logged. It is
+// ApplyConfigWith without a prepare step: all or nothing as that
+// describes.
 func (t *Target) ApplyConfig(tree *configfs.Tree) (ConfigChanges, error) {
+	return t.ApplyConfigWith(tree, nil)
+}
+
+// ApplyConfigWith applies tree all or nothing. First it prepares what can
+// fail outside the target: it validates the tree, checks that the memory
+// backends together fit in the machine's memory (CheckMemory), opens every
+// backend to add or replace (bdev.Open), and calls prepare, if not nil,
+// with the ports that will start and stop (the caller opens the ports'
+// RDMA devices there). An error up to there leaves the target as it was
+// (the backends opened are closed) and is returned, each error placed at
+// its FILE:LINE (configfs.Tree.NamespaceError). Then it changes the
+// target. What fails from then on (which validation should rule out) is
+// logged and returned, and left out of the applied tree so that the next
+// call tries again; Start then lists only the ports added.
+func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges) error) (ConfigChanges, error) {
 	t.cfgMu.Lock()
 	defer t.cfgMu.Unlock()
 	var res ConfigChanges
 	if err := tree.Validate(); err != nil {
 		return res, fmt.Errorf("target: configuration: %w", err)
 	}
-	for _, w := range tree.Warnings() {
-		t.log.Warn("configuration accepted with a warning", "warning", w.Error())
+	if err := CheckMemory(tree); err != nil {
+		return res, err
 	}
 	old := t.applied
 	if old == nil {
@@ -63,18 +77,93 @@ func (t *Target) ApplyConfig(tree *configfs.Tree) (ConfigChanges, error) {
 	oldIDs := t.portIDs
 	newIDs := tree.PortIDs()
 	ch := configfs.Diff(old, tree)
-	applied := tree.Clone()
-	var errs []error
-	fail := func(err error) {
-		errs = append(errs, err)
-		t.log.Error("configuration not applied", "err", err)
-	}
 
-	// Ports whose listener changes go away first, with removed ports.
+	// Prepare: open the backends, then the caller's part.
+	devs := map[nsKey]bdev.Device{}
+	closeDevs := func() {
+		for _, d := range devs {
+			d.Close()
+		}
+	}
+	var errs []error
+	open := func(nqn string, ns *configfs.Namespace) {
+		d, err := bdev.Open(nsSpec(ns))
+		if err != nil {
+			errs = append(errs, tree.NamespaceError(nqn, ns, backendAttr(ns), err))
+			return
+		}
+		devs[nsKey{nqn, ns.NSID}] = d
+	}
+	for _, nqn := range ch.SubsystemsAdded {
+		for _, ns := range tree.Subsystem(nqn).Namespaces {
+			open(nqn, ns)
+		}
+	}
+	for _, sc := range ch.Subsystems {
+		s := tree.Subsystem(sc.NQN)
+		for _, nsid := range sc.NamespacesChanged {
+			if !onlyEnableDiffers(old.Subsystem(sc.NQN).Namespace(nsid), s.Namespace(nsid)) {
+				open(sc.NQN, s.Namespace(nsid))
+			}
+		}
+		for _, nsid := range sc.NamespacesAdded {
+			open(sc.NQN, s.Namespace(nsid))
+		}
+	}
+	// Ports whose listener changes restart: stop, then start again.
 	restart := map[string]bool{}
 	for _, pc := range ch.Ports {
 		if pc.Listener || oldIDs[pc.ID] != newIDs[pc.ID] {
 			restart[pc.ID] = true
+		}
+	}
+	stopped := append([]string(nil), ch.PortsRemoved...)
+	start := append([]string(nil), ch.PortsAdded...)
+	for _, p := range tree.Ports {
+		if restart[p.ID] {
+			stopped = append(stopped, p.ID)
+			start = append(start, p.ID)
+		}
+	}
+	var plan ConfigChanges
+	plan.Stopped = stopped
+	for _, name := range start {
+		p := tree.Port(name)
+		cfg, err := t.portConfig(p, newIDs[name])
+		if err != nil {
+			errs = append(errs, tree.PortError(p, "", err))
+			continue
+		}
+		plan.Start = append(plan.Start, portListener(p, cfg))
+	}
+	if len(errs) == 0 && prepare != nil {
+		if err := prepare(plan); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		closeDevs()
+		err := errors.Join(errs...)
+		t.log.Error("configuration not applied: nothing changed", "error", err)
+		return res, err
+	}
+
+	// Commit.
+	for _, w := range tree.Warnings() {
+		t.log.Warn("configuration accepted with a warning", "warning", w.Error())
+	}
+	applied := tree.Clone()
+	fail := func(err error) {
+		errs = append(errs, err)
+		t.log.Error("configuration not applied", "err", err)
+	}
+	add := func(nqn string, ns *configfs.Namespace) {
+		k := nsKey{nqn, ns.NSID}
+		d := devs[k]
+		delete(devs, k)
+		if err := t.addConfigNamespace(nqn, ns, d); err != nil {
+			fail(err)
+			dropNamespace(applied, nqn, ns.NSID)
 		}
 	}
 	for _, name := range ch.PortsRemoved {
@@ -103,10 +192,7 @@ func (t *Target) ApplyConfig(tree *configfs.Tree) (ConfigChanges, error) {
 			continue
 		}
 		for _, ns := range s.Namespaces {
-			if err := t.addConfigNamespace(nqn, ns); err != nil {
-				fail(err)
-				dropNamespace(applied, nqn, ns.NSID)
-			}
+			add(nqn, ns)
 		}
 	}
 	for _, sc := range ch.Subsystems {
@@ -134,18 +220,13 @@ func (t *Target) ApplyConfig(tree *configfs.Tree) (ConfigChanges, error) {
 			if err := t.RemoveNamespace(sc.NQN, nsid); err != nil && !errors.Is(err, ErrNotFound) {
 				fail(err)
 			}
-			if err := t.addConfigNamespace(sc.NQN, now); err != nil {
-				fail(err)
-				dropNamespace(applied, sc.NQN, nsid)
-			}
+			add(sc.NQN, now)
 		}
 		for _, nsid := range sc.NamespacesAdded {
-			if err := t.addConfigNamespace(sc.NQN, s.Namespace(nsid)); err != nil {
-				fail(err)
-				dropNamespace(applied, sc.NQN, nsid)
-			}
+			add(sc.NQN, s.Namespace(nsid))
 		}
 	}
+	closeDevs() // none left unless a subsystem failed to add
 
 	// Ports: links of ports that stay, then new and restarted ports.
 	for _, pc := range ch.Ports {
@@ -165,12 +246,6 @@ func (t *Target) ApplyConfig(tree *configfs.Tree) (ConfigChanges, error) {
 			}
 		}
 	}
-	start := append([]string(nil), ch.PortsAdded...)
-	for _, p := range tree.Ports {
-		if restart[p.ID] {
-			start = append(start, p.ID)
-		}
-	}
 	for _, name := range start {
 		p := tree.Port(name)
 		cfg, err := t.portConfig(p, newIDs[name])
@@ -182,8 +257,7 @@ func (t *Target) ApplyConfig(tree *configfs.Tree) (ConfigChanges, error) {
 			dropPort(applied, name)
 			continue
 		}
-		res.Start = append(res.Start, PortListener{Name: name, ID: cfg.ID, Address: cfg.Address,
-			Provider: p.Provider, Device: p.Device, TOS: p.TOS, InlineDataSize: cfg.InlineDataSize})
+		res.Start = append(res.Start, portListener(p, cfg))
 	}
 
 	t.applied = applied
@@ -192,6 +266,77 @@ func (t *Target) ApplyConfig(tree *configfs.Tree) (ConfigChanges, error) {
 		t.portIDs[name] = newIDs[name]
 	}
 	return res, errors.Join(errs...)
+}
+
+// nsKey names a namespace of a subsystem.
+type nsKey struct {
+	nqn  string
+	nsid uint32
+}
+
+func portListener(p *configfs.Port, cfg PortConfig) PortListener {
+	return PortListener{Name: p.ID, ID: cfg.ID, Address: cfg.Address,
+		Provider: p.Provider, Device: p.Device, TOS: p.TOS, InlineDataSize: cfg.InlineDataSize}
+}
+
+// nsSpec is the backend of a configfs namespace.
+func nsSpec(ns *configfs.Namespace) bdev.Spec {
+	return bdev.Spec{Kind: ns.Backend, Path: ns.DevicePath, Size: ns.Size, BlockSize: ns.BlockSize,
+		Grow: ns.Grow, BufferedIO: ns.BufferedIO}
+}
+
+// backendAttr is the attribute a backend error is placed at: the path of
+// the backends that have one, else the size.
+func backendAttr(ns *configfs.Namespace) string {
+	if ns.Backend == configfs.BackendFile || ns.Backend == configfs.BackendBlock {
+		return "device_path"
+	}
+	return "size"
+}
+
+// CheckMemory checks that the memory backends of tree together are no
+// larger than the machine's memory (bdev.PhysicalMemory): they are sparse,
+// but once hosts fill them the process would die. The error is placed at
+// the size of the namespace that goes over.
+func CheckMemory(tree *configfs.Tree) error {
+	ram := bdev.PhysicalMemory()
+	if ram <= 0 {
+		return nil
+	}
+	var total int64
+	for _, s := range tree.Subsystems {
+		for _, ns := range s.Namespaces {
+			if ns.Backend != configfs.BackendMemory || ns.Size <= 0 {
+				continue
+			}
+			switch {
+			case ns.Size > ram:
+				return tree.NamespaceError(s.NQN, ns, "size", &bdev.MemoryError{Size: ns.Size, Memory: ram})
+			case ns.Size > ram-total:
+				return tree.NamespaceError(s.NQN, ns, "size", &bdev.MemoryError{Size: total + ns.Size, Memory: ram,
+					What: "memory namespaces up to this one, together"})
+			}
+			total += ns.Size
+		}
+	}
+	return nil
+}
+
+// CheckBackends checks every namespace backend of tree as ApplyConfig
+// would open it (bdev.Check, CheckMemory) without opening or creating
+// anything, and returns every error placed at its FILE:LINE. nvmetd
+// --check runs it.
+func CheckBackends(tree *configfs.Tree) error {
+	errs := []error{CheckMemory(tree)}
+	for _, s := range tree.Subsystems {
+		for _, ns := range s.Namespaces {
+			var me *bdev.MemoryError
+			if err := bdev.Check(nsSpec(ns)); err != nil && !errors.As(err, &me) { // CheckMemory's
+				errs = append(errs, tree.NamespaceError(s.NQN, ns, backendAttr(ns), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // subsystemConfig maps a configfs subsystem onto a SubsystemConfig.
@@ -228,15 +373,14 @@ func parseVersion(s string) (fabrics.VS, error) {
 	return fabrics.MakeVS(uint16(n[0]), uint8(n[1]), uint8(n[2])), nil
 }
 
-// addConfigNamespace opens a namespace's backend and adds it.
-func (t *Target) addConfigNamespace(nqn string, ns *configfs.Namespace) error {
-	dev, err := bdev.Open(bdev.Spec{Kind: ns.Backend, Path: ns.DevicePath, Size: ns.Size, BlockSize: ns.BlockSize,
-		Grow: ns.Grow, BufferedIO: ns.BufferedIO})
-	if err != nil {
-		return fmt.Errorf("target: subsystem %s namespace %d: %w", nqn, ns.NSID, err)
+// addConfigNamespace adds a namespace on its opened backend dev (closed
+// on error).
+func (t *Target) addConfigNamespace(nqn string, ns *configfs.Namespace, dev bdev.Device) error {
+	if dev == nil {
+		return fmt.Errorf("target: subsystem %s namespace %d: backend not opened", nqn, ns.NSID)
 	}
 	uuid, nguid, eui := ns.IDs(nqn)
-	err = t.AddNamespace(nqn, NamespaceConfig{
+	err := t.AddNamespace(nqn, NamespaceConfig{
 		NSID:     ns.NSID,
 		Device:   dev,
 		UUID:     [16]byte(uuid),

@@ -3,14 +3,19 @@ package target
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/fabrics/loop"
 	"github.com/nvmeof/nvmeof/nvme"
+	"github.com/nvmeof/nvmeof/target/bdev"
 )
 
 const configV1 = `
@@ -81,7 +86,10 @@ subsystem "` + testSubNQN + `" {
     backend    = "memory"
     size       = "1MiB"
   }
-  namespace "4" {
+`
+
+// configV2Bad ends configV2 with a namespace whose file cannot be created.
+const configV2Bad = `  namespace "4" {
     backend    = "file"
     path       = "/nonexistent/dir/disk.img"
     size       = "1MiB"
@@ -137,15 +145,37 @@ func TestApplyConfig(t *testing.T) {
 	}
 	aer := a.submit(newSQE(uint8(nvme.AdminAsyncEventRequest), 0), nil, fabrics.DirNone)
 
-	// Reload: namespace 1 disabled, 3 added, 4 fails to open; the second
-	// subsystem goes; a port appears; any host allowed.
-	tree2, err := configfs.ParseHCL([]byte(configV2), "v2.hcl")
+	// A reload where namespace 4 cannot open applies nothing: the error
+	// says where, and the target is as before.
+	tree2bad, err := configfs.ParseHCL([]byte(configV2+configV2Bad), "v2.hcl")
 	must(t, err)
-	res, err = tgt.ApplyConfig(tree2)
+	res, err = tgt.ApplyConfig(tree2bad)
 	if err == nil {
 		t.Fatal("reload with a namespace that cannot open: no error")
 	}
-	t.Logf("expected reload error: %v", err)
+	if want := "v2.hcl:38:18: subsystems/" + testSubNQN + "/namespaces/4: path: bdev: file"; !strings.Contains(err.Error(), want) {
+		t.Errorf("reload error %q, want it to contain %q", err, want)
+	}
+	if len(res.Start) != 0 || len(res.Stopped) != 0 {
+		t.Fatalf("refused reload: start %+v, stopped %v", res.Start, res.Stopped)
+	}
+	r = a.identify(nvme.CNSActiveNSList, 0, 0)
+	if ids, _ := nvme.DecodeNSIDList(r.data); !slices.Equal(ids, []uint32{1, 2}) {
+		t.Errorf("after a refused reload: active namespaces %v, want [1 2]", ids)
+	}
+	if l, _ := d.discoveryLog(4096, 0); l.NumRec != 3 {
+		t.Errorf("after a refused reload: %d discovery records, want 3", l.NumRec)
+	}
+	if _, ok := tgt.Port(7); !ok {
+		t.Error("after a refused reload: port 7 gone")
+	}
+
+	// Reload: namespace 1 disabled, 3 added; the second subsystem goes; a
+	// port appears; any host allowed.
+	tree2, err := configfs.ParseHCL([]byte(configV2+"}\n"), "v2.hcl")
+	must(t, err)
+	res, err = tgt.ApplyConfig(tree2)
+	must(t, err)
 	if len(res.Start) != 1 || res.Start[0].Name != "p2" || len(res.Stopped) != 0 {
 		t.Fatalf("reload: start %+v, stopped %v", res.Start, res.Stopped)
 	}
@@ -166,9 +196,9 @@ func TestApplyConfig(t *testing.T) {
 	h := f2.dial(0, 8)
 	expect(t, h.connectRaw(8, 0, 0, testSubNQN, otherHost, 0xffff), 0, "any host on the new port")
 
-	// Applying the same tree again retries only what failed.
+	// Applying the same tree again changes nothing.
 	res, err = tgt.ApplyConfig(tree2)
-	if err == nil || len(res.Start) != 0 || len(res.Stopped) != 0 {
+	if err != nil || len(res.Start) != 0 || len(res.Stopped) != 0 {
 		t.Fatalf("second reload: start %+v stopped %v err %v", res.Start, res.Stopped, err)
 	}
 
@@ -249,5 +279,88 @@ func TestParseVersion(t *testing.T) {
 		if (err == nil) != tc.ok || v != tc.want {
 			t.Errorf("parseVersion(%q) = %v, %v", tc.in, v, err)
 		}
+	}
+}
+
+// TestApplyConfigMemoryLimit: memory namespaces larger than the machine's
+// memory, alone or together, are refused with the position of the size
+// that goes over (one of 1000000 TiB used to kill the process), by
+// CheckBackends and by ApplyConfig, which then changes nothing.
+func TestApplyConfigMemoryLimit(t *testing.T) {
+	ram := bdev.PhysicalMemory()
+	half := (ram/2 + 1<<20) &^ (1<<20 - 1) // two of them exceed ram
+	ns := func(nsid int, size string) string {
+		return fmt.Sprintf("  namespace \"%d\" {\n    backend = \"memory\"\n    size    = %s\n  }\n", nsid, size)
+	}
+	cfg := func(nss ...string) string {
+		return "subsystem \"" + testSubNQN + "\" {\n  allow_any_host = true\n" + strings.Join(nss, "") + "}\n"
+	}
+	tests := []struct {
+		name, hcl, want string
+	}{
+		{"one too large", cfg(ns(1, `"1MiB"`), ns(2, `"1000000TiB"`)),
+			"m.hcl:9:15: subsystems/" + testSubNQN + "/namespaces/2: size: bdev: memory: size"},
+		{"together too large", cfg(ns(1, strconv.FormatInt(half, 10)), ns(2, strconv.FormatInt(half, 10))),
+			"m.hcl:9:15: subsystems/" + testSubNQN + "/namespaces/2: size: bdev: memory: memory namespaces up to this one, together"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tree, err := configfs.ParseHCL([]byte(tt.hcl), "m.hcl")
+			must(t, err)
+			if err := CheckBackends(tree); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("CheckBackends: %v, want %q", err, tt.want)
+			}
+			tgt := New(Options{Logger: testLogger(t)})
+			t.Cleanup(func() { tgt.Close() })
+			if _, err := tgt.ApplyConfig(tree); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ApplyConfig: %v, want %q", err, tt.want)
+			}
+			if err := tgt.AddSubsystem(SubsystemConfig{NQN: testSubNQN}); err != nil {
+				t.Errorf("the refused configuration added its subsystem: %v", err)
+			}
+		})
+	}
+}
+
+// TestApplyConfigPrepareFails: an error from the prepare step (an RDMA
+// device that does not open, in the server) applies nothing and closes
+// the backends opened for it.
+func TestApplyConfigPrepareFails(t *testing.T) {
+	dir := t.TempDir()
+	tree, err := configfs.ParseHCL([]byte(`
+port "p1" {
+  transport = "loop"
+  address   = "127.0.0.1"
+}
+subsystem "`+testSubNQN+`" {
+  ports          = ["p1"]
+  allow_any_host = true
+  namespace "1" {
+    path = "`+filepath.Join(dir, "disk.img")+`"
+    size = "1MiB"
+  }
+}
+`), "p.hcl")
+	must(t, err)
+	tgt := New(Options{Logger: testLogger(t)})
+	t.Cleanup(func() { tgt.Close() })
+	boom := errors.New("device does not open")
+	var plan ConfigChanges
+	res, err := tgt.ApplyConfigWith(tree, func(ch ConfigChanges) error { plan = ch; return boom })
+	if !errors.Is(err, boom) || len(res.Start) != 0 {
+		t.Fatalf("ApplyConfigWith = %+v, %v; want nothing started and %v", res, err, boom)
+	}
+	if len(plan.Start) != 1 || plan.Start[0].Name != "p1" {
+		t.Errorf("prepare got %+v, want port p1 to start", plan)
+	}
+	if _, ok := tgt.Port(plan.Start[0].ID); ok {
+		t.Error("refused configuration added its port")
+	}
+	// Applied again without the failure, everything comes up: the file
+	// opened the first time was closed, not leaked.
+	res, err = tgt.ApplyConfig(tree)
+	must(t, err)
+	if len(res.Start) != 1 {
+		t.Errorf("start %+v", res.Start)
 	}
 }
