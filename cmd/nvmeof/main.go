@@ -84,7 +84,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Usage: "`DIR` where the connection daemons keep their state, sockets, logs and FUSE mounts"},
 			&cli.StringFlag{Name: "log-level", Value: "off", Usage: "log `LEVEL` on stderr: trace, debug, info, warn, error or off (connection daemons log to their own file)"},
 		},
-		Commands: []*cli.Command{
+		Commands: append([]*cli.Command{
 			{
 				Name:  "discover",
 				Usage: "read the discovery log page of a discovery controller",
@@ -188,7 +188,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				},
 				Action: cmdDaemon,
 			},
-		},
+		}, authCommands()...),
 	}
 }
 
