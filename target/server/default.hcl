@@ -1,7 +1,8 @@
 # nvmetd's embedded default: one memory-backed namespace on 127.0.0.1:4420
 # over the soft RoCEv2 provider, open to any host. Used when no --config
 # is given. The provider is soft, not auto: the self-test's host side is a
-# soft device too.
+# soft device too. Open to any host, so loopback addresses only
+# (TestDefaultLoopbackOnly; nvmetd refuses to serve it otherwise).
 log_level = "info"
 
 port "default" {

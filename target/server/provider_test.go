@@ -69,7 +69,7 @@ func (s *Server) deviceCount() int {
 // TestRDMAPortsProviders serves rdma ports on a loopback address through
 // rdma/provider: auto and soft ports on one address share one soft device,
 // the listening log names the device, a changed tos restarts the port, and
-// a provider the binary lacks fails that port only.
+// a provider the binary lacks refuses the whole reload.
 func TestRDMAPortsProviders(t *testing.T) {
 	var logs syncBuffer
 	s := New(Options{Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info}), LoopNetwork: loop.NewNetwork()})
@@ -96,7 +96,7 @@ func TestRDMAPortsProviders(t *testing.T) {
 			wantDevices int
 			wantLog     []string
 		}{name: "ibverbs not built in", tree: rdmaConfig(t, `tos = 106`, `provider = "ibverbs"`), wantErr: ibverbs.ErrNotBuilt, wantDevices: 1,
-			wantLog: []string{`port not started: port=p2`, "-tags ibverbs"}})
+			wantLog: []string{`port cannot start: port=p2`, "-tags ibverbs"}})
 	}
 	for _, st := range steps {
 		before := len(logs.String())

@@ -95,10 +95,39 @@ func New(opts Options) *Server {
 }
 
 // Apply makes the target match tree (the first configuration or a reload)
-// and starts the listeners of new or changed ports. It returns every
-// error; what did not fail is in effect.
+// and starts the listeners of new or changed ports, all or nothing: the
+// namespaces' backends and the RDMA devices of the ports to start are
+// opened before the running target changes (target.ApplyConfigWith), and
+// if any fails, nothing changes and the error, with FILE:LINE, is
+// returned. What can fail after that (a listener, which should not) is
+// logged and returned with the rest in effect.
 func (s *Server) Apply(tree *configfs.Tree) error {
-	ch, err := s.Target.ApplyConfig(tree)
+	prepared := map[string]*deviceKey{}
+	release := func() {
+		for name, key := range prepared {
+			if key != nil {
+				s.releaseDevice(*key)
+			}
+			delete(prepared, name)
+		}
+	}
+	ch, err := s.Target.ApplyConfigWith(tree, func(plan target.ConfigChanges) error {
+		var errs []error
+		for _, pl := range plan.Start {
+			key, err := s.preparePort(pl)
+			if err != nil {
+				s.log.Error("port cannot start", "port", pl.Name, "address", pl.Address, "error", err)
+				errs = append(errs, tree.PortError(tree.Port(pl.Name), "addr_traddr", err))
+				continue
+			}
+			prepared[pl.Name] = key
+		}
+		if len(errs) > 0 {
+			release()
+			return errors.Join(errs...)
+		}
+		return nil
+	})
 	var errs []error
 	if err != nil {
 		errs = append(errs, err)
@@ -107,9 +136,56 @@ func (s *Server) Apply(tree *configfs.Tree) error {
 		s.portStopped(name)
 	}
 	for _, pl := range ch.Start {
-		if err := s.startPort(pl); err != nil {
-			errs = append(errs, err)
+		key := prepared[pl.Name]
+		delete(prepared, pl.Name)
+		if err := s.startPort(pl, key); err != nil {
+			errs = append(errs, tree.PortError(tree.Port(pl.Name), "addr_traddr", err))
 			s.log.Error("port not started", "port", pl.Name, "address", pl.Address, "error", err)
+		}
+	}
+	release() // ports the target did not add after all
+	return errors.Join(errs...)
+}
+
+// preparePort makes sure a port can start: the loop network for loop
+// ports; for rdma ports, the device opened (or shared), whose key it
+// returns: startPort takes over that reference.
+func (s *Server) preparePort(pl target.PortListener) (*deviceKey, error) {
+	switch pl.Address.Transport {
+	case fabrics.TransportLoop:
+		if s.opts.LoopNetwork == nil {
+			return nil, errors.New("loop transport not available in this process")
+		}
+		return nil, nil
+	case fabrics.TransportRDMA:
+		_, key, err := s.device(pl)
+		if err != nil {
+			return nil, err
+		}
+		return &key, nil
+	default:
+		return nil, fmt.Errorf("transport %q not supported", pl.Address.Transport)
+	}
+}
+
+// Check runs on tree, without serving it, every check Apply makes before
+// changing anything: the namespaces' backends (target.CheckBackends,
+// which opens or creates nothing) and each port: its transport available
+// (opts.LoopNetwork for loop) and, for rdma, its RDMA device opened and
+// closed at once, so that an address no device can hold, a provider not
+// built in, or a soft device's UDP port already taken (by a running
+// nvmetd, say) is reported. Errors carry FILE:LINE.
+func Check(tree *configfs.Tree, opts Options) error {
+	opts.Pcap = nil
+	s := New(opts)
+	defer s.Close()
+	errs := []error{target.CheckBackends(tree)}
+	for _, p := range tree.Ports {
+		pl := target.PortListener{Name: p.ID, Address: fabrics.Address{Transport: p.Trtype},
+			Provider: p.Provider, Device: p.Device, TOS: p.TOS}
+		pl.Address.Addr, _ = netip.ParseAddr(p.Traddr) // validated
+		if _, err := s.preparePort(pl); err != nil {
+			errs = append(errs, tree.PortError(p, "addr_traddr", err))
 		}
 	}
 	return errors.Join(errs...)
@@ -131,7 +207,9 @@ func (s *Server) portStopped(name string) {
 	s.log.Info("port stopped", "port", name)
 }
 
-func (s *Server) startPort(pl target.PortListener) error {
+// startPort listens on a port and serves it; key is the device
+// preparePort opened for an rdma port, whose reference the port takes.
+func (s *Server) startPort(pl target.PortListener, key *deviceKey) error {
 	var l fabrics.Listener
 	var devKey *deviceKey
 	var devArgs []any
@@ -146,10 +224,10 @@ func (s *Server) startPort(pl target.PortListener) error {
 		}
 		l = ll
 	case fabrics.TransportRDMA:
-		dev, key, err := s.device(pl)
-		if err != nil {
-			return err
+		if key == nil {
+			return errors.New("RDMA device not prepared")
 		}
+		dev := s.deviceOf(*key)
 		rl, err := nvmerdma.Listen(nvmerdma.TargetConfig{
 			Device:         dev,
 			ServiceID:      pl.Address.ServiceID,
@@ -157,10 +235,10 @@ func (s *Server) startPort(pl target.PortListener) error {
 			Logger:         s.log.Named("rdma"),
 		})
 		if err != nil {
-			s.releaseDevice(key)
+			s.releaseDevice(*key)
 			return err
 		}
-		l, devKey = rl, &key
+		l, devKey = rl, key
 		devArgs = provider.Describe(dev).LogArgs()
 	default:
 		return fmt.Errorf("transport %q not supported", pl.Address.Transport)
@@ -236,6 +314,13 @@ func (s *Server) device(pl target.PortListener) (rdma.Device, deviceKey, error) 
 	s.log.Info("RDMA device opened", append([]any{"address", pl.Address.Addr}, provider.Describe(dev).LogArgs()...)...)
 	s.devices[key] = &deviceRef{dev: dev, refs: 1}
 	return dev, key, nil
+}
+
+// deviceOf returns the open device of key (a reference the caller holds).
+func (s *Server) deviceOf(key deviceKey) rdma.Device {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.devices[key].dev
 }
 
 func (s *Server) releaseDevice(key deviceKey) {
