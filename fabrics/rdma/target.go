@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -32,7 +34,39 @@ const (
 	DefaultMaxTransfer = 128 << 10
 	// DefaultRDMAReads is the most RDMA READs a queue issues at once.
 	DefaultRDMAReads = 16
+	// DefaultConnectTimeout bounds the time from a queue's CM REQ to the
+	// success of its Fabrics Connect (Linux has no such bound; its host
+	// connects within NVME_RDMA_CM_TIMEOUT_MS, 3 s, and then sends the
+	// Connect at once).
+	DefaultConnectTimeout = 10 * time.Second
+	// DefaultMaxPending bounds the queues of a port between CM REQ and
+	// Fabrics Connect.
+	DefaultMaxPending = 256
+	// DefaultMaxPendingPerHost bounds them per host address: a Linux host
+	// opens the CM connections of all its I/O queues (at most the 128 a
+	// controller grants by default) before it connects any of them.
+	DefaultMaxPendingPerHost = 128
 )
+
+// Before its Fabrics Connect succeeds a queue holds only preConnectSlots
+// receive buffers and preConnectData bytes of data buffer per slot: a host
+// sends the Connect alone and waits for its response (Linux, SPDK and
+// this module's initiator do), and the Connect's data is 1024 bytes. A
+// host that sends more meets RNR NAKs until the Connect succeeds. The
+// rest of the receive ring and the MaxTransfer-sized data buffers are
+// allocated and posted when the Connect's response is sent, before the
+// host can send its next command.
+const (
+	preConnectSlots = 2
+	preConnectData  = 4096
+)
+
+// ErrConnectTimeout is why the target closes a queue whose Fabrics
+// Connect did not succeed within the connect timeout.
+var ErrConnectTimeout = errors.New("nvme-rdma: no Fabrics Connect within the connect timeout")
+
+// errPendingLimit is why a CM REQ is rejected without allocating anything.
+var errPendingLimit = errors.New("too many queues waiting for their Fabrics Connect")
 
 // TargetConfig configures an NVMe/RDMA target port.
 type TargetConfig struct {
@@ -43,7 +77,101 @@ type TargetConfig struct {
 	InlineDataSize int
 	MaxQueueSize   int // 0 means DefaultMaxQueueSize
 	MaxTransfer    int // 0 means DefaultMaxTransfer
-	Logger         hclog.Logger
+	// ConnectTimeout bounds the time from a queue's CM REQ to the success
+	// of its Fabrics Connect; the queue is closed when it expires. 0 means
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// MaxPending and MaxPendingPerHost bound the queues between CM REQ
+	// and Fabrics Connect, in total and per host address; REQs beyond
+	// them are rejected (NVMe/RDMA status "no resources") before anything
+	// is allocated. 0 means DefaultMaxPending and DefaultMaxPendingPerHost.
+	MaxPending        int
+	MaxPendingPerHost int
+	Logger            hclog.Logger
+}
+
+// normalize fills in the defaults and checks the limits.
+func (c *TargetConfig) normalize() error {
+	if c.ServiceID == 0 {
+		c.ServiceID = fabrics.DefaultServiceID
+	}
+	switch {
+	case c.InlineDataSize == 0:
+		c.InlineDataSize = DefaultInlineDataSize
+	case c.InlineDataSize < 0:
+		c.InlineDataSize = 0
+	case c.InlineDataSize > MaxInlineDataSize:
+		return fmt.Errorf("nvme-rdma: target: inline data size %d exceeds %d", c.InlineDataSize, MaxInlineDataSize)
+	}
+	if c.MaxQueueSize == 0 {
+		c.MaxQueueSize = DefaultMaxQueueSize
+	}
+	if c.MaxQueueSize < 2 || c.MaxQueueSize > 1024 {
+		return fmt.Errorf("nvme-rdma: target: max queue size %d outside 2..1024", c.MaxQueueSize)
+	}
+	if c.MaxTransfer == 0 {
+		c.MaxTransfer = DefaultMaxTransfer
+	}
+	if c.MaxTransfer < 4096 || c.MaxTransfer > 1<<24-1 {
+		return fmt.Errorf("nvme-rdma: target: max transfer %d outside 4 KiB..16 MiB", c.MaxTransfer)
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = DefaultMaxPending
+	}
+	if c.MaxPendingPerHost == 0 {
+		c.MaxPendingPerHost = DefaultMaxPendingPerHost
+	}
+	if c.ConnectTimeout < 0 || c.MaxPending < 0 || c.MaxPendingPerHost < 0 {
+		return fmt.Errorf("nvme-rdma: target: negative connect timeout %v or pending limits %d/%d", c.ConnectTimeout, c.MaxPending, c.MaxPendingPerHost)
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return nil
+}
+
+// queueRequest is what an acceptable CM REQ asks for.
+type queueRequest struct {
+	qid     uint16
+	depth   int // commands the host may send at once (HSQSIZE + 1)
+	hrqsize uint16
+	cntlid  uint16
+	inline  int // in-capsule data the queue takes
+	reads   int // RDMA READs in flight
+}
+
+// checkRequest decides on a CM REQ's NVMe/RDMA private data and the
+// requester's RDMA READ depth (the transport's accept decision, before
+// anything is allocated): the queue it asks for, or the reject status
+// and why (c normalized; maxRdAtom is the device's limit).
+func (c *TargetConfig) checkRequest(pd []byte, responderResources uint8, maxRdAtom int) (queueRequest, CMRejectStatus, error) {
+	cr, err := ParseCMRequest(pd)
+	if err != nil {
+		return queueRequest{}, CMInvalidLength, err
+	}
+	if cr.Recfmt() != CMRecfmt {
+		return queueRequest{}, CMInvalidRecfmt, fmt.Errorf("record format %d", cr.Recfmt())
+	}
+	qr := queueRequest{qid: cr.QID(), depth: int(cr.HSQSize()) + 1, hrqsize: cr.HRQSize(), cntlid: cr.CntlID()}
+	switch {
+	case cr.HSQSize() == 0:
+		return queueRequest{}, CMInvalidHSQSize, errors.New("HSQSIZE 0")
+	case qr.qid == 0 && qr.depth > AdminQueueDepth:
+		return queueRequest{}, CMInvalidHSQSize, fmt.Errorf("admin queue of %d entries exceeds %d", qr.depth, AdminQueueDepth)
+	case qr.depth > c.MaxQueueSize:
+		return queueRequest{}, CMInvalidHSQSize, fmt.Errorf("queue of %d entries exceeds %d", qr.depth, c.MaxQueueSize)
+	case cr.HRQSize() == 0:
+		return queueRequest{}, CMInvalidHRQSize, errors.New("HRQSIZE 0")
+	}
+	qr.inline = c.InlineDataSize
+	if qr.qid == 0 {
+		qr.inline = 0 // as nvmet-rdma: no in-capsule data on the admin queue
+	}
+	qr.reads = max(min(int(responderResources), DefaultRDMAReads, maxRdAtom), 1)
+	return qr, 0, nil
 }
 
 // Listener is an NVMe/RDMA target port: it accepts the queues hosts open
@@ -57,6 +185,65 @@ type Listener struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+
+	// The queues between CM REQ and Fabrics Connect, in total and by
+	// host address.
+	pendMu    sync.Mutex
+	pending   int
+	pendingBy map[netip.Addr]int
+
+	bufBytes atomic.Int64 // registered queue buffers held
+	// released, when set (tests), is called after a queue released its
+	// buffers.
+	released func()
+}
+
+// Pending returns the number of queues between CM REQ and a successful
+// Fabrics Connect.
+func (l *Listener) Pending() int {
+	l.pendMu.Lock()
+	defer l.pendMu.Unlock()
+	return l.pending
+}
+
+// BufferBytes returns the bytes of queue buffers (receive, response and
+// data staging) the port's queues hold.
+func (l *Listener) BufferBytes() int64 { return l.bufBytes.Load() }
+
+// admit counts a CM REQ from src as pending, unless a limit is reached.
+func (l *Listener) admit(src netip.Addr) (*pendingTicket, error) {
+	l.pendMu.Lock()
+	defer l.pendMu.Unlock()
+	if l.pending >= l.cfg.MaxPending {
+		return nil, fmt.Errorf("%w: %d in total", errPendingLimit, l.pending)
+	}
+	if n := l.pendingBy[src]; n >= l.cfg.MaxPendingPerHost {
+		return nil, fmt.Errorf("%w: %d from %s", errPendingLimit, n, src)
+	}
+	l.pending++
+	l.pendingBy[src]++
+	return &pendingTicket{l: l, src: src}, nil
+}
+
+// pendingTicket is one admitted queue's place in the pending counts.
+type pendingTicket struct {
+	l    *Listener
+	src  netip.Addr
+	done atomic.Bool
+}
+
+// release gives the place back; calls after the first do nothing.
+func (t *pendingTicket) release() {
+	if t == nil || !t.done.CompareAndSwap(false, true) {
+		return
+	}
+	l := t.l
+	l.pendMu.Lock()
+	l.pending--
+	if l.pendingBy[t.src]--; l.pendingBy[t.src] <= 0 {
+		delete(l.pendingBy, t.src)
+	}
+	l.pendMu.Unlock()
 }
 
 // Listen starts an NVMe/RDMA target port on cfg.Device.
@@ -64,31 +251,8 @@ func Listen(cfg TargetConfig) (*Listener, error) {
 	if cfg.Device == nil {
 		return nil, errors.New("nvme-rdma: target: no RDMA device")
 	}
-	if cfg.ServiceID == 0 {
-		cfg.ServiceID = fabrics.DefaultServiceID
-	}
-	switch {
-	case cfg.InlineDataSize == 0:
-		cfg.InlineDataSize = DefaultInlineDataSize
-	case cfg.InlineDataSize < 0:
-		cfg.InlineDataSize = 0
-	case cfg.InlineDataSize > MaxInlineDataSize:
-		return nil, fmt.Errorf("nvme-rdma: target: inline data size %d exceeds %d", cfg.InlineDataSize, MaxInlineDataSize)
-	}
-	if cfg.MaxQueueSize == 0 {
-		cfg.MaxQueueSize = DefaultMaxQueueSize
-	}
-	if cfg.MaxQueueSize < 2 || cfg.MaxQueueSize > 1024 {
-		return nil, fmt.Errorf("nvme-rdma: target: max queue size %d outside 2..1024", cfg.MaxQueueSize)
-	}
-	if cfg.MaxTransfer == 0 {
-		cfg.MaxTransfer = DefaultMaxTransfer
-	}
-	if cfg.MaxTransfer < 4096 || cfg.MaxTransfer > 1<<24-1 {
-		return nil, fmt.Errorf("nvme-rdma: target: max transfer %d outside 4 KiB..16 MiB", cfg.MaxTransfer)
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = hclog.NewNullLogger()
+	if err := cfg.normalize(); err != nil {
+		return nil, err
 	}
 	cm, err := cfg.Device.ConnManager()
 	if err != nil {
@@ -107,6 +271,8 @@ func Listen(cfg TargetConfig) (*Listener, error) {
 		accepted: make(chan *targetQueue),
 		ctx:      ctx,
 		cancel:   cancel,
+
+		pendingBy: make(map[netip.Addr]int),
 	}
 	l.wg.Add(1)
 	go l.acceptLoop()
@@ -146,18 +312,28 @@ func (l *Listener) acceptLoop() {
 			}
 			return
 		}
+		// The limits apply before anything is allocated for the request.
+		ticket, err := l.admit(req.RemoteAddr().Addr())
+		if err != nil {
+			l.log.Warn("queue refused", "host", req.RemoteAddr(), "error", l.reject(req, CMNoResources, err))
+			continue
+		}
+		deadline := time.Now().Add(l.cfg.ConnectTimeout)
 		// Set up each queue on its own goroutine: Accept waits for the
 		// host's RTU.
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			q, err := l.setup(req)
+			q, err := l.setup(req, ticket, deadline)
 			if err != nil {
+				ticket.release()
 				l.log.Warn("queue refused", "host", req.RemoteAddr(), "error", err)
 				return
 			}
 			select {
 			case l.accepted <- q:
+			case <-q.closing: // closed before anyone took it
+				q.Close()
 			case <-l.ctx.Done():
 				q.Close()
 			}
@@ -176,58 +352,42 @@ func (l *Listener) reject(req rdma.ConnRequest, sts CMRejectStatus, why error) e
 }
 
 // setup validates a connection request, creates the queue's resources and
-// accepts the connection.
-func (l *Listener) setup(req rdma.ConnRequest) (*targetQueue, error) {
-	cr, err := ParseCMRequest(req.PrivateData())
+// accepts the connection. The queue must see its Fabrics Connect succeed
+// by deadline.
+func (l *Listener) setup(req rdma.ConnRequest, ticket *pendingTicket, deadline time.Time) (*targetQueue, error) {
+	qr, sts, err := l.cfg.checkRequest(req.PrivateData(), req.Param().ResponderResources, l.cfg.Device.Attr().MaxQPRdAtom)
 	if err != nil {
-		return nil, l.reject(req, CMInvalidLength, err)
+		return nil, l.reject(req, sts, err)
 	}
-	if cr.Recfmt() != CMRecfmt {
-		return nil, l.reject(req, CMInvalidRecfmt, fmt.Errorf("record format %d", cr.Recfmt()))
-	}
-	qid := cr.QID()
-	depth := int(cr.HSQSize()) + 1 // commands the host may send at once
-	switch {
-	case cr.HSQSize() == 0:
-		return nil, l.reject(req, CMInvalidHSQSize, errors.New("HSQSIZE 0"))
-	case qid == 0 && depth > AdminQueueDepth:
-		return nil, l.reject(req, CMInvalidHSQSize, fmt.Errorf("admin queue of %d entries exceeds %d", depth, AdminQueueDepth))
-	case depth > l.cfg.MaxQueueSize:
-		return nil, l.reject(req, CMInvalidHSQSize, fmt.Errorf("queue of %d entries exceeds %d", depth, l.cfg.MaxQueueSize))
-	case cr.HRQSize() == 0:
-		return nil, l.reject(req, CMInvalidHRQSize, errors.New("HRQSIZE 0"))
-	}
-	inline := l.cfg.InlineDataSize
-	if qid == 0 {
-		inline = 0 // as nvmet-rdma: no in-capsule data on the admin queue
-	}
-	peer := req.Param()
-	reads := min(int(peer.ResponderResources), DefaultRDMAReads, l.cfg.Device.Attr().MaxQPRdAtom)
-	if reads < 1 {
-		reads = 1
-	}
-	q, err := newTargetQueue(l, qid, depth, inline, reads, req)
+	q, err := newTargetQueue(l, qr, req, ticket)
 	if err != nil {
 		return nil, l.reject(req, CMNoResources, err)
 	}
 	acc := make(CMAccept, CMAcceptLen)
-	acc.Set(uint16(depth))
+	acc.Set(uint16(qr.depth))
 	param := rdma.ConnParam{
 		ResponderResources: 0,
-		InitiatorDepth:     uint8(reads),
+		InitiatorDepth:     uint8(qr.reads),
 		RetryCount:         7,
 		RNRRetryCount:      7,
 		FlowControl:        true,
 	}
-	ctx, cancel := context.WithTimeout(l.ctx, acceptTimeout)
+	// The RTU, too, must come within the connect timeout: a spoofed REQ
+	// holds its queue no longer than a silent host.
+	ctx, cancel := context.WithDeadline(l.ctx, deadline)
 	defer cancel()
 	conn, err := req.Accept(ctx, q.qp, acc, param)
 	if err != nil {
 		q.Close() // the queue goroutine releases the resources
-		return nil, fmt.Errorf("nvme-rdma: accept queue %d from %s: %w", qid, req.RemoteAddr(), err)
+		return nil, fmt.Errorf("nvme-rdma: accept queue %d from %s: %w", qr.qid, req.RemoteAddr(), err)
 	}
 	q.conn = conn
-	q.log.Debug("queue connected", "qid", qid, "depth", depth, "inline", inline, "rdma_reads", reads)
+	q.mu.Lock()
+	if !q.finished && !q.connected.Load() {
+		q.connTimer = time.AfterFunc(time.Until(deadline), q.connectExpired)
+	}
+	q.mu.Unlock()
+	q.log.Debug("queue connected", "qid", qr.qid, "depth", qr.depth, "inline", qr.inline, "rdma_reads", qr.reads)
 	go q.watchConn()
 	return q, nil
 }
@@ -245,7 +405,8 @@ type targetSlot struct {
 	req      fabrics.Request
 	recvBuf  []byte // 64-byte SQE + in-capsule data, as received
 	respBuf  []byte // 16-byte CQE, as sent
-	dataBuf  []byte // RDMA READ/WRITE staging, MaxTransfer bytes
+	dataBuf  []byte // RDMA READ/WRITE staging, MaxTransfer bytes (preConnectData before the Connect)
+	small    bool   // dataBuf is the pre-Connect one
 	recvLen  int
 	dir      fabrics.DataDirection
 	keyed    bool
@@ -277,7 +438,26 @@ type targetQueue struct {
 	verbs
 	conn rdma.Conn
 
-	slots []targetSlot
+	// slots are indexed by WRID; those beyond preConnectSlots are nil
+	// until the Fabrics Connect succeeds.
+	slots    []*targetSlot
+	recvSize int
+
+	// Set once by grow, before connected: the data buffers of every slot
+	// (MaxTransfer bytes each) in dataMR.
+	connected atomic.Bool
+	dataMem   []byte
+	dataBase  uint64
+	dataLKey  uint32
+
+	ticket *pendingTicket // the queue's place among the pending ones
+
+	// mu guards the teardown against grow and Serve.
+	mu        sync.Mutex
+	finished  bool // torn down
+	connTimer *time.Timer
+	dataMR    rdma.MR
+	bufBytes  int64 // counted in l.bufBytes
 
 	// reads limits the RDMA READs in flight; waiting holds slots whose
 	// READ could not be posted yet, in arrival order.
@@ -302,8 +482,6 @@ type targetQueue struct {
 	once     sync.Once
 	done     chan struct{}
 }
-
-const acceptTimeout = 30e9 // 30 s for the host's RTU
 
 // wrChain is a list of send work requests linked by Next.
 type wrChain struct{ head, tail *rdma.SendWR }
@@ -383,37 +561,37 @@ func (q *targetQueue) post(a *rdma.SendWR, ka int, b *rdma.SendWR, kb int, what 
 	}
 }
 
-func newTargetQueue(l *Listener, qid uint16, depth, inline, reads int, req rdma.ConnRequest) (*targetQueue, error) {
+func newTargetQueue(l *Listener, qr queueRequest, req rdma.ConnRequest, ticket *pendingTicket) (*targetQueue, error) {
 	dev := l.cfg.Device
+	// Twice the host's queue depth in receive buffers and requests, as
+	// nvmet-rdma allocates twice its responses: a slot returns to the
+	// receive queue only when its response SEND has completed (the
+	// host's ACK), and by then the host may already have sent the next
+	// commands. Without the slack such a command meets no receive buffer
+	// and draws an RNR NAK.
+	nslots := 2 * qr.depth
 	q := &targetQueue{
 		l:        l,
-		log:      l.log.With("qid", qid, "host", req.RemoteAddr().Addr()),
-		qid:      qid,
-		depth:    depth,
-		inline:   inline,
+		log:      l.log.With("qid", qr.qid, "host", req.RemoteAddr().Addr()),
+		qid:      qr.qid,
+		depth:    qr.depth,
+		inline:   qr.inline,
 		maxXfer:  l.cfg.MaxTransfer,
-		readsMax: reads,
+		readsMax: qr.reads,
 		params: fabrics.QueueParams{
-			QID:    qid,
-			SQSize: depth,
-			RQSize: 0,
+			QID:    qr.qid,
+			SQSize: qr.depth,
+			RQSize: int(qr.hrqsize),
+			CntlID: qr.cntlid,
 		},
-		remote: fabrics.Address{Transport: fabrics.TransportRDMA, Addr: req.RemoteAddr().Addr(), ServiceID: l.cfg.ServiceID},
-		// Twice the host's queue depth in receive buffers and requests,
-		// as nvmet-rdma allocates twice its responses: a slot returns to
-		// the receive queue only when its response SEND has completed
-		// (the host's ACK), and by then the host may already have sent
-		// the next commands. Without the slack such a command meets no
-		// receive buffer and draws an RNR NAK.
-		slots:   make([]targetSlot, 2*depth),
-		waiting: make([]int, 0, 2*depth),
-		serveCh: make(chan struct{}),
-		closing: make(chan struct{}),
-		done:    make(chan struct{}),
-	}
-	if cr, err := ParseCMRequest(req.PrivateData()); err == nil {
-		q.params.RQSize = int(cr.HRQSize())
-		q.params.CntlID = cr.CntlID()
+		remote:   fabrics.Address{Transport: fabrics.TransportRDMA, Addr: req.RemoteAddr().Addr(), ServiceID: l.cfg.ServiceID},
+		ticket:   ticket,
+		slots:    make([]*targetSlot, nslots),
+		recvSize: nvme.SQESize + qr.inline,
+		waiting:  make([]int, 0, nslots),
+		serveCh:  make(chan struct{}),
+		closing:  make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	var err error
 	if q.pd, err = dev.AllocPD(); err != nil {
@@ -421,9 +599,8 @@ func newTargetQueue(l *Listener, qid uint16, depth, inline, reads int, req rdma.
 	}
 	// Each command takes one receive, at most one RDMA READ or WRITE and
 	// one SEND.
-	nslots := len(q.slots)
 	if q.cq, err = dev.CreateCQ(3*nslots + 1); err != nil {
-		q.destroy()
+		q.release()
 		return nil, fmt.Errorf("create CQ: %w", err)
 	}
 	q.qp, err = q.pd.CreateQP(&rdma.QPInitAttr{
@@ -433,53 +610,171 @@ func newTargetQueue(l *Listener, qid uint16, depth, inline, reads int, req rdma.
 		Cap:    rdma.QPCap{MaxSendWR: 2*nslots + 1, MaxRecvWR: nslots, MaxSendSGE: 1, MaxRecvSGE: 1},
 	})
 	if err != nil {
-		q.destroy()
+		q.release()
 		return nil, fmt.Errorf("create QP: %w", err)
 	}
-	recvSize := nvme.SQESize + inline
-	per := recvSize + nvme.CQESize + q.maxXfer
-	mem := make([]byte, per*nslots)
+	pre := min(nslots, preConnectSlots)
+	per := q.recvSize + nvme.CQESize + preConnectData
+	mem := make([]byte, per*pre)
 	if q.mr, err = q.pd.RegMR(mem, rdma.AccessLocalWrite); err != nil {
-		q.destroy()
+		q.release()
 		return nil, fmt.Errorf("register %d bytes: %w", len(mem), err)
 	}
-	base := q.mr.Addr()
-	lkey := q.mr.LKey()
-	for i := range q.slots {
-		s := &q.slots[i]
+	q.account(len(mem))
+	slots := make([]targetSlot, pre)
+	for i := range slots {
+		s := &slots[i]
 		off := i * per
-		s.recvBuf = mem[off : off+recvSize : off+recvSize]
-		s.respBuf = mem[off+recvSize : off+recvSize+nvme.CQESize : off+recvSize+nvme.CQESize]
-		s.dataBuf = mem[off+recvSize+nvme.CQESize : off+per : off+per]
-		s.recvSGE[0] = rdma.SGE{Addr: base + uint64(off), Length: uint32(recvSize), LKey: lkey}
-		s.recvWR = rdma.RecvWR{WRID: wrRecv | uint64(i), SGL: s.recvSGE[:]}
-		s.sendSGE[0] = rdma.SGE{Addr: base + uint64(off+recvSize), Length: nvme.CQESize, LKey: lkey}
-		s.sendWR = rdma.SendWR{WRID: wrSend | uint64(i), SGL: s.sendSGE[:], Opcode: rdma.WRSend, Flags: rdma.SendSignaled}
-		dataAddr := base + uint64(off+recvSize+nvme.CQESize)
-		s.readSGE[0] = rdma.SGE{Addr: dataAddr, LKey: lkey}
-		s.readWR = rdma.SendWR{WRID: wrRead | uint64(i), SGL: s.readSGE[:], Opcode: rdma.WRRDMARead, Flags: rdma.SendSignaled}
-		s.writeSGE[0] = rdma.SGE{Addr: dataAddr, LKey: lkey}
-		s.writeWR = rdma.SendWR{WRID: wrWrite | uint64(i), SGL: s.writeSGE[:], Opcode: rdma.WRRDMAWrite}
-		s.req.Slot = i
-		s.req.Completer = q
-		s.req.Queue = q
+		q.initSlot(s, i, mem[off:off+per-preConnectData], q.mr.Addr()+uint64(off), q.mr.LKey())
+		s.small = true
+		s.setData(mem[off+per-preConnectData:off+per:off+per], q.mr.Addr()+uint64(off+per-preConnectData), q.mr.LKey())
+		q.slots[i] = s
 	}
 	// Receives may be posted from Init on, before the host's first
 	// capsule can arrive; rdma_cm does the same (rdma_create_qp leaves
 	// the QP in INIT).
 	init := rdma.QPAttr{State: rdma.QPSInit, AccessFlags: rdma.AccessRemoteRead | rdma.AccessRemoteWrite}
-	if err := q.qp.Modify(&init, rdma.QPAttrState|rdma.QPAttrAccessFlags|rdma.QPAttrPKeyIndex|rdma.QPAttrPort); err != nil {
-		q.destroy()
+	if err := q.qp.Modify(&init, rdma.QPAttrState|rdma.QPAttrPKeyIndex|rdma.QPAttrPort|rdma.QPAttrAccessFlags); err != nil {
+		q.release()
 		return nil, fmt.Errorf("QP to INIT: %w", err)
 	}
-	for i := range q.slots {
-		if err := q.qp.PostRecv(&q.slots[i].recvWR); err != nil {
-			q.destroy()
+	for _, s := range q.slots[:pre] {
+		if err := q.qp.PostRecv(&s.recvWR); err != nil {
+			q.release()
 			return nil, fmt.Errorf("post receive: %w", err)
 		}
 	}
 	go q.run()
 	return q, nil
+}
+
+// initSlot lays slot i out over buf (the receive buffer, then the CQE) at
+// addr in the region of lkey.
+func (q *targetQueue) initSlot(s *targetSlot, i int, buf []byte, addr uint64, lkey uint32) {
+	rs := q.recvSize
+	s.recvBuf = buf[:rs:rs]
+	s.respBuf = buf[rs : rs+nvme.CQESize : rs+nvme.CQESize]
+	s.recvSGE[0] = rdma.SGE{Addr: addr, Length: uint32(rs), LKey: lkey}
+	s.recvWR = rdma.RecvWR{WRID: wrRecv | uint64(i), SGL: s.recvSGE[:]}
+	s.sendSGE[0] = rdma.SGE{Addr: addr + uint64(rs), Length: nvme.CQESize, LKey: lkey}
+	s.sendWR = rdma.SendWR{WRID: wrSend | uint64(i), SGL: s.sendSGE[:], Opcode: rdma.WRSend, Flags: rdma.SendSignaled}
+	s.readWR = rdma.SendWR{WRID: wrRead | uint64(i), SGL: s.readSGE[:], Opcode: rdma.WRRDMARead, Flags: rdma.SendSignaled}
+	s.writeWR = rdma.SendWR{WRID: wrWrite | uint64(i), SGL: s.writeSGE[:], Opcode: rdma.WRRDMAWrite}
+	s.req.Slot = i
+	s.req.Completer = q
+	s.req.Queue = q
+}
+
+// setData points the slot's RDMA READ and WRITE staging at buf.
+func (s *targetSlot) setData(buf []byte, addr uint64, lkey uint32) {
+	s.dataBuf = buf
+	s.readSGE[0] = rdma.SGE{Addr: addr, LKey: lkey}
+	s.writeSGE[0] = rdma.SGE{Addr: addr, LKey: lkey}
+}
+
+// account adds n bytes of buffers to the queue's and the port's count.
+func (q *targetQueue) account(n int) {
+	q.bufBytes += int64(n)
+	q.l.bufBytes.Add(int64(n))
+}
+
+// grow gives a queue whose Fabrics Connect succeeded the rest of its
+// receive ring and its data buffers, and ends its pending state. It runs
+// before the Connect's response is posted, so that the receives are
+// there before the host can send its next command.
+func (q *targetQueue) grow() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.finished || q.connected.Load() {
+		return nil
+	}
+	if q.connTimer != nil {
+		q.connTimer.Stop()
+	}
+	nslots := len(q.slots)
+	pre := min(nslots, preConnectSlots)
+	rest := nslots - pre
+	per := q.recvSize + nvme.CQESize
+	mem := make([]byte, rest*per+nslots*q.maxXfer)
+	mr, err := q.pd.RegMR(mem, rdma.AccessLocalWrite)
+	if err != nil {
+		return fmt.Errorf("nvme-rdma: queue %d: register %d bytes after Connect: %w", q.qid, len(mem), err)
+	}
+	q.dataMR = mr
+	q.account(len(mem))
+	base, lkey := mr.Addr(), mr.LKey()
+	q.dataMem = mem[rest*per:]
+	q.dataBase = base + uint64(rest*per)
+	q.dataLKey = lkey
+	slots := make([]targetSlot, rest)
+	for j := range slots {
+		s := &slots[j]
+		i := pre + j
+		q.initSlot(s, i, mem[j*per:(j+1)*per], base+uint64(j*per), lkey)
+		q.upgrade(s, i)
+		q.slots[i] = s
+	}
+	// The pre-Connect slots take their data buffers on their next
+	// capsule (upgrade, on the queue goroutine).
+	q.connected.Store(true)
+	q.ticket.release()
+	for _, s := range q.slots[pre:] {
+		if err := q.qp.PostRecv(&s.recvWR); err != nil {
+			return fmt.Errorf("nvme-rdma: queue %d: post receive: %w", q.qid, err)
+		}
+	}
+	q.log.Debug("receive ring and data buffers allocated", "bytes", len(mem))
+	return nil
+}
+
+// upgrade points slot i at its MaxTransfer-sized data buffer (q connected).
+func (q *targetQueue) upgrade(s *targetSlot, i int) {
+	off := i * q.maxXfer
+	s.setData(q.dataMem[off:off+q.maxXfer:off+q.maxXfer], q.dataBase+uint64(off), q.dataLKey)
+	s.small = false
+}
+
+// connectExpired closes a queue whose Fabrics Connect has not succeeded
+// within the connect timeout.
+func (q *targetQueue) connectExpired() {
+	if q.connected.Load() {
+		return
+	}
+	q.log.Warn("no Fabrics Connect within the connect timeout: queue closed", "timeout", q.l.cfg.ConnectTimeout)
+	q.shutdown(fmt.Errorf("nvme-rdma: queue %d: %w", q.qid, ErrConnectTimeout))
+}
+
+// release destroys the verbs objects and frees the buffers (once the
+// queue goroutine is done, or when setup fails).
+func (q *targetQueue) release() {
+	q.mu.Lock()
+	q.finished = true
+	if q.connTimer != nil {
+		q.connTimer.Stop()
+	}
+	dataMR := q.dataMR
+	q.mu.Unlock()
+	// verbs.destroy's order, with the data MR after the QP.
+	if q.qp != nil {
+		q.qp.Destroy()
+	}
+	if dataMR != nil {
+		dataMR.Deregister()
+	}
+	if q.mr != nil {
+		q.mr.Deregister()
+	}
+	if q.cq != nil {
+		q.cq.Destroy()
+	}
+	if q.pd != nil {
+		q.pd.Dealloc()
+	}
+	q.l.bufBytes.Add(-q.bufBytes)
+	q.ticket.release()
+	if f := q.l.released; f != nil {
+		f()
+	}
 }
 
 // Params implements fabrics.TargetQueue.
@@ -499,8 +794,16 @@ func (q *targetQueue) InCapsuleDataSize() int { return q.inline }
 
 // Serve implements fabrics.TargetQueue.
 func (q *targetQueue) Serve(h fabrics.CommandHandler) {
+	q.mu.Lock()
+	if q.finished {
+		// Torn down before Serve: h still hears of it, once.
+		q.mu.Unlock()
+		h.QueueClosed(q.closeErr)
+		return
+	}
 	q.handler = h
 	close(q.serveCh)
+	q.mu.Unlock()
 }
 
 // Close implements fabrics.TargetQueue.
@@ -545,12 +848,15 @@ func (q *targetQueue) teardown() {
 		q.conn.Disconnect(ctx)
 		cancel()
 	}
-	q.destroy()
+	q.release()
+	q.mu.Lock()
+	h := q.handler
+	q.mu.Unlock()
 	// Done before the handler hears of it: a handler may Close the queue
 	// from QueueClosed, and Close waits for done.
 	close(q.done)
-	if q.handler != nil {
-		q.handler.QueueClosed(q.closeErr)
+	if h != nil {
+		h.QueueClosed(q.closeErr)
 	}
 	q.log.Debug("queue closed", "reason", q.closeErr)
 }
@@ -560,7 +866,7 @@ const disconnectTimeout = 5e9
 // complete handles one work completion on the queue goroutine.
 func (q *targetQueue) complete(wc *rdma.WorkCompletion) {
 	i := int(wc.WRID &^ wrKind)
-	if i >= len(q.slots) {
+	if i >= len(q.slots) || q.slots[i] == nil {
 		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: completion for unknown WR %#x", q.qid, wc.WRID))
 		return
 	}
@@ -571,7 +877,7 @@ func (q *targetQueue) complete(wc *rdma.WorkCompletion) {
 		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: %w", q.qid, wc.Err()))
 		return
 	}
-	s := &q.slots[i]
+	s := q.slots[i]
 	switch wc.WRID & wrKind {
 	case wrRecv:
 		s.recvLen = int(wc.ByteLen)
@@ -591,7 +897,10 @@ func (q *targetQueue) complete(wc *rdma.WorkCompletion) {
 // onCapsule parses a received command capsule and starts its data
 // transfer or hands it to the handler.
 func (q *targetQueue) onCapsule(i int) {
-	s := &q.slots[i]
+	s := q.slots[i]
+	if s.small && q.connected.Load() {
+		q.upgrade(s, i)
+	}
 	if s.recvLen < nvme.SQESize {
 		// As nvmet-rdma: a capsule without a whole SQE ends the queue.
 		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: %d-byte command capsule", q.qid, s.recvLen))
@@ -653,6 +962,10 @@ func (q *targetQueue) mapSGL(s *targetSlot) nvme.Status {
 			// specification, MDTS).
 			return nvme.StatusInvalidField
 		}
+		if n > len(s.dataBuf) {
+			// Before the Connect: more than the Connect's data.
+			return nvme.StatusDataSGLLengthInvalid
+		}
 		s.keyed = true
 		s.inval = sub == 0xf
 		s.rkey = sgl.Key()
@@ -692,7 +1005,7 @@ func (q *targetQueue) mapSGL(s *targetSlot) nvme.Status {
 }
 
 func (q *targetQueue) postRead(i int) {
-	s := &q.slots[i]
+	s := q.slots[i]
 	s.readSGE[0].Length = uint32(s.dataLen)
 	s.readWR.RemoteAddr = s.raddr
 	s.readWR.RKey = s.rkey
@@ -720,10 +1033,17 @@ func (q *targetQueue) CompleteRequest(r *fabrics.Request) {
 	if q.closed.Load() {
 		return
 	}
-	s := &q.slots[r.Slot]
+	s := q.slots[r.Slot]
 	cqe := nvme.CQE(r.CQE[:])
 	cqe.SetCID(binary.LittleEndian.Uint16(r.SQE[2:]))
 	cqe.SetSQID(q.qid)
+	if !q.connected.Load() && r.SQE[0] == fabricsOpcode && fabrics.FCType(r.SQE[4]) == fabrics.FCTypeConnect && cqe.Status().Success() {
+		if err := q.grow(); err != nil {
+			q.log.Error("cannot allocate the queue's buffers after its Connect", "error", err)
+			q.shutdown(err)
+			return
+		}
+	}
 	copy(s.respBuf, r.CQE[:])
 	send := &s.sendWR
 	if s.inval {

@@ -53,6 +53,7 @@ func (m *memHandler) HandleCommand(r *fabrics.Request) {
 		m.stored = append(m.stored[:0], r.Data...)
 	case 0x02:
 		copy(r.Data, m.stored)
+	case fabricsOpcode: // the Fabrics Connect every queue starts with
 	default:
 		cqe.SetStatus(nvme.StatusInvalidOpcode)
 	}
@@ -92,6 +93,7 @@ func start(t *testing.T, ctx context.Context, inline int) *setup {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { hq.Close() })
+	fabricsConnect(t, ctx, hq)
 	return &setup{tdev: tdev, hdev: hdev, l: l, h: h, hq: hq}
 }
 
@@ -256,6 +258,7 @@ func benchSoft(b *testing.B, op byte, dir fabrics.DataDirection, size, qd int) {
 		b.Fatal(err)
 	}
 	defer hq.Close()
+	fabricsConnect(b, ctx, hq)
 	done := make(chan *fabrics.HostCommand, qd)
 	cmds := make([]fabrics.HostCommand, qd)
 	for i := range cmds {
