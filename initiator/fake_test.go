@@ -44,11 +44,12 @@ type fakeTarget struct {
 
 	mdts      uint8
 	grantQ    uint32
-	stallRead atomic.Bool  // Reads are never completed
-	stallKA   atomic.Bool  // Keep Alives are never completed
-	abortOK   atomic.Bool  // Abort completes the stalled command
-	retryIO   atomic.Int32 // that many Reads and Writes fail with a status without DNR
-	readDelay atomic.Int64 // Reads complete after that many nanoseconds
+	stallRead atomic.Bool           // Reads are never completed
+	stallKA   atomic.Bool           // Keep Alives are never completed
+	abortOK   atomic.Bool           // Abort completes the stalled command
+	retryIO   atomic.Int32          // that many Reads and Writes fail with a status without DNR
+	readDelay atomic.Int64          // Reads complete after that many nanoseconds
+	holdLogs  chan *fabrics.Request // under mu: Get Log Page requests, filled, go here uncompleted
 }
 
 type fakeCtrl struct {
@@ -409,9 +410,14 @@ func (fq *fakeQueue) getLogPage(r *fabrics.Request) {
 		r.Complete()
 		return
 	}
+	hold := ft.holdLogs
 	ft.mu.Unlock()
 	if off := int(g.LPO()); off < len(page) {
 		copy(r.Data, page[off:])
+	}
+	if hold != nil {
+		hold <- r
+		return
 	}
 	r.Complete()
 }

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nvmeof/nvmeof/fabrics"
@@ -737,4 +740,115 @@ func TestReconnectUnderLoad(t *testing.T) {
 	if c.CntlID() < 4 {
 		t.Errorf("cntlid %d after 3 failures", c.CntlID())
 	}
+}
+
+// TestAdminCancelLeavesBuffer cancels an admin command's context while the
+// controller holds the command, then lets the controller answer: the late
+// data must not land in the buffer of the call that returned.
+func TestAdminCancelLeavesBuffer(t *testing.T) {
+	ft := newFakeTarget(t, 1<<20)
+	c := connectFake(t, ft, testOpts())
+	held := make(chan *fabrics.Request, 1)
+	ft.mu.Lock()
+	ft.holdLogs = held
+	ft.mu.Unlock()
+	buf := bytes.Repeat([]byte{0x5a}, nvme.SMARTLogSize)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.GetLogPage(ctx, nvme.LIDSMART, nvme.NSIDAll, buf) }()
+	r := <-held
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("GetLogPage: %v, want context.Canceled", err)
+	}
+	for i := range r.Data {
+		r.Data[i] = 0xee
+	}
+	r.Complete() // the loop transport delivers the completion before Complete returns
+	if i := bytes.IndexFunc(buf, func(r rune) bool { return r != 0x5a }); i >= 0 {
+		t.Fatalf("byte %d of the caller's buffer written after the call returned", i)
+	}
+	// The slot the late completion freed serves the next command.
+	ft.mu.Lock()
+	ft.holdLogs = nil
+	ft.mu.Unlock()
+	if err := c.GetLogPage(context.Background(), nvme.LIDSMART, nvme.NSIDAll, buf); err != nil {
+		t.Fatal(err)
+	}
+	if nvme.SMARTLog(buf).CompositeTemperature() != 300 {
+		t.Errorf("SMART log not read: temperature %d", nvme.SMARTLog(buf).CompositeTemperature())
+	}
+}
+
+// gateDialer's I/O queues hold Close until gate is closed, as a
+// transport whose teardown takes a while.
+type gateDialer struct {
+	d    fabrics.Dialer
+	gate chan struct{}
+}
+
+func (d gateDialer) Dial(ctx context.Context, addr fabrics.Address, p fabrics.QueueParams) (fabrics.HostQueue, error) {
+	hq, err := d.d.Dial(ctx, addr, p)
+	if err != nil || p.QID == 0 {
+		return hq, err
+	}
+	return gateQueue{hq, d.gate}, nil
+}
+
+type gateQueue struct {
+	fabrics.HostQueue
+	gate chan struct{}
+}
+
+func (q gateQueue) Close() error {
+	<-q.gate
+	return q.HostQueue.Close()
+}
+
+// TestTimeoutWaitsForQueueClose times two Reads out on one queue whose
+// transport takes its time to close: neither may return while the
+// transport still holds its buffer (the second used to return at once,
+// the reset being the first one's).
+func TestTimeoutWaitsForQueueClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ft := newFakeTarget(t, 1<<20)
+		o := testOpts()
+		o.NrIOQueues = 1
+		o.CommandTimeout = time.Second
+		gate := make(chan struct{})
+		c := connectWith(t, gateDialer{ft.dialer(), gate}, ft.addr, o)
+		ns, err := c.Namespace(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ft.stallRead.Store(true)
+		var opened atomic.Bool
+		errs := make(chan error, 2)
+		for i := range 2 {
+			go func() {
+				_, err := ns.ReadAt(make([]byte, 4096), int64(i)*4096)
+				if !opened.Load() {
+					err = fmt.Errorf("returned while the transport held the buffer: %w", err)
+				}
+				errs <- err
+			}()
+		}
+		// Both time out, are not aborted, and wait out a further timeout.
+		time.Sleep(5 * o.CommandTimeout)
+		synctest.Wait()
+		opened.Store(true)
+		close(gate)
+		for range 2 {
+			if err := <-errs; !errors.Is(err, ErrTimeout) || strings.Contains(err.Error(), "returned while") {
+				t.Error(err)
+			}
+		}
+		ft.mu.Lock()
+		held := ft.held
+		ft.held = nil
+		ft.mu.Unlock()
+		for _, r := range held {
+			r.Complete()
+		}
+	})
 }

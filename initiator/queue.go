@@ -46,6 +46,12 @@ type cmdSlot struct {
 	atimer    *time.Timer
 	arefs     atomic.Int32
 	submitted atomic.Bool // Submit has returned (the SQE's CID is set)
+
+	// own is the slot's own data buffer for commands run by exec: a
+	// caller that gives up (its context ends) returns while the command
+	// may still be in flight, so the transport must not hold the
+	// caller's buffer. Grown as needed and kept.
+	own []byte
 }
 
 // queue is one host queue (admin or I/O) with its pool of command slots.
@@ -60,7 +66,7 @@ type queue struct {
 	closing   atomic.Bool   // the host is tearing the queue down on purpose
 	resetting atomic.Bool   // a reset of this queue has been started
 	closed    chan struct{} // closed when the queue is torn down
-	closeOnce sync.Once
+	hqClosed  chan struct{} // closed when the transport's Close has returned
 	gone      chan struct{} // closed when the queue is no longer in use (replaced or its association torn down)
 	goneOnce  sync.Once
 }
@@ -70,14 +76,15 @@ type queue struct {
 func newQueue(c *Controller, a *assoc, qid uint16, hq fabrics.HostQueue) *queue {
 	depth := max(hq.Depth(), 1)
 	q := &queue{
-		c:      c,
-		a:      a,
-		qid:    qid,
-		hq:     hq,
-		slots:  make([]cmdSlot, depth),
-		free:   make(chan *cmdSlot, depth),
-		closed: make(chan struct{}),
-		gone:   make(chan struct{}),
+		c:        c,
+		a:        a,
+		qid:      qid,
+		hq:       hq,
+		slots:    make([]cmdSlot, depth),
+		free:     make(chan *cmdSlot, depth),
+		closed:   make(chan struct{}),
+		hqClosed: make(chan struct{}),
+		gone:     make(chan struct{}),
 	}
 	for i := range q.slots {
 		s := &q.slots[i]
@@ -286,6 +293,10 @@ func (s *cmdSlot) timedOut(op string, wo waitOpts) error {
 	} else {
 		c.resetIOQueue(q, terr)
 	}
+	// The transport may still hold the command's buffer (the caller's,
+	// for I/O): return only once the queue is closed, when it no longer
+	// does. Another command's timeout may be closing it: wait for that.
+	q.close()
 	return terr
 }
 
@@ -297,7 +308,7 @@ func (q *queue) exec(ctx context.Context, sqe *[64]byte, data []byte, dir fabric
 		return [16]byte{}, err
 	}
 	s.cmd.SQE = *sqe
-	s.cmd.Data = data
+	s.cmd.Data = s.ownData(data, dir)
 	s.cmd.Direction = dir
 	if err := s.start(); err != nil {
 		return [16]byte{}, err
@@ -307,18 +318,44 @@ func (q *queue) exec(ctx context.Context, sqe *[64]byte, data []byte, dir fabric
 	}
 	cqe := s.cmd.CQE
 	err = s.result(op)
+	if dir == fabrics.DirCtrlToHost && s.cmd.Err == nil {
+		copy(data, s.cmd.Data)
+	}
 	q.put(s)
 	return cqe, err
 }
 
+// ownData returns the slot's own buffer of len(data) bytes, holding data
+// when it goes to the controller (and zeroed otherwise, so that no stale
+// bytes of an earlier command reach the caller).
+func (s *cmdSlot) ownData(data []byte, dir fabrics.DataDirection) []byte {
+	if len(data) == 0 {
+		return nil
+	}
+	if cap(s.own) < len(data) {
+		s.own = make([]byte, len(data))
+	}
+	b := s.own[:len(data)]
+	if dir == fabrics.DirHostToCtrl {
+		copy(b, data)
+	} else {
+		clear(b)
+	}
+	return b
+}
+
 // close tears the queue down on purpose: outstanding commands complete
-// with a transport error, which does not start recovery.
+// with a transport error, which does not start recovery. It returns when
+// the transport has closed the queue (and so holds no command's buffer
+// any more), also when another goroutine is closing it.
 func (q *queue) close() {
-	q.closeOnce.Do(func() {
-		q.closing.Store(true)
-		close(q.closed)
-		_ = q.hq.Close()
-	})
+	if !q.closing.CompareAndSwap(false, true) {
+		<-q.hqClosed
+		return
+	}
+	close(q.closed)
+	_ = q.hq.Close()
+	close(q.hqClosed)
 }
 
 // retire marks the queue as no longer in use, releasing waiters that wait
