@@ -100,6 +100,7 @@ type Controller struct {
 	cur      atomic.Pointer[assoc]
 	rr       atomic.Uint32
 	compSeen atomic.Bool
+	authTID  atomic.Uint32 // next DH-HMAC-CHAP transaction ID (ctrl->transaction)
 
 	scanMu sync.Mutex
 	nsMu   sync.Mutex
@@ -351,7 +352,9 @@ func (c *Controller) connectQueue(ctx context.Context, q *queue, sqsize uint16, 
 	}
 	dw0 := nvme.CQE(cqe[:]).DW0()
 	if ar := fabrics.ConnectResultAuthReq(dw0); ar != 0 {
-		return 0, fmt.Errorf("initiator: connect %s qid %d: controller requires authentication (AUTHREQ %#x), not supported", c.addr, q.qid, ar)
+		if err := c.authenticate(ctx, q, ar); err != nil {
+			return 0, err
+		}
 	}
 	return fabrics.ConnectResultCntlID(dw0), nil
 }

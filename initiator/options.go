@@ -2,6 +2,7 @@ package initiator
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
+	"github.com/nvmeof/nvmeof/nvme/auth"
 )
 
 // Defaults, as the Linux host (drivers/nvme/host/fabrics.h, core.c) and
@@ -97,6 +99,20 @@ type Options struct {
 	// CM exchange), default 3 s as Linux: an unreachable target fails an
 	// attempt in that time instead of after all the CM's retries.
 	ConnectTimeout time.Duration
+	// DHChapSecret is the host's DH-HMAC-CHAP secret in the DHHC-1
+	// representation (nvme-cli --dhchap-secret, `nvmeof gen-dhchap-key`):
+	// the host authenticates every queue with it when the controller
+	// requires authentication. HostKey is the same as a parsed key; give
+	// one or the other. Connect keeps only the parsed key; neither is ever
+	// logged or put in an error.
+	DHChapSecret string
+	HostKey      *auth.Key
+	// DHChapCtrlSecret is the controller's secret (--dhchap-ctrl-secret):
+	// with it the host also asks the controller to prove its key
+	// (bidirectional authentication) and refuses one that does not.
+	// CtrlKey is the same as a parsed key. It needs a host secret.
+	DHChapCtrlSecret string
+	CtrlKey          *auth.Key
 	// OnAsyncEvent, if set, is called (on the controller's event goroutine)
 	// for every asynchronous event, after the host has handled it (for a
 	// namespace change: after the namespaces have been re-read). It must
@@ -139,6 +155,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.HostID == ([16]byte{}) {
 		o.HostID = defaultHostID(o.HostNQN)
+	}
+	if err := o.parseKeys(); err != nil {
+		return o, err
 	}
 	if o.isDiscovery() {
 		o.NrIOQueues = 0
@@ -183,6 +202,35 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = hclog.NewNullLogger()
 	}
 	return o, nil
+}
+
+// parseKeys parses the DH-HMAC-CHAP secrets into HostKey and CtrlKey and
+// forgets their text.
+func (o *Options) parseKeys() error {
+	parse := func(flag string, text *string, key **auth.Key) error {
+		if *text == "" {
+			return nil
+		}
+		if *key != nil {
+			return fmt.Errorf("initiator: %s given both as text and as a parsed key", flag)
+		}
+		k, err := auth.ParseKey(*text)
+		if err != nil {
+			return fmt.Errorf("initiator: %s: %w", flag, err)
+		}
+		*key, *text = k, ""
+		return nil
+	}
+	if err := parse("dhchap-secret", &o.DHChapSecret, &o.HostKey); err != nil {
+		return err
+	}
+	if err := parse("dhchap-ctrl-secret", &o.DHChapCtrlSecret, &o.CtrlKey); err != nil {
+		return err
+	}
+	if o.CtrlKey != nil && o.HostKey == nil {
+		return errors.New("initiator: a controller secret (dhchap-ctrl-secret) needs the host secret (dhchap-secret) too")
+	}
+	return nil
 }
 
 // maxReconnects returns nvmf_parse_options' max_reconnects: -1 for

@@ -1,0 +1,480 @@
+package initiator
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/fabrics/loop"
+	"github.com/nvmeof/nvmeof/nvme"
+	"github.com/nvmeof/nvmeof/nvme/auth"
+	"github.com/nvmeof/nvmeof/target"
+	"github.com/nvmeof/nvmeof/target/bdev"
+)
+
+// DH-HMAC-CHAP tests: the real target behind a listener that adds in-band
+// authentication the way Linux nvmet does it (AUTHREQ.ATR in every Connect
+// completion, Authentication Send/Receive answered by auth.Controller, any
+// other command on an unauthenticated queue refused).
+
+// authTarget is what the authenticating listener enforces.
+type authTarget struct {
+	hostKey, ctrlKey *auth.Key
+	dhgroup          auth.DHGroupID
+	hash             auth.HashID
+	// holdReceive keeps every Authentication Receive unanswered until the
+	// queue closes.
+	holdReceive bool
+
+	mu       sync.Mutex
+	authed   map[uint16]int // queue ID -> authenticated transactions
+	bidir    int            // transactions with a controller challenge
+	early    []string       // commands seen on unauthenticated queues
+	outcomes []string       // failed transactions' errors
+}
+
+func (at *authTarget) counts() (authed map[uint16]int, bidir int, early, fails []string) {
+	at.mu.Lock()
+	defer at.mu.Unlock()
+	authed = map[uint16]int{}
+	for k, v := range at.authed {
+		authed[k] = v
+	}
+	return authed, at.bidir, append([]string(nil), at.early...), append([]string(nil), at.outcomes...)
+}
+
+type authListener struct {
+	fabrics.Listener
+	at *authTarget
+}
+
+func (l *authListener) Accept(ctx context.Context) (fabrics.TargetQueue, error) {
+	q, err := l.Listener.Accept(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &authQueue{TargetQueue: q, at: l.at}, nil
+}
+
+type authQueue struct {
+	fabrics.TargetQueue
+	at *authTarget
+
+	mu     sync.Mutex // the handler runs on the transport's goroutine; held requests complete elsewhere
+	ctrl   *auth.Controller
+	authed bool
+	bidir  bool // the transaction in progress has a controller challenge
+	held   []*fabrics.Request
+}
+
+func (q *authQueue) Serve(h fabrics.CommandHandler) {
+	q.TargetQueue.Serve(&authHandler{q: q, next: h})
+}
+
+type authHandler struct {
+	q    *authQueue
+	next fabrics.CommandHandler
+}
+
+func (a *authHandler) QueueClosed(err error) {
+	a.q.mu.Lock()
+	held := a.q.held
+	a.q.held = nil
+	a.q.mu.Unlock()
+	for _, r := range held {
+		nvme.CQE(r.CQE[:]).SetStatus(fabrics.StatusAuthenticationRequired)
+		r.Complete()
+	}
+	a.next.QueueClosed(err)
+}
+
+// connectCompleter sets AUTHREQ.ATR in a successful Connect completion.
+type connectCompleter struct{ orig fabrics.Completer }
+
+func (c *connectCompleter) CompleteRequest(r *fabrics.Request) {
+	r.Completer = c.orig
+	cqe := nvme.CQE(r.CQE[:])
+	if cqe.Status().Success() {
+		cqe.SetDW0(cqe.DW0() | authReqATR<<16)
+	}
+	c.orig.CompleteRequest(r)
+}
+
+func (a *authHandler) HandleCommand(r *fabrics.Request) {
+	q, at := a.q, a.q.at
+	if r.SQE[0] == fabrics.OpcodeFabrics {
+		ac := fabrics.Command(r.SQE[:]).Auth()
+		switch fabrics.FCType(r.SQE[4]) {
+		case fabrics.FCTypeConnect:
+			r.Completer = &connectCompleter{orig: r.Completer}
+			a.next.HandleCommand(r)
+			return
+		case fabrics.FCTypeAuthSend:
+			if ac.SECP() != auth.SECP || ac.SPSP0() != auth.SPSP0 || ac.SPSP1() != auth.SPSP1 || int(ac.TL()) != len(r.Data) {
+				nvme.CQE(r.CQE[:]).SetStatus(nvme.StatusInvalidField)
+				r.Complete()
+				return
+			}
+			q.mu.Lock()
+			if q.ctrl == nil {
+				q.ctrl, _ = auth.NewController(auth.ControllerConfig{
+					HostNQN: testHostNQN, SubsysNQN: tgtNQN, HostKey: at.hostKey, CtrlKey: at.ctrlKey,
+					Hash: at.hash, DHGroup: at.dhgroup,
+				})
+			}
+			q.ctrl.Send(r.Data)
+			a.settle()
+			q.mu.Unlock()
+			r.Complete()
+			return
+		case fabrics.FCTypeAuthReceive:
+			q.mu.Lock()
+			if at.holdReceive {
+				q.held = append(q.held, r)
+				q.mu.Unlock()
+				return
+			}
+			var b []byte
+			var err error
+			if q.ctrl != nil && ac.SECP() == auth.SECP && int(ac.AL()) == len(r.Data) {
+				b, err = q.ctrl.Receive(len(r.Data))
+			}
+			if b == nil || err != nil {
+				q.mu.Unlock()
+				nvme.CQE(r.CQE[:]).SetStatus(nvme.StatusInvalidField)
+				r.Complete()
+				return
+			}
+			clear(r.Data[copy(r.Data, b):])
+			a.settle()
+			q.mu.Unlock()
+			r.Complete()
+			return
+		}
+	}
+	q.mu.Lock()
+	authed := q.authed
+	q.mu.Unlock()
+	if !authed {
+		at.mu.Lock()
+		at.early = append(at.early, fmt.Sprintf("qid %d opcode %#x fctype %#x", q.Params().QID, r.SQE[0], r.SQE[4]))
+		at.mu.Unlock()
+		nvme.CQE(r.CQE[:]).SetStatus(fabrics.StatusAuthenticationRequired)
+		r.Complete()
+		return
+	}
+	a.next.HandleCommand(r)
+}
+
+// settle records the transaction's outcome (q.mu held).
+func (a *authHandler) settle() {
+	q, at := a.q, a.q.at
+	switch q.ctrl.Outcome() {
+	case auth.Pending:
+		q.bidir = q.bidir || q.ctrl.Bidirectional()
+	case auth.Succeeded:
+		if !q.authed {
+			q.authed = true
+			at.mu.Lock()
+			if at.authed == nil {
+				at.authed = map[uint16]int{}
+			}
+			at.authed[q.Params().QID]++
+			if q.bidir {
+				at.bidir++
+			}
+			at.mu.Unlock()
+		}
+	case auth.Failed:
+		at.mu.Lock()
+		at.outcomes = append(at.outcomes, q.ctrl.Err().Error())
+		at.mu.Unlock()
+	}
+}
+
+// newAuthFixture starts the target of newTgtFixture behind an
+// authenticating listener on its own loop network.
+func newAuthFixture(t *testing.T, at *authTarget) *tgtFixture {
+	t.Helper()
+	f := &tgtFixture{net: loop.NewNetwork()}
+	f.addr = fabrics.Address{Transport: fabrics.TransportLoop, Addr: netip.MustParseAddr("127.0.0.1"), ServiceID: 4420}
+	f.tgt = target.New(target.Options{})
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(f.tgt.AddSubsystem(target.SubsystemConfig{NQN: tgtNQN, Serial: "AUTH0001", AllowedHosts: []string{testHostNQN}}))
+	mem, err := bdev.NewMemory(1<<20, 512)
+	must(err)
+	must(f.tgt.AddNamespace(tgtNQN, target.NamespaceConfig{NSID: 1, Device: mem}))
+	must(f.tgt.AddPort(target.PortConfig{ID: 1, Address: f.addr, InlineDataSize: 8192, Subsystems: []string{tgtNQN}}))
+	l, err := f.net.Listen(f.addr)
+	must(err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- f.tgt.Serve(ctx, 1, &authListener{Listener: l, at: at}) }()
+	t.Cleanup(func() {
+		cancel()
+		<-served
+		_ = f.tgt.Close()
+	})
+	return f
+}
+
+// tryConnect connects with o (subsystem and host NQN filled in) and
+// returns the error, disconnecting on success.
+func (f *tgtFixture) tryConnect(t *testing.T, o Options) (*Controller, error) {
+	t.Helper()
+	o.SubsystemNQN, o.HostNQN = tgtNQN, testHostNQN
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := Connect(ctx, loop.Dialer{Net: f.net}, f.addr, o)
+	if err == nil {
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	return c, err
+}
+
+// testKey returns a key whose secret bytes are all b.
+func testKey(t *testing.T, transform auth.HashID, n int, b byte) *auth.Key {
+	t.Helper()
+	k, err := auth.NewKey(transform, bytes.Repeat([]byte{b}, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestAuthConnect(t *testing.T) {
+	host := testKey(t, auth.HashSHA256, 32, 0x11)
+	ctrl := testKey(t, auth.HashNone, 48, 0x22)
+	tests := []struct {
+		name    string
+		at      *authTarget
+		opts    Options
+		bidir   bool
+		ioQueue int
+	}{
+		{name: "unidirectional null group", at: &authTarget{hostKey: host}, opts: Options{HostKey: host}},
+		{name: "unidirectional ffdhe2048 sha384", at: &authTarget{hostKey: host, hash: auth.HashSHA384, dhgroup: auth.FFDHE2048},
+			opts: Options{DHChapSecret: host.Encode(), NrIOQueues: 2}},
+		{name: "bidirectional", at: &authTarget{hostKey: host, ctrlKey: ctrl, hash: auth.HashSHA512},
+			opts: Options{DHChapSecret: host.Encode(), DHChapCtrlSecret: ctrl.Encode(), NrIOQueues: 2}, bidir: true},
+		{name: "bidirectional ffdhe3072, parsed keys", at: &authTarget{hostKey: host, ctrlKey: ctrl, dhgroup: auth.FFDHE3072},
+			opts: Options{HostKey: host, CtrlKey: ctrl}, bidir: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newAuthFixture(t, tc.at)
+			var logBuf syncBuf
+			tc.opts.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: &logBuf})
+			c, err := f.tryConnect(t, tc.opts)
+			if err != nil {
+				t.Fatalf("Connect: %v", err)
+			}
+			authed, bidir, early, fails := tc.at.counts()
+			if len(early) > 0 || len(fails) > 0 {
+				t.Errorf("commands before authentication %v, failed transactions %v", early, fails)
+			}
+			// The admin queue and every I/O queue, once each.
+			if authed[0] != 1 || len(authed) != 1+c.NumIOQueues() {
+				t.Errorf("authenticated queues %v, want qid 0..%d once each", authed, c.NumIOQueues())
+			}
+			for qid := 1; qid <= c.NumIOQueues(); qid++ {
+				if authed[uint16(qid)] != 1 {
+					t.Errorf("I/O queue %d authenticated %d times", qid, authed[uint16(qid)])
+				}
+			}
+			wantBidir := 0
+			if tc.bidir {
+				wantBidir = len(authed)
+			}
+			if bidir != wantBidir {
+				t.Errorf("%d bidirectional transactions, want %d", bidir, wantBidir)
+			}
+			ns, err := c.Namespace(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := bytes.Repeat([]byte{0x5a}, 4096)
+			if _, err := ns.WriteAt(w, 8192); err != nil {
+				t.Fatal(err)
+			}
+			r := make([]byte, 4096)
+			if _, err := ns.ReadAt(r, 8192); err != nil || !bytes.Equal(r, w) {
+				t.Fatalf("read back: %v", err)
+			}
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			noSecrets(t, logBuf.String(), host, ctrl)
+			if !strings.Contains(logBuf.String(), "authenticated") {
+				t.Errorf("no authentication in the log:\n%s", logBuf.String())
+			}
+		})
+	}
+}
+
+func TestAuthRefused(t *testing.T) {
+	host := testKey(t, auth.HashSHA256, 32, 0x11)
+	other := testKey(t, auth.HashSHA256, 32, 0x12)
+	ctrl := testKey(t, auth.HashNone, 32, 0x22)
+	tests := []struct {
+		name string
+		at   *authTarget
+		opts Options
+		is   error  // errors.Is
+		want string // in the message
+		// remote: the controller reported the failure (Failure1); local:
+		// the host found it.
+		remote, local bool
+	}{
+		{name: "no key", at: &authTarget{hostKey: host}, opts: Options{},
+			is: ErrAuthKeyRequired, want: "target requires DH-HMAC-CHAP authentication: give the host secret (--dhchap-secret)"},
+		{name: "wrong key", at: &authTarget{hostKey: host}, opts: Options{HostKey: other},
+			is: ErrAuthFailed, want: "the controller refused the host's response", remote: true},
+		{name: "wrong key, ffdhe2048", at: &authTarget{hostKey: host, dhgroup: auth.FFDHE2048}, opts: Options{DHChapSecret: other.Encode()},
+			is: ErrAuthFailed, want: "wrong --dhchap-secret", remote: true},
+		{name: "wrong controller key", at: &authTarget{hostKey: host, ctrlKey: ctrl}, opts: Options{HostKey: host, CtrlKey: other},
+			is: ErrAuthFailed, want: "the controller did not prove its key", local: true},
+		{name: "controller has no controller key", at: &authTarget{hostKey: host}, opts: Options{HostKey: host, CtrlKey: ctrl},
+			is: ErrAuthFailed, want: "the controller has no key for bidirectional authentication", remote: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newAuthFixture(t, tc.at)
+			var logBuf syncBuf
+			tc.opts.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: &logBuf})
+			c, err := f.tryConnect(t, tc.opts)
+			if err == nil {
+				t.Fatalf("Connect succeeded (state %v)", c.State())
+			}
+			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q: want errors.Is %v and %q in it", err, tc.is, tc.want)
+			}
+			if strings.Count(err.Error(), "\n") > 0 {
+				t.Errorf("error is not one line: %q", err)
+			}
+			var ae *auth.Error
+			if tc.remote || tc.local {
+				var authErr *AuthError
+				if !errors.As(err, &authErr) || authErr.QID != 0 || !errors.As(err, &ae) || ae.Remote != tc.remote {
+					t.Errorf("error %q: want an *AuthError of qid 0 with an *auth.Error, remote %v", err, tc.remote)
+				}
+			}
+			_, _, early, _ := tc.at.counts()
+			if len(early) > 0 {
+				t.Errorf("commands sent on an unauthenticated queue: %v", early)
+			}
+			noSecrets(t, err.Error()+"\n"+logBuf.String(), host, other, ctrl)
+		})
+	}
+}
+
+// TestAuthNotRequired: a host with a key connects to a target that asks
+// for no authentication, as Linux does.
+func TestAuthNotRequired(t *testing.T) {
+	f := newTgtFixture(t, 1<<20)
+	k := testKey(t, auth.HashNone, 32, 1)
+	c := f.connect(t, Options{HostKey: k, CtrlKey: k})
+	if c.State() != StateLive {
+		t.Fatalf("state %v", c.State())
+	}
+}
+
+// TestAuthTimeout: a controller that never answers Authentication Receive
+// fails the connect within the command timeout.
+func TestAuthTimeout(t *testing.T) {
+	at := &authTarget{hostKey: testKey(t, auth.HashNone, 32, 1), holdReceive: true}
+	f := newAuthFixture(t, at)
+	start := time.Now()
+	_, err := f.tryConnect(t, Options{HostKey: at.hostKey, CommandTimeout: 300 * time.Millisecond})
+	took := time.Since(start)
+	if !errors.Is(err, ErrAuthFailed) || !errors.Is(err, ErrTimeout) {
+		t.Fatalf("error %v: want an authentication failure by timeout", err)
+	}
+	if took > 10*time.Second {
+		t.Errorf("took %v", took)
+	}
+}
+
+func TestAuthOptions(t *testing.T) {
+	k := testKey(t, auth.HashSHA256, 32, 7)
+	text := k.Encode()
+	bad := "DHHC-1:00:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 36)) + ":" // CRC mismatch
+	tests := []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"bad host secret", Options{DHChapSecret: bad}, "dhchap-secret: DHHC-1 secret CRC mismatch"},
+		{"not DHHC-1", Options{DHChapSecret: "secret"}, "dhchap-secret: not a DHHC-1 secret"},
+		{"bad ctrl secret", Options{HostKey: k, DHChapCtrlSecret: "DHHC-1:05:xx:"}, "dhchap-ctrl-secret: not a DHHC-1 secret"},
+		{"ctrl without host", Options{CtrlKey: k}, "needs the host secret"},
+		{"both forms", Options{HostKey: k, DHChapSecret: text}, "dhchap-secret given both as text and as a parsed key"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.SubsystemNQN = tgtNQN
+			_, err := tc.o.withDefaults()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			noSecrets(t, err.Error(), k)
+			if strings.Contains(err.Error(), bad[7:20]) {
+				t.Errorf("error shows the secret text: %q", err)
+			}
+		})
+	}
+	o, err := Options{SubsystemNQN: tgtNQN, DHChapSecret: text, DHChapCtrlSecret: text}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.DHChapSecret != "" || o.DHChapCtrlSecret != "" || !o.HostKey.Equal(k) || !o.CtrlKey.Equal(k) {
+		t.Errorf("withDefaults kept the text or lost the keys")
+	}
+}
+
+// noSecrets fails if s holds any form of the keys' secrets.
+func noSecrets(t *testing.T, s string, keys ...*auth.Key) {
+	t.Helper()
+	for _, k := range keys {
+		enc := k.Encode()
+		b64 := strings.TrimSuffix(enc[len("DHHC-1:00:"):], ":")
+		for _, form := range []string{enc, b64[:16]} {
+			if strings.Contains(s, form) {
+				t.Fatalf("a secret (%.12s...) appears in:\n%s", form, s)
+			}
+		}
+	}
+}
+
+// syncBuf is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
