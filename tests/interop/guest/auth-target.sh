@@ -8,7 +8,7 @@
 # before target-ready.
 #
 #   HOST1_NQN  key (transformed with sha256), hmac(sha256), null DH group
-#   HOST2_NQN  key and controller key, hmac(sha512), ffdhe2048
+#   HOST2_NQN  key and controller key, hmac(sha512), $HOST2_DHGROUP (ffdhe2048)
 # Both hosts are allowed on $NQN (attr_allow_any_host 0). A 32 MiB memory
 # backed null_blk is namespace 1. Waits for $KPEER_SIGNAL/release.
 #
@@ -62,7 +62,7 @@ mkdir "$H/$HOST2_NQN" || fail "mkdir host 2"
 echo "$K2" > "$H/$HOST2_NQN/dhchap_key" || fail "host 2 dhchap_key"
 echo "$C2" > "$H/$HOST2_NQN/dhchap_ctrl_key" || fail "host 2 dhchap_ctrl_key"
 echo "hmac(sha512)" > "$H/$HOST2_NQN/dhchap_hash" || fail "host 2 dhchap_hash"
-echo "ffdhe2048" > "$H/$HOST2_NQN/dhchap_dhgroup" || fail "host 2 dhchap_dhgroup"
+echo "${HOST2_DHGROUP:-ffdhe2048}" > "$H/$HOST2_NQN/dhchap_dhgroup" || fail "host 2 dhchap_dhgroup"
 for h in "$HOST1_NQN" "$HOST2_NQN"; do
   echo "host $h: hash $(cat "$H/$h/dhchap_hash") dhgroup $(cat "$H/$h/dhchap_dhgroup")"
 done
