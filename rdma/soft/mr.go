@@ -2,6 +2,7 @@ package soft
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -13,13 +14,28 @@ import (
 // Rekey advances the rkey's key byte. Each device hands out virtual
 // addresses from its own range (vaBase upwards, 4 KiB aligned, never
 // reused), so an (rkey, address) pair names at most one region.
+//
+// Fencing. Invalidate, Rekey, Remap, Deregister and the invalidations a
+// peer (SEND with Invalidate) or a LOCAL_INV work request asks for end
+// remote access under the current rkey, also for operations in progress:
+// an RDMA WRITE names its rkey in its FIRST packet only, and an RDMA READ
+// is answered by many packets. Each such change advances the region's
+// generation (gen) by two, to an odd value while it runs, and waits for
+// the accesses to buf under way (users) to finish before it touches buf
+// or the key; a remote operation records the generation it was checked
+// under and makes every later access with enter(gen), which fails once
+// the region changed (the responder then NAKs with Remote Access Error,
+// as rxe does by looking the key up again for every packet). Two atomic
+// adds a packet instead of a lock; users and gen are sequentially
+// consistent, so either the access sees the new generation or the change
+// sees the access and waits for it.
 
 // mr is a registered memory region; it implements rdma.MR.
 type mr struct {
 	dev    *Device
 	pd     *pd
-	buf    []byte
-	span   int // the length registered: Remap binds at most this much
+	buf    []byte // written only by a change, with users at zero (see fence)
+	span   int    // the length registered: Remap binds at most this much
 	addr   uint64
 	access rdma.Access
 	index  uint32
@@ -28,6 +44,49 @@ type mr struct {
 	rkey      atomic.Uint32
 	rkeyValid atomic.Bool
 	valid     atomic.Bool // registered
+
+	mu    sync.Mutex    // serializes changes (fence)
+	gen   atomic.Uint64 // generation: odd while a change runs
+	users atomic.Int32  // accesses to buf in progress
+}
+
+// fence runs change, which may rewrite buf, the key and the valid flags,
+// with no access to the region in progress; accesses checked under an
+// earlier generation fail from then on. m.mu is held.
+func (m *mr) fence(change func()) {
+	m.gen.Add(1)
+	for m.users.Load() != 0 {
+		runtime.Gosched() // an access copies at most one packet
+	}
+	change()
+	m.gen.Add(1)
+}
+
+// enter begins an access to buf for an operation checked under
+// generation g; it reports false, and begins nothing, when the region
+// changed since. leave ends the access.
+func (m *mr) enter(g uint64) bool {
+	m.users.Add(1)
+	if m.gen.Load() != g {
+		m.users.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (m *mr) leave() { m.users.Add(-1) }
+
+// enterLocal begins a local access (by lkey, which no change revokes but
+// Deregister): it waits out a change in progress.
+func (m *mr) enterLocal() {
+	for {
+		m.users.Add(1)
+		if m.gen.Load()&1 == 0 {
+			return
+		}
+		m.users.Add(-1)
+		runtime.Gosched()
+	}
 }
 
 var _ rdma.RemappableMR = (*mr)(nil)
@@ -115,46 +174,54 @@ func (m *mr) Access() rdma.Access { return m.access }
 func (m *mr) RKeyValid() bool { return m.valid.Load() && m.rkeyValid.Load() }
 
 // Invalidate invalidates the current rkey.
+// Remote operations under it that are under way fail from the next
+// packet on; when Invalidate returns, none touches the buffer any more.
 func (m *mr) Invalidate() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if !m.valid.Load() {
 		return fmt.Errorf("soft: invalidate MR %#x: %w", m.lkey, rdma.ErrClosed)
 	}
-	m.rkeyValid.Store(false)
+	m.fence(func() { m.rkeyValid.Store(false) })
 	return nil
 }
 
 // Rekey assigns a new valid rkey.
+// Remote operations under the old one are fenced as by Invalidate.
 func (m *mr) Rekey() (uint32, error) {
-	t := &m.dev.mrs
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if !m.valid.Load() {
 		return 0, fmt.Errorf("soft: rekey MR %#x: %w", m.lkey, rdma.ErrClosed)
 	}
-	return m.nextRKeyLocked(), nil
+	var k uint32
+	m.fence(func() { k = m.nextRKey() })
+	return k, nil
 }
 
 // Remap implements rdma.RemappableMR: buf replaces the region's buffer
-// and the rkey advances. Remote accesses check the key before they touch
-// the buffer, and the table lock orders this write before any access
-// that carries the new key.
+// and the rkey advances. Remote operations under the old key are fenced
+// as by Invalidate: they fail, and none touches buf.
 func (m *mr) Remap(buf []byte) (uint32, error) {
 	if len(buf) == 0 || len(buf) > m.span {
 		return 0, fmt.Errorf("soft: remap MR %#x of %d bytes to %d bytes: %w", m.lkey, m.span, len(buf), rdma.ErrInvalidArgument)
 	}
-	t := &m.dev.mrs
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if !m.valid.Load() {
 		return 0, fmt.Errorf("soft: remap MR %#x: %w", m.lkey, rdma.ErrClosed)
 	}
-	m.buf = buf
-	return m.nextRKeyLocked(), nil
+	var k uint32
+	m.fence(func() {
+		m.buf = buf
+		k = m.nextRKey()
+	})
+	return k, nil
 }
 
-// nextRKeyLocked advances the rkey's key byte and makes it valid for
-// remote access; the table lock is held.
-func (m *mr) nextRKeyLocked() uint32 {
+// nextRKey advances the rkey's key byte and makes it valid for remote
+// access; it runs in a fence.
+func (m *mr) nextRKey() uint32 {
 	k := m.rkey.Load()
 	k = k&^0xff | (k+1)&0xff
 	m.rkey.Store(k)
@@ -164,14 +231,18 @@ func (m *mr) nextRKeyLocked() uint32 {
 
 // Deregister releases the region.
 func (m *mr) Deregister() error {
-	t := &m.dev.mrs
-	t.mu.Lock()
+	m.mu.Lock()
 	if !m.valid.Load() {
-		t.mu.Unlock()
+		m.mu.Unlock()
 		return fmt.Errorf("soft: deregister MR %#x: %w", m.lkey, rdma.ErrClosed)
 	}
-	m.valid.Store(false)
-	m.rkeyValid.Store(false)
+	m.fence(func() {
+		m.valid.Store(false)
+		m.rkeyValid.Store(false)
+	})
+	m.mu.Unlock()
+	t := &m.dev.mrs
+	t.mu.Lock()
 	t.slots[m.index] = nil
 	t.free = append(t.free, m.index)
 	t.mu.Unlock()
@@ -194,43 +265,59 @@ func (t *mrTable) lookupLocal(lkey uint32) *mr {
 	return m
 }
 
-// lookupRemote returns the region of a remote key if the key is valid, or nil.
-func (t *mrTable) lookupRemote(rkey uint32) *mr {
-	i := rkey >> 8
+// lookupKey returns the region a key's index names, or nil; the key
+// itself is not checked.
+func (t *mrTable) lookupKey(key uint32) *mr {
+	i := key >> 8
 	t.mu.RLock()
 	var m *mr
 	if int(i) < len(t.slots) {
 		m = t.slots[i]
 	}
 	t.mu.RUnlock()
-	if m == nil || m.rkey.Load() != rkey || !m.rkeyValid.Load() || !m.valid.Load() {
-		return nil
-	}
 	return m
+}
+
+// remoteOK reports whether rkey is m's current, valid rkey.
+func (m *mr) remoteOK(rkey uint32) bool {
+	return m.rkey.Load() == rkey && m.rkeyValid.Load() && m.valid.Load()
 }
 
 // checkRemote checks a remote access of n > 0 bytes at va with rkey from
 // a QP of protection domain p needing the access right need, and returns
-// the region and the offset of va in it.
-func (t *mrTable) checkRemote(p *pd, rkey uint32, va uint64, n uint32, need rdma.Access) (*mr, int, bool) {
-	m := t.lookupRemote(rkey)
+// the region, the offset of va in it and the generation the check holds
+// for: the access's reads and writes of the buffer use enter with it.
+func (t *mrTable) checkRemote(p *pd, rkey uint32, va uint64, n uint32, need rdma.Access) (*mr, int, uint64, bool) {
+	m := t.lookupKey(rkey)
 	if m == nil || m.pd != p || m.access&need != need {
-		return nil, 0, false
+		return nil, 0, 0, false
 	}
-	if va < m.addr || va-m.addr > uint64(len(m.buf)) || uint64(n) > uint64(len(m.buf))-(va-m.addr) {
-		return nil, 0, false
+	g := m.gen.Load()
+	if g&1 != 0 || !m.enter(g) {
+		return nil, 0, 0, false // the key is being changed
 	}
-	return m, int(va - m.addr), true
+	ok := m.remoteOK(rkey) && va >= m.addr && va-m.addr <= uint64(len(m.buf)) && uint64(n) <= uint64(len(m.buf))-(va-m.addr)
+	m.leave()
+	if !ok {
+		return nil, 0, 0, false
+	}
+	return m, int(va - m.addr), g, true
 }
 
 // invalidateRemote invalidates rkey of a region in protection domain p,
-// as a SEND with Invalidate asks; it reports whether the key was valid.
+// as a SEND with Invalidate asks, fencing the operations under it; it
+// reports whether the key was valid.
 func (t *mrTable) invalidateRemote(p *pd, rkey uint32) bool {
-	m := t.lookupRemote(rkey)
+	m := t.lookupKey(rkey)
 	if m == nil || m.pd != p {
 		return false
 	}
-	m.rkeyValid.Store(false)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.remoteOK(rkey) {
+		return false
+	}
+	m.fence(func() { m.rkeyValid.Store(false) })
 	return true
 }
 
@@ -251,10 +338,35 @@ func (t *mrTable) resolveSGE(p *pd, s rdma.SGE, need rdma.Access) (seg, bool) {
 	if m == nil || m.pd != p || m.access&need != need {
 		return seg{}, false
 	}
-	if s.Addr < m.addr || s.Addr-m.addr > uint64(len(m.buf)) || uint64(s.Length) > uint64(len(m.buf))-(s.Addr-m.addr) {
+	m.enterLocal()
+	ok := s.Addr >= m.addr && s.Addr-m.addr <= uint64(len(m.buf)) && uint64(s.Length) <= uint64(len(m.buf))-(s.Addr-m.addr)
+	m.leave()
+	if !ok {
 		return seg{}, false
 	}
 	return seg{m: m, off: int(s.Addr - m.addr), n: int(s.Length)}, true
+}
+
+// copyOut copies n bytes at offset off of the segment to dst (which
+// holds them); it reports false when the region was deregistered or
+// remapped to a buffer too short for the segment since it was resolved.
+func (s seg) copyOut(dst []byte, off int) (int, bool) {
+	s.m.enterLocal()
+	defer s.m.leave()
+	if !s.m.valid.Load() || s.off+s.n > len(s.m.buf) {
+		return 0, false
+	}
+	return copy(dst, s.m.buf[s.off+off:s.off+s.n]), true
+}
+
+// copyIn is copyOut's converse: it copies src to offset off of the segment.
+func (s seg) copyIn(off int, src []byte) (int, bool) {
+	s.m.enterLocal()
+	defer s.m.leave()
+	if !s.m.valid.Load() || s.off+s.n > len(s.m.buf) {
+		return 0, false
+	}
+	return copy(s.m.buf[s.off+off:s.off+s.n], src), true
 }
 
 // gather copies len(dst) bytes starting at offset off of the message
@@ -269,10 +381,10 @@ func gather(dst []byte, segs []seg, off int) bool {
 			off -= s.n
 			continue
 		}
-		if !s.m.valid.Load() {
+		c, ok := s.copyOut(dst, off)
+		if !ok {
 			return false
 		}
-		c := copy(dst, s.m.buf[s.off+off:s.off+s.n])
 		dst = dst[c:]
 		off = 0
 	}
@@ -296,7 +408,12 @@ func inPlace(segs []seg, off, n int) ([]byte, bool) {
 			off -= s.n
 			continue
 		}
-		if off+n > s.n || !s.m.valid.Load() {
+		if off+n > s.n {
+			return nil, false
+		}
+		s.m.enterLocal()
+		defer s.m.leave()
+		if !s.m.valid.Load() || s.off+s.n > len(s.m.buf) {
 			return nil, false
 		}
 		return s.m.buf[s.off+off : s.off+off+n], true
@@ -316,10 +433,10 @@ func scatter(segs []seg, off int, src []byte) bool {
 			off -= s.n
 			continue
 		}
-		if !s.m.valid.Load() {
+		c, ok := s.copyIn(off, src)
+		if !ok {
 			return false
 		}
-		c := copy(s.m.buf[s.off+off:s.off+s.n], src)
 		src = src[c:]
 		off = 0
 	}
@@ -327,19 +444,19 @@ func scatter(segs []seg, off int, src []byte) bool {
 }
 
 // invalidateLocal invalidates rkey of a region in protection domain p,
-// for a LOCAL_INV work request; an rkey that was already invalidated may
-// be invalidated again. It reports whether rkey names such a region.
+// for a LOCAL_INV work request, fencing the operations under it; an rkey
+// that was already invalidated may be invalidated again. It reports
+// whether rkey names such a region.
 func (t *mrTable) invalidateLocal(p *pd, rkey uint32) bool {
-	i := rkey >> 8
-	t.mu.RLock()
-	var m *mr
-	if int(i) < len(t.slots) {
-		m = t.slots[i]
-	}
-	t.mu.RUnlock()
-	if m == nil || m.pd != p || m.rkey.Load() != rkey || !m.valid.Load() {
+	m := t.lookupKey(rkey)
+	if m == nil || m.pd != p {
 		return false
 	}
-	m.rkeyValid.Store(false)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rkey.Load() != rkey || !m.valid.Load() {
+		return false
+	}
+	m.fence(func() { m.rkeyValid.Store(false) })
 	return true
 }

@@ -601,7 +601,11 @@ func (q *qp) postSend(wr *rdma.SendWR) error {
 				return fmt.Errorf("soft: inline SGE (addr %#x, lkey %#x): %w", s.Addr, s.LKey, rdma.ErrInvalidArgument)
 			}
 			if sg.n > 0 {
-				off += copy(w.inline[off:], sg.m.buf[sg.off:sg.off+sg.n])
+				c, ok := sg.copyOut(w.inline[off:], 0)
+				if !ok {
+					return fmt.Errorf("soft: inline SGE (addr %#x, lkey %#x): %w", s.Addr, s.LKey, rdma.ErrInvalidArgument)
+				}
+				off += c
 			}
 		}
 	} else if wr.Opcode != rdma.WRLocalInv {

@@ -15,9 +15,12 @@ type responder struct {
 	inSend  bool   // in the middle of a multi-packet SEND
 	inWrite bool   // in the middle of a multi-packet RDMA WRITE
 	recvOff int    // bytes of the current SEND written to the head receive WQE
-	// The RDMA WRITE in progress: region, offset of the next byte,
-	// remaining and total length.
+	// The RDMA WRITE in progress: region and the generation its rkey
+	// was checked under (every packet enters with it: an Invalidate or
+	// Remap since fails the rest), offset of the next byte, remaining
+	// and total length.
 	wm     *mr
+	wgen   uint64
 	woff   int
 	wresid int
 	wlen   int
@@ -121,9 +124,10 @@ func (q *qp) responderInput(p *wire.Packet, rx *rxState) {
 		}
 		var m *mr
 		var off int
+		var gen uint64
 		if n > 0 {
 			var ok bool
-			if m, off, ok = d.mrs.checkRemote(q.pd, p.RETH.RKey(), p.RETH.VA(), n, need); !ok {
+			if m, off, gen, ok = d.mrs.checkRemote(q.pd, p.RETH.RKey(), p.RETH.VA(), n, need); !ok {
 				q.respFail(rx, psn, wire.NAKRemoteAccessError, rdma.RemoteAccessError, rw)
 				return
 			}
@@ -131,12 +135,15 @@ func (q *qp) responderInput(p *wire.Packet, rx *rxState) {
 		if op.IsReadRequest() {
 			r.msn = (r.msn + 1) & 0xffffff
 			q.flushAck(rx.tx)
-			q.sendReadResponses(rx, psn, m, off, int(n))
+			if !q.sendReadResponses(rx, psn, m, gen, off, int(n)) {
+				q.respFail(rx, psn, wire.NAKRemoteAccessError, rdma.RemoteAccessError, nil)
+				return
+			}
 			r.psn = wire.PSNAdd(psn, npackets(int(n), mtu))
 			r.unacked = 0
 			return
 		}
-		r.wm, r.woff, r.wresid, r.wlen = m, off, int(n), int(n)
+		r.wm, r.wgen, r.woff, r.wresid, r.wlen = m, gen, off, int(n), int(n)
 	}
 	if op.IsWrite() {
 		if len(payload) > r.wresid || (op.IsLast() && len(payload) != r.wresid) {
@@ -144,11 +151,16 @@ func (q *qp) responderInput(p *wire.Packet, rx *rxState) {
 			return
 		}
 		if len(payload) > 0 {
-			if !r.wm.valid.Load() || !r.wm.rkeyValid.Load() {
+			// The rkey was checked in the FIRST packet only: check
+			// again that it still holds, as rxe looks the key up for
+			// every packet, through the generation, which also keeps
+			// a Remap off the buffer while it is written.
+			if !r.wm.enter(r.wgen) {
 				q.respFail(rx, psn, wire.NAKRemoteAccessError, rdma.RemoteAccessError, rw)
 				return
 			}
 			copy(r.wm.buf[r.woff:], payload)
+			r.wm.leave()
 			r.woff += len(payload)
 			r.wresid -= len(payload)
 		}
@@ -231,19 +243,27 @@ func (q *qp) duplicate(p *wire.Packet, psn uint32, rx *rxState) {
 	}
 	var m *mr
 	var off int
+	var gen uint64
 	if n > 0 {
 		var ok bool
-		if m, off, ok = q.dev.mrs.checkRemote(q.pd, p.RETH.RKey(), p.RETH.VA(), n, rdma.AccessRemoteRead); !ok {
+		if m, off, gen, ok = q.dev.mrs.checkRemote(q.pd, p.RETH.RKey(), p.RETH.VA(), n, rdma.AccessRemoteRead); !ok {
 			return
 		}
 	}
 	q.flushAck(rx.tx)
-	q.sendReadResponses(rx, psn, m, off, int(n))
+	if !q.sendReadResponses(rx, psn, m, gen, off, int(n)) {
+		q.respFail(rx, psn, wire.NAKRemoteAccessError, rdma.RemoteAccessError, nil)
+	}
 }
 
 // sendReadResponses sends the READ response packets for n bytes at
-// offset off of m, starting at PSN psn.
-func (q *qp) sendReadResponses(rx *rxState, psn uint32, m *mr, off, n int) {
+// offset off of m, whose rkey was checked under generation gen, starting
+// at PSN psn. It stops and returns false when the region changed
+// (Invalidate, Remap) since: the caller NAKs with Remote Access Error. A
+// response already built with its payload in place is dropped at the
+// flush if the region changed by then (txBatch.flush), so that no byte
+// of a buffer bound later leaves under the old key.
+func (q *qp) sendReadResponses(rx *rxState, psn uint32, m *mr, gen uint64, off, n int) bool {
 	mtu := q.mtu
 	np := npackets(n, mtu)
 	for i := 0; i < np; i++ {
@@ -261,6 +281,9 @@ func (q *qp) sendReadResponses(rx *rxState, psn uint32, m *mr, off, n int) {
 		}
 		pad := wire.PadFor(cn)
 		pk := rx.tx.next()
+		if cn > 0 && !m.enter(gen) {
+			return false
+		}
 		b := pk.buf[:]
 		writeBTH(b, op, false, pad, q.attr.DestQPN, wire.PSNAdd(psn, i), false)
 		o := wire.BTHLen
@@ -270,17 +293,22 @@ func (q *qp) sendReadResponses(rx *rxState, psn uint32, m *mr, off, n int) {
 		}
 		if cn >= zeroCopyMin {
 			pk.ext, pk.hn = m.buf[off+i*mtu:off+i*mtu+cn], o
+			pk.src, pk.gen = m, gen
 		} else {
 			if cn > 0 {
 				copy(b[o:o+cn], m.buf[off+i*mtu:off+i*mtu+cn])
 			}
 			o += cn
 		}
+		if cn > 0 {
+			m.leave()
+		}
 		clear(b[o : o+pad])
 		pk.n = o + pad + wire.ICRCLen + len(pk.ext)
 		pk.dst = q.dst
 		rx.tx.commit()
 	}
+	return true
 }
 
 // respFail handles a request the responder must refuse (class B/C

@@ -28,6 +28,7 @@ type Stats struct {
 	OutOfSequence   uint64 // requests received after a gap (PSN beyond the expected one)
 	StaleResponses  uint64 // ACKs and READ responses ignored as old or unexpected
 	UDDropped       uint64 // UD datagrams dropped (Q_Key mismatch, no receive posted, too long)
+	FencedResponses uint64 // READ responses built but not sent: their region was invalidated or remapped first
 
 	FaultDrops       uint64 // packets dropped by the fault injector
 	FaultDuplicates  uint64 // packets duplicated by the fault injector
@@ -42,7 +43,7 @@ type counters struct {
 	retransmissions, timeouts, acksSent, acksReceived                atomic.Uint64
 	seqNAKsSent, seqNAKsReceived, rnrNAKsSent, rnrNAKsReceived       atomic.Uint64
 	errNAKsSent, errNAKsReceived, duplicates, outOfSequence          atomic.Uint64
-	staleResponses, udDropped                                        atomic.Uint64
+	staleResponses, udDropped, fencedResponses                       atomic.Uint64
 	faultDrops, faultDuplicates, faultReorders, faultCorruptions     atomic.Uint64
 }
 
@@ -59,7 +60,7 @@ func (d *Device) Stats() Stats {
 		RNRNAKsSent: c.rnrNAKsSent.Load(), RNRNAKsReceived: c.rnrNAKsReceived.Load(),
 		ErrNAKsSent: c.errNAKsSent.Load(), ErrNAKsReceived: c.errNAKsReceived.Load(),
 		Duplicates: c.duplicates.Load(), OutOfSequence: c.outOfSequence.Load(),
-		StaleResponses: c.staleResponses.Load(), UDDropped: c.udDropped.Load(),
+		StaleResponses: c.staleResponses.Load(), UDDropped: c.udDropped.Load(), FencedResponses: c.fencedResponses.Load(),
 		FaultDrops: c.faultDrops.Load(), FaultDuplicates: c.faultDuplicates.Load(),
 		FaultReorders: c.faultReorders.Load(), FaultCorruptions: c.faultCorruptions.Load(),
 	}

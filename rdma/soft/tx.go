@@ -34,6 +34,13 @@ type txPkt struct {
 	// packet the peer drops, and the resend carries the new bytes.
 	ext []byte
 	hn  int
+	// src, when set, is the region ext lies in for a READ response,
+	// checked under generation gen: flush sends the packet only if the
+	// region has not changed since (mr.fence), and holds the access
+	// until the datagrams left.
+	src  *mr
+	gen  uint64
+	dead bool // fenced off: not sent
 }
 
 // materialize copies an ext payload into buf, making the packet one
@@ -98,7 +105,7 @@ func (t *txBatch) next() *txPkt {
 		t.flush()
 	}
 	p := &t.pkts[t.n]
-	p.ext = nil
+	p.ext, p.src, p.dead = nil, nil, false
 	return p
 }
 
@@ -119,6 +126,33 @@ func (t *txBatch) flush() {
 	if t.n == 0 {
 		return
 	}
+	n, held := t.n, false
+	for i := range t.pkts[:n] {
+		p := &t.pkts[i]
+		if p.src == nil {
+			continue
+		}
+		if !p.src.enter(p.gen) {
+			p.ext, p.src, p.dead = nil, nil, true
+			t.dev.stats.fencedResponses.Add(1)
+			continue
+		}
+		held = true
+	}
+	t.send()
+	if held {
+		for i := range t.pkts[:n] {
+			if p := &t.pkts[i]; p.src != nil {
+				p.src.leave()
+				p.src = nil
+			}
+		}
+	}
+}
+
+// send sends the batch (flush's body, with the regions of in-place READ
+// responses held).
+func (t *txBatch) send() {
 	d := t.dev
 	f := d.sendFaults.Load()
 	if f != nil || d.pcap != nil {
@@ -241,6 +275,9 @@ func (t *txBatch) applyFaults(f *faults) int {
 	for i := 0; i < t.n; i++ {
 		p := &t.pkts[i]
 		p.flip = 0
+		if p.dead {
+			continue
+		}
 		dup := false
 		if f != nil {
 			act, bit := f.decide(p.n)
