@@ -127,13 +127,14 @@ func (q *queue) connectAdmin(r *fabrics.Request, cmd fabrics.ConnectCommand, d f
 		return
 	}
 	c.queues[0] = q
-	q.ctrl.Store(c)
 	c.setKATOLocked(kato)
+	authreq := q.connectAuthReqLocked(c)
+	q.ctrl.Store(c)
 	c.mu.Unlock()
 
-	c.log.Info("controller created", "kind", c.kind(), "kato", c.kato, "sqsize", sqsize, "remote", q.tq.Remote().String())
+	c.log.Info("controller created", "kind", c.kind(), "kato", c.kato, "sqsize", sqsize, "remote", q.tq.Remote().String(), "auth", c.needAuth)
 	cqe := nvme.CQE(r.CQE[:])
-	cqe.SetDW0(fabrics.ConnectResultDW0(cntlid, 0))
+	cqe.SetDW0(fabrics.ConnectResultDW0(cntlid, authreq))
 	if q.sqhdOff {
 		cqe.SetSQHD(0xffff)
 	}
@@ -155,6 +156,7 @@ func (q *queue) newController(s *Subsystem, cntlid uint16, hostnqn string, hostI
 		aen:     aenCfgOptional,
 	}
 	c.log = q.t.log.With("cntlid", cntlid, "subsys", s.nqn, "host", hostnqn)
+	c.needAuth = q.t.authRequired(s, hostnqn)
 	css := uint8(fabrics.CAPCSSNVM | fabrics.CAPCSSIOCS)
 	if s.disc {
 		c.maxIOQs = 0
@@ -201,6 +203,7 @@ func (q *queue) connectIO(r *fabrics.Request, cmd fabrics.ConnectCommand, d fabr
 		return
 	}
 
+	var authreq uint16
 	c.mu.Lock()
 	switch sqsize := cmd.SQSize(); {
 	case c.dead:
@@ -238,12 +241,13 @@ func (q *queue) connectIO(r *fabrics.Request, cmd fabrics.ConnectCommand, d fabr
 		q.sqhdOff = cmd.CAttr()&connectAttrDisableSQFlow != 0
 		q.preallocate(q.tq.Depth())
 		c.queues[qid] = q
+		authreq = q.connectAuthReqLocked(c)
 		q.ctrl.Store(c)
 	}
 	c.mu.Unlock()
 	log.Debug("I/O queue connected", "sqsize", cmd.SQSize())
 	cqe := nvme.CQE(r.CQE[:])
-	cqe.SetDW0(fabrics.ConnectResultDW0(cntlid, 0))
+	cqe.SetDW0(fabrics.ConnectResultDW0(cntlid, authreq))
 	if q.sqhdOff {
 		cqe.SetSQHD(0xffff)
 	}
@@ -268,6 +272,8 @@ func (c *controller) handleFabrics(q *queue, r *fabrics.Request) {
 		}
 		q.ok(r)
 		go q.tq.Close()
+	case t == fabrics.FCTypeAuthSend || t == fabrics.FCTypeAuthReceive:
+		c.handleAuth(q, r)
 	case q.qid != 0:
 		q.complete(r, dnr(nvme.StatusInvalidOpcode), locFCType, 0)
 	case t == fabrics.FCTypePropertyGet:

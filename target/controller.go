@@ -53,6 +53,9 @@ type controller struct {
 	hostNQN string
 	hostID  [16]byte
 	log     hclog.Logger
+	// needAuth: the host has a DH-HMAC-CHAP key, every queue must
+	// authenticate (decided at the admin Connect; auth.go).
+	needAuth bool
 
 	cap       fabrics.CAP
 	mqes      uint16

@@ -26,6 +26,7 @@ type queue struct {
 
 	ctrl atomic.Pointer[controller]
 	sqhd atomic.Uint32
+	auth atomic.Pointer[queueAuth] // nil: no authentication on this queue (auth.go)
 
 	freeMu sync.Mutex
 	free   []*ioCmd
@@ -89,6 +90,9 @@ func (q *queue) HandleCommand(r *fabrics.Request) {
 	if nvme.SQE(r.SQE[:]).Fuse() != nvme.FuseNone {
 		// No fused operations (Linux nvmet_req_init).
 		q.complete(r, dnr(nvme.StatusInvalidField), locFlags, 0)
+		return
+	}
+	if q.authBlocks(r) {
 		return
 	}
 	if r.SQE[0] == fabrics.OpcodeFabrics {

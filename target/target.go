@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -61,6 +62,10 @@ type Options struct {
 	// WorkersPerNamespace is the number of goroutines that run backend
 	// I/O for each namespace; 0 means DefaultWorkersPerNamespace.
 	WorkersPerNamespace int
+	// AuthTimeout bounds a DH-HMAC-CHAP transaction: a queue not
+	// authenticated by then is refused. 0 means the controller's KATO, or
+	// DefaultAuthTimeout without one (Linux).
+	AuthTimeout time.Duration
 }
 
 // Target is a transport-neutral NVMe over Fabrics target: subsystems with
@@ -79,6 +84,8 @@ type Target struct {
 	disc   *Subsystem
 	genctr uint64 // discovery log generation counter
 	closed bool
+
+	auth targetAuth // DH-HMAC-CHAP host keys (auth.go)
 
 	// ApplyConfig's state: the tree as applied (what failed left out)
 	// and the port numbers of its port names.

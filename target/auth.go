@@ -1,0 +1,324 @@
+package target
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/nvme"
+	"github.com/nvmeof/nvmeof/nvme/auth"
+)
+
+// DefaultAuthTimeout bounds an authentication transaction when the
+// controller has no keep-alive timeout (Linux: KATO, else 120 s).
+const DefaultAuthTimeout = 120 * time.Second
+
+// Authentication Send/Receive parameter locations (error log).
+const (
+	locSPSP0 = 41
+	locSPSP1 = 42
+	locSECP  = 43
+	locTLAL  = 44
+)
+
+// HostAuth is a host's DH-HMAC-CHAP configuration, the kernel's
+// hosts/<nqn>/dhchap_* attributes.
+type HostAuth struct {
+	// Key is the host's secret (dhchap_key). Nil: the host does not
+	// authenticate.
+	Key *auth.Key
+	// CtrlKey is the controller's secret (dhchap_ctrl_key), for hosts that
+	// ask the controller to authenticate itself.
+	CtrlKey *auth.Key
+	// Hash is the preferred hash (dhchap_hash); 0 means hmac(sha256).
+	Hash auth.HashID
+	// DHGroup is the DH group (dhchap_dhgroup); the host must offer it.
+	DHGroup auth.DHGroupID
+}
+
+// targetAuth holds the host keys, as the kernel's hosts/ directory: they
+// apply to every subsystem the host connects to (not the discovery one).
+type targetAuth struct {
+	mu    sync.RWMutex
+	hosts map[string]HostAuth
+}
+
+func (a *targetAuth) lookup(hostNQN string) (HostAuth, bool) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	h, ok := a.hosts[hostNQN]
+	return h, ok
+}
+
+// SetHostAuth sets the DH-HMAC-CHAP configuration of a host (nil removes
+// it). Controllers created afterwards require authentication when the host
+// has a Key; a change applies to every authentication transaction started
+// afterwards, re-authentication included.
+func (t *Target) SetHostAuth(hostNQN string, a *HostAuth) error {
+	if err := validHostNQN(hostNQN); err != nil {
+		return fmt.Errorf("%w: host %q: %v", ErrInvalid, hostNQN, err)
+	}
+	if a != nil {
+		if a.Hash != 0 && !a.Hash.Valid() {
+			return fmt.Errorf("%w: host %s: dhchap_hash %v", ErrInvalid, hostNQN, a.Hash)
+		}
+		if !a.DHGroup.Valid() {
+			return fmt.Errorf("%w: host %s: dhchap_dhgroup %v", ErrInvalid, hostNQN, a.DHGroup)
+		}
+		if a.Key == nil && a.CtrlKey != nil {
+			return fmt.Errorf("%w: host %s: dhchap_ctrl_key without dhchap_key", ErrInvalid, hostNQN)
+		}
+	}
+	t.auth.mu.Lock()
+	defer t.auth.mu.Unlock()
+	if a == nil {
+		delete(t.auth.hosts, hostNQN)
+		return nil
+	}
+	if t.auth.hosts == nil {
+		t.auth.hosts = map[string]HostAuth{}
+	}
+	t.auth.hosts[hostNQN] = *a
+	return nil
+}
+
+// replaceHostAuth installs a whole set of host configurations (a reload).
+func (t *Target) replaceHostAuth(hosts map[string]HostAuth) {
+	t.auth.mu.Lock()
+	t.auth.hosts = hosts
+	t.auth.mu.Unlock()
+}
+
+// authRequired reports whether a new controller of s for hostNQN must
+// authenticate its queues (Linux nvmet_setup_auth: never on the discovery
+// subsystem; only when the host has a key).
+func (t *Target) authRequired(s *Subsystem, hostNQN string) bool {
+	if s.disc {
+		return false
+	}
+	h, ok := t.auth.lookup(hostNQN)
+	return ok && h.Key != nil
+}
+
+// queueAuth is the authentication state of one queue.
+type queueAuth struct {
+	authenticated atomic.Bool
+
+	mu    sync.Mutex
+	ctl   *auth.Controller // the current transaction; nil between them
+	timer *time.Timer
+	gen   uint64 // transaction generation, to ignore stale timers
+}
+
+// connectAuthReqLocked prepares a freshly connected queue of c and
+// returns the AUTHREQ of the Connect response: ATR when the queue must
+// authenticate before anything else (Linux nvmet_connect_result). c.mu is
+// held; the queue is not yet published.
+func (q *queue) connectAuthReqLocked(c *controller) uint16 {
+	if !c.needAuth {
+		return 0
+	}
+	a := &queueAuth{}
+	a.mu.Lock()
+	q.armAuthTimerLocked(a, c, c.authTimeoutLocked())
+	a.mu.Unlock()
+	q.auth.Store(a)
+	return 2 // AUTHREQ.ATR (DW0 bit 17)
+}
+
+// authBlocks completes r with Authentication Required when the queue has
+// not authenticated yet and r is not one of the commands allowed before
+// (Linux nvmet_check_auth_status). Unlike Linux, Property Get/Set wait for
+// authentication too.
+func (q *queue) authBlocks(r *fabrics.Request) bool {
+	a := q.auth.Load()
+	if a == nil || a.authenticated.Load() {
+		return false
+	}
+	if r.SQE[0] == fabrics.OpcodeFabrics {
+		switch fabrics.FCType(r.SQE[4]) {
+		case fabrics.FCTypeAuthSend, fabrics.FCTypeAuthReceive, fabrics.FCTypeDisconnect, fabrics.FCTypeConnect:
+			return false
+		}
+	}
+	q.complete(r, dnr(fabrics.StatusAuthenticationRequired), locOpcode, 0)
+	return true
+}
+
+// authTimeoutLocked is how long a transaction may take (c.mu held).
+func (c *controller) authTimeoutLocked() time.Duration {
+	if d := c.t.opts.AuthTimeout; d > 0 {
+		return d
+	}
+	if c.kato > 0 {
+		return c.kato
+	}
+	return DefaultAuthTimeout
+}
+
+func (c *controller) authTimeout() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.authTimeoutLocked()
+}
+
+// armAuthTimerLocked starts the transaction timer unless it runs (a.mu
+// held).
+func (q *queue) armAuthTimerLocked(a *queueAuth, c *controller, d time.Duration) {
+	if a.timer != nil {
+		return
+	}
+	gen := a.gen
+	a.timer = time.AfterFunc(d, func() { q.authExpired(c, a, gen) })
+}
+
+func (a *queueAuth) stopTimerLocked() {
+	if a.timer != nil {
+		a.timer.Stop()
+		a.timer = nil
+	}
+	a.gen++
+}
+
+// authExpired ends a transaction that did not finish in time: a queue
+// never authenticated is refused (its controller torn down for the admin
+// queue); an authenticated queue only forgets the stalled
+// re-authentication, as Linux nvmet_auth_expired_work.
+func (q *queue) authExpired(c *controller, a *queueAuth, gen uint64) {
+	a.mu.Lock()
+	if gen != a.gen {
+		a.mu.Unlock()
+		return
+	}
+	a.timer, a.ctl = nil, nil
+	a.gen++
+	ok := a.authenticated.Load()
+	a.mu.Unlock()
+	if ok {
+		c.log.Warn("re-authentication timed out; transaction reset", "qid", q.qid)
+		return
+	}
+	c.log.Warn("authentication timed out; queue refused", "qid", q.qid, "timeout", c.authTimeout())
+	q.refuseAuth(c)
+}
+
+// refuseAuth tears down a queue that did not authenticate in time: the
+// controller for the admin queue, the queue alone for an I/O queue. (A
+// failed transaction tears the controller down, as Linux
+// nvmet_ctrl_fatal_error.)
+func (q *queue) refuseAuth(c *controller) {
+	if q.qid == 0 {
+		c.shutdown("authentication failed")
+		return
+	}
+	c.ioQueueClosed(q)
+	q.tq.Close()
+}
+
+// handleAuth runs Authentication Send and Receive (Linux
+// nvmet_execute_auth_send / nvmet_execute_auth_receive).
+func (c *controller) handleAuth(q *queue, r *fabrics.Request) {
+	cmd := fabrics.AuthCommand(r.SQE[:])
+	switch {
+	case cmd.SECP() != auth.SECP:
+		q.complete(r, dnr(nvme.StatusInvalidField), locSECP, 0)
+		return
+	case cmd.SPSP0() != auth.SPSP0:
+		q.complete(r, dnr(nvme.StatusInvalidField), locSPSP0, 0)
+		return
+	case cmd.SPSP1() != auth.SPSP1:
+		q.complete(r, dnr(nvme.StatusInvalidField), locSPSP1, 0)
+		return
+	case cmd.TL() == 0:
+		q.complete(r, dnr(nvme.StatusInvalidField), locTLAL, 0)
+		return
+	case uint64(len(r.Data)) != uint64(cmd.TL()):
+		q.complete(r, dnr(nvme.StatusDataSGLLengthInvalid), locDPTR, 0)
+		return
+	}
+	a := q.auth.Load()
+	if a == nil {
+		// A queue that needed no authentication: the host may still run a
+		// transaction; a failure tears it down as on any queue.
+		a = &queueAuth{}
+		a.authenticated.Store(true)
+		if !q.auth.CompareAndSwap(nil, a) {
+			a = q.auth.Load()
+		}
+	}
+	a.mu.Lock()
+	send := fabrics.FCType(r.SQE[4]) == fabrics.FCTypeAuthSend
+	if send {
+		h, err := auth.ParseHeader(r.Data)
+		if a.ctl == nil || (err == nil && h.Type() == auth.TypeCommon && h.ID() == auth.MsgNegotiate) {
+			a.ctl = c.newAuthController()
+		}
+		a.ctl.Send(r.Data)
+	} else {
+		if a.ctl == nil {
+			a.ctl = c.newAuthController() // answers Failure1, as Linux for an unexpected step
+		}
+		msg, err := a.ctl.Receive(len(r.Data))
+		if err != nil {
+			a.mu.Unlock()
+			c.log.Warn("Authentication Receive refused", "qid", q.qid, "err", err)
+			q.complete(r, dnr(nvme.StatusInvalidField), locTLAL, 0)
+			return
+		}
+		n := copy(r.Data, msg)
+		clear(r.Data[n:])
+	}
+	ctl := a.ctl
+	failed := false
+	switch ctl.Outcome() {
+	case auth.Succeeded:
+		a.stopTimerLocked()
+		a.ctl = nil
+		if !a.authenticated.Swap(true) || q.qid == 0 {
+			c.log.Info("queue authenticated", "qid", q.qid, "hash", ctl.Hash().String(),
+				"dhgroup", ctl.DHGroup().String(), "bidirectional", ctl.Bidirectional())
+		}
+	case auth.Failed:
+		a.stopTimerLocked()
+		a.ctl = nil
+		a.authenticated.Store(false)
+		failed = true
+	default:
+		q.armAuthTimerLocked(a, c, c.authTimeout())
+	}
+	a.mu.Unlock()
+	q.ok(r)
+	if failed {
+		var e *auth.Error
+		reason := "unknown"
+		if errors.As(ctl.Err(), &e) {
+			reason = e.Reason.String()
+		}
+		c.log.Warn("authentication failed; controller refused", "qid", q.qid, "reason", reason, "err", ctl.Err())
+		// After the completion, as Disconnect: the host gets its answer.
+		go c.shutdown("authentication failed")
+	}
+}
+
+// newAuthController starts a transaction with the host's configuration as
+// it is now (a reload applies to the next transaction).
+func (c *controller) newAuthController() *auth.Controller {
+	var cfg auth.ControllerConfig
+	if !c.subsys.disc {
+		if h, ok := c.t.auth.lookup(c.hostNQN); ok {
+			cfg = auth.ControllerConfig{HostKey: h.Key, CtrlKey: h.CtrlKey, Hash: h.Hash, DHGroup: h.DHGroup}
+		}
+	}
+	cfg.HostNQN, cfg.SubsysNQN = c.hostNQN, c.subsys.nqn
+	ctl, err := auth.NewController(cfg)
+	if err != nil {
+		// SetHostAuth validated the hash and group: fall back to defaults,
+		// which fail the transaction for want of the right key at worst.
+		c.log.Error("authentication configuration", "err", err)
+		ctl, _ = auth.NewController(auth.ControllerConfig{HostNQN: c.hostNQN, SubsysNQN: c.subsys.nqn})
+	}
+	return ctl
+}
