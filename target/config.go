@@ -56,7 +56,8 @@ func (t *Target) ApplyConfig(tree *configfs.Tree) (ConfigChanges, error) {
 // with the ports that will start and stop (the caller opens the ports'
 // RDMA devices there). An error up to there leaves the target as it was
 // (the backends opened are closed) and is returned, each error placed at
-// its FILE:LINE (configfs.Tree.NamespaceError). Then it changes the
+// its FILE:LINE (configfs.Tree.NamespaceError), in a *NotAppliedError.
+// Then it changes the
 // target. What fails from then on (which validation should rule out) is
 // logged and returned, and left out of the applied tree so that the next
 // call tries again; Start then lists only the ports added.
@@ -65,10 +66,7 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 	defer t.cfgMu.Unlock()
 	var res ConfigChanges
 	if err := tree.Validate(); err != nil {
-		return res, fmt.Errorf("target: configuration: %w", err)
-	}
-	if err := CheckMemory(tree); err != nil {
-		return res, err
+		return res, &NotAppliedError{Err: fmt.Errorf("target: configuration: %w", err)}
 	}
 	old := t.applied
 	if old == nil {
@@ -78,37 +76,54 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 	newIDs := tree.PortIDs()
 	ch := configfs.Diff(old, tree)
 
-	// Prepare: open the backends, then the caller's part.
-	devs := map[nsKey]bdev.Device{}
-	closeDevs := func() {
-		for _, d := range devs {
-			d.Close()
-		}
+	// Prepare: check the backends to open, so that nothing is created
+	// unless all can open; open them; then the caller's part.
+	type toOpen struct {
+		nqn string
+		ns  *configfs.Namespace
 	}
-	var errs []error
-	open := func(nqn string, ns *configfs.Namespace) {
-		d, err := bdev.Open(nsSpec(ns))
-		if err != nil {
-			errs = append(errs, tree.NamespaceError(nqn, ns, backendAttr(ns), err))
-			return
-		}
-		devs[nsKey{nqn, ns.NSID}] = d
-	}
+	var opens []toOpen
 	for _, nqn := range ch.SubsystemsAdded {
 		for _, ns := range tree.Subsystem(nqn).Namespaces {
-			open(nqn, ns)
+			opens = append(opens, toOpen{nqn, ns})
 		}
 	}
 	for _, sc := range ch.Subsystems {
 		s := tree.Subsystem(sc.NQN)
 		for _, nsid := range sc.NamespacesChanged {
 			if !onlyEnableDiffers(old.Subsystem(sc.NQN).Namespace(nsid), s.Namespace(nsid)) {
-				open(sc.NQN, s.Namespace(nsid))
+				opens = append(opens, toOpen{sc.NQN, s.Namespace(nsid)})
 			}
 		}
 		for _, nsid := range sc.NamespacesAdded {
-			open(sc.NQN, s.Namespace(nsid))
+			opens = append(opens, toOpen{sc.NQN, s.Namespace(nsid)})
 		}
+	}
+	errs := []error{CheckMemory(tree)}
+	for _, o := range opens {
+		var me *bdev.MemoryError
+		if err := bdev.Check(nsSpec(o.ns)); err != nil && !errors.As(err, &me) { // CheckMemory's
+			errs = append(errs, tree.NamespaceError(o.nqn, o.ns, backendAttr(o.ns), err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.log.Debug("configuration refused: nothing changed", "error", err)
+		return res, &NotAppliedError{Err: err}
+	}
+	errs = nil
+	devs := map[nsKey]bdev.Device{}
+	closeDevs := func() {
+		for _, d := range devs {
+			d.Close()
+		}
+	}
+	for _, o := range opens {
+		d, err := bdev.Open(nsSpec(o.ns))
+		if err != nil {
+			errs = append(errs, tree.NamespaceError(o.nqn, o.ns, backendAttr(o.ns), err))
+			continue
+		}
+		devs[nsKey{o.nqn, o.ns.NSID}] = d
 	}
 	// Ports whose listener changes restart: stop, then start again.
 	restart := map[string]bool{}
@@ -144,8 +159,8 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 	if len(errs) > 0 {
 		closeDevs()
 		err := errors.Join(errs...)
-		t.log.Error("configuration not applied: nothing changed", "error", err)
-		return res, err
+		t.log.Debug("configuration refused: nothing changed", "error", err)
+		return res, &NotAppliedError{Err: err}
 	}
 
 	// Commit.
@@ -267,6 +282,16 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 	}
 	return res, errors.Join(errs...)
 }
+
+// NotAppliedError is ApplyConfigWith's error when it changed nothing:
+// the configuration applied before is in effect as it was.
+type NotAppliedError struct{ Err error }
+
+// Error implements error.
+func (e *NotAppliedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *NotAppliedError) Unwrap() error { return e.Err }
 
 // nsKey names a namespace of a subsystem.
 type nsKey struct {

@@ -159,6 +159,9 @@ func TestApplyConfig(t *testing.T) {
 	if len(res.Start) != 0 || len(res.Stopped) != 0 {
 		t.Fatalf("refused reload: start %+v, stopped %v", res.Start, res.Stopped)
 	}
+	if na := (*NotAppliedError)(nil); !errors.As(err, &na) {
+		t.Errorf("refused reload: %T is not a *NotAppliedError", err)
+	}
 	r = a.identify(nvme.CNSActiveNSList, 0, 0)
 	if ids, _ := nvme.DecodeNSIDList(r.data); !slices.Equal(ids, []uint32{1, 2}) {
 		t.Errorf("after a refused reload: active namespaces %v, want [1 2]", ids)

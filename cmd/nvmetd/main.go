@@ -6,7 +6,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -17,21 +19,68 @@ import (
 
 	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/rdma/provider"
+	"github.com/nvmeof/nvmeof/target"
 	"github.com/nvmeof/nvmeof/target/server"
 )
 
 func main() {
-	app := &cli.App{
-		Name:  "nvmetd",
-		Usage: "NVMe over Fabrics target daemon (RDMA/RoCEv2)",
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// Exit statuses: a command-line mistake is 2, as for Go's flag package;
+// any other error 1.
+const (
+	exitError = 1
+	exitUsage = 2
+)
+
+// usageError is a mistake on the command line.
+type usageError struct{ error }
+
+// run runs nvmetd with args and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	app.OnUsageError = func(c *cli.Context, err error, _ bool) error {
+		const undefined = "flag provided but not defined: -"
+		if name, ok := strings.CutPrefix(err.Error(), undefined); ok {
+			if s := suggest(name, words(c)); s != "" {
+				err = fmt.Errorf("%w (did you mean %s?)", err, s)
+			}
+		}
+		return usageError{err}
+	}
+	app.ExitErrHandler = func(*cli.Context, error) {}
+	err := app.Run(args)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "nvmetd:", err)
+	if errors.As(err, new(usageError)) {
+		fmt.Fprintln(stderr, "usage: nvmetd [--config FILE] [--check] [options]; see nvmetd --help")
+		return exitUsage
+	}
+	return exitError
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		HideHelpCommand: true,
+		Name:            "nvmetd",
+		Usage:           "NVMe over Fabrics target daemon (RDMA/RoCEv2)",
 		Description: "nvmetd exports namespaces of NVMe subsystems to hosts over NVMe-oF/RDMA.\n" +
 			"The configuration is HCL in the shape of the kernel's nvmet configfs (see\n" +
 			"examples/nvmetd.hcl), or nvmetcli's JSON. Without --config it serves an\n" +
 			"embedded default: one 1 GiB memory namespace in nqn.2026-11.io.nvmeof:default\n" +
-			"on 127.0.0.1:4420, open to any host.\n\n" +
-			"Signals: SIGHUP reloads the configuration (connected hosts stay connected;\n" +
-			"added or removed namespaces raise asynchronous events), SIGTERM or SIGINT\n" +
-			"shuts down cleanly.\n\n" +
+			"on 127.0.0.1:4420, open to any host but on loopback only. Relative backend paths\n" +
+			"are relative to the configuration file's directory.\n\n" +
+			"--check makes every check start makes (backends opened read-write without\n" +
+			"changes, memory sizes against the machine's memory, RDMA devices and ports bound\n" +
+			"and released at once, providers built in) and reports each error at FILE:LINE:COL.\n\n" +
+			"Signals: SIGHUP reloads the configuration, all or nothing (connected hosts stay\n" +
+			"connected; added or removed namespaces raise asynchronous events; a configuration\n" +
+			"that cannot apply in full changes nothing), SIGTERM or SIGINT shuts down cleanly.\n\n" +
 			"RDMA providers (a port's provider): soft, the built-in pure-Go RoCEv2, needs CAP_NET_RAW\n" +
 			"(root) except on loopback addresses; ibverbs uses an RDMA NIC or rxe through rdma-core and\n" +
 			"needs a binary built with CGO_ENABLED=1 go build -tags ibverbs; auto (the default) picks\n" +
@@ -40,16 +89,12 @@ func main() {
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "configuration `FILE` (.hcl, or .json from nvmetcli save)"},
 			&cli.StringFlag{Name: "log-level", Usage: "trace, debug, info, warn or error (overrides the config's log_level)"},
 			&cli.BoolFlag{Name: "log-json", Usage: "log as JSON lines"},
-			&cli.BoolFlag{Name: "check", Usage: "validate the configuration and exit"},
+			&cli.BoolFlag{Name: "check", Usage: "check the configuration as start would (backends, memory, ports) and exit"},
 			&cli.BoolFlag{Name: "print-default", Usage: "print the embedded default configuration and exit"},
 			&cli.StringFlag{Name: "pcap", Usage: "write every RoCEv2 packet of the first soft device to `FILE` (pcap)"},
 			&cli.BoolFlag{Name: "poll", Usage: "busy-poll the completion queues of ibverbs devices (one poller per device, as SPDK's reactors: lower latency for a busy core)"},
 		},
-		Action: run,
-	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "nvmetd:", err)
-		os.Exit(1)
+		Action: serve,
 	}
 }
 
@@ -64,20 +109,100 @@ func load(c *cli.Context) (*configfs.Tree, error) {
 	return loader.ParseHCL(server.DefaultConfig, "(embedded default)")
 }
 
-func run(c *cli.Context) error {
+// words the command line may hold: flags, and what they are mistaken for.
+func words(c *cli.Context) []string {
+	var ws []string
+	for _, f := range c.App.VisibleFlags() {
+		for _, n := range f.Names() {
+			if len(n) > 1 {
+				ws = append(ws, "--"+n)
+			}
+		}
+	}
+	return ws
+}
+
+// strayArgs refuses positional arguments: nvmetd takes none, and a
+// mistyped flag ("chec") or a flag after a stray word (which stops flag
+// parsing) must not leave it serving the embedded default.
+func strayArgs(c *cli.Context) error {
+	if c.NArg() == 0 {
+		return nil
+	}
+	a := c.Args().First()
+	msg := fmt.Sprintf("unexpected argument %q: nvmetd takes only flags", a)
+	if s := suggest(a, words(c)); s != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", s)
+	}
+	return usageError{errors.New(msg)}
+}
+
+// suggest returns the word of ws closest to a (ignoring leading dashes)
+// when it is close enough to be a typo, else "".
+func suggest(a string, ws []string) string {
+	a = strings.TrimLeft(a, "-")
+	best, bestD := "", 3
+	for _, w := range ws {
+		d := editDistance(a, strings.TrimLeft(w, "-"))
+		if d < bestD && d <= max(1, len(a)/3) {
+			best, bestD = w, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+func serve(c *cli.Context) error {
+	if c.Args().First() == "help" && c.NArg() == 1 {
+		return cli.ShowAppHelp(c)
+	}
+	if err := strayArgs(c); err != nil {
+		return err
+	}
 	if c.Bool("print-default") {
-		_, err := os.Stdout.Write(server.DefaultConfig)
+		_, err := c.App.Writer.Write(server.DefaultConfig)
 		return err
 	}
 	tree, err := load(c)
 	if err != nil {
 		return err
 	}
+	embedded := c.String("config") == ""
+	var listeners []string
+	if embedded {
+		// Open to any host: refuse it anywhere but on loopback.
+		if listeners, err = server.LoopbackListeners(tree); err != nil {
+			return fmt.Errorf("the embedded default must listen on loopback only: %w", err)
+		}
+	}
 	if c.Bool("check") {
 		for _, w := range tree.Warnings() {
-			fmt.Fprintln(os.Stderr, "warning:", w)
+			fmt.Fprintln(c.App.ErrWriter, "warning:", w)
 		}
-		fmt.Printf("configuration OK: %d ports, %d subsystems\n", len(tree.Ports), len(tree.Subsystems))
+		if err := server.Check(tree, server.Options{Poll: c.Bool("poll")}); err != nil {
+			return fmt.Errorf("configuration cannot start:\n%w", err)
+		}
+		fmt.Fprintf(c.App.Writer, "configuration OK: %d ports, %d subsystems\n", len(tree.Ports), len(tree.Subsystems))
 		return nil
 	}
 	level := tree.LogLevel
@@ -91,7 +216,7 @@ func run(c *cli.Context) error {
 		Name:       "nvmetd",
 		Level:      hclog.LevelFromString(level),
 		JSONFormat: c.Bool("log-json"),
-		Output:     os.Stderr,
+		Output:     c.App.ErrWriter,
 	})
 	opts := server.Options{Logger: log, Poll: c.Bool("poll")}
 	if p := c.String("pcap"); p != "" {
@@ -105,7 +230,10 @@ func run(c *cli.Context) error {
 	srv := server.New(opts)
 	if err := srv.Apply(tree); err != nil {
 		srv.Close()
-		return fmt.Errorf("configuration not applied: %w", err)
+		return fmt.Errorf("configuration not applied:\n%w", err)
+	}
+	if embedded {
+		log.Info(defaultAnnouncement(listeners))
 	}
 	announce(log, tree)
 
@@ -116,22 +244,38 @@ func run(c *cli.Context) error {
 			log.Info("shutting down", "signal", sig.String())
 			break
 		}
-		if c.String("config") == "" {
+		if embedded {
 			log.Warn("SIGHUP: no --config file to reload; the embedded default stays")
 			continue
 		}
-		nt, err := load(c)
-		if err != nil {
-			log.Error("reload refused: configuration has errors; the running one stays", "error", err)
-			continue
-		}
-		if err := srv.Apply(nt); err != nil {
-			log.Error("reload applied with errors", "error", err)
-			continue
-		}
-		log.Info("configuration reloaded")
+		reload(log, srv, c)
 	}
 	return srv.Close()
+}
+
+// reload applies the configuration file again, all or nothing.
+func reload(log hclog.Logger, srv *server.Server, c *cli.Context) {
+	nt, err := load(c)
+	if err != nil {
+		log.Error("reload refused: the configuration has errors; the running one stays", "error", err)
+		return
+	}
+	err = srv.Apply(nt)
+	var na *target.NotAppliedError
+	switch {
+	case errors.As(err, &na):
+		log.Error("reload refused: nothing applied; the running configuration stays", "error", err)
+	case err != nil:
+		// Past the checks: what validation and preparation should rule out.
+		log.Error("reload applied, but some of it failed", "error", err)
+	default:
+		log.Info("configuration reloaded")
+	}
+}
+
+// defaultAnnouncement is the start-up line of the embedded default.
+func defaultAnnouncement(listeners []string) string {
+	return "serving the embedded default configuration: open to any host, on loopback only (" + strings.Join(listeners, ", ") + ")"
 }
 
 // announce logs what is served and the command a Linux host would use.
