@@ -37,7 +37,7 @@ func fabricsFlags(connect bool) []cli.Flag {
 	if connect {
 		nqnUsage = "subsystem `NQN` to connect to (required)"
 	}
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "transport", Aliases: []string{"t"}, Value: transportRDMA,
 			Usage: "transport `TYPE`: rdma (RoCEv2 through the RDMA provider of --provider) or loop (a target run inside this process from --target-config; for tests)"},
 		&cli.StringFlag{Name: "traddr", Aliases: []string{"a"}, Usage: "target `ADDRESS` (the IP address of the target's RDMA port)"},
@@ -67,7 +67,7 @@ func fabricsFlags(connect bool) []cli.Flag {
 		&cli.DurationFlag{Name: "timeout", Value: defaultTimeout,
 			Usage: "give up connecting after `DURATION` (covers the RDMA CM retries to an unreachable address)"},
 		&cli.StringFlag{Name: "target-config", Usage: "with -t loop: run the target of this nvmetd configuration `FILE` in-process"},
-	}
+	}, dhchapFlags()...)
 }
 
 // connectArgs are the parsed fabrics flags; a connecting daemon gets them
@@ -91,6 +91,12 @@ type connectArgs struct {
 	Device         string        `json:"device,omitempty"`
 	Map            string        `json:"map,omitempty"`
 	LogLevel       string        `json:"log_level,omitempty"`
+	// DHChap says that the daemon gets DH-HMAC-CHAP secrets on its
+	// descriptor secretsFD; the secrets themselves never go into the
+	// JSON (the daemon's command line).
+	DHChap           bool   `json:"dhchap,omitempty"`
+	DHChapSecret     string `json:"-"`
+	DHChapCtrlSecret string `json:"-"`
 }
 
 // parseFabricsArgs reads the fabrics flags of a command.
@@ -113,6 +119,9 @@ func parseFabricsArgs(c *cli.Context) connectArgs {
 		Provider:       c.String("provider"),
 		Device:         c.String("device"),
 		Map:            c.String("map"),
+
+		DHChapSecret:     c.String("dhchap-secret"),
+		DHChapCtrlSecret: c.String("dhchap-ctrl-secret"),
 	}
 }
 
@@ -229,6 +238,9 @@ func (a connectArgs) options() (initiator.Options, error) {
 	}
 	o.QueueSize = a.QueueSize
 	var err error
+	if o.HostKey, o.CtrlKey, err = a.parseSecrets(); err != nil {
+		return o, err
+	}
 	if o.KeepAliveTimeout, err = seconds("keep-alive-tmo", a.KeepAliveTmo); err != nil {
 		return o, err
 	}

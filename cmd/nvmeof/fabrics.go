@@ -159,13 +159,24 @@ func connectOne(c *cli.Context, a connectArgs) (*session.State, error) {
 	if err != nil {
 		return nil, trimErr(err)
 	}
+	var extra []*os.File
+	if a.DHChapSecret != "" || a.DHChapCtrlSecret != "" {
+		a.DHChap = true
+		pr, err := secretsPipe(a)
+		if err != nil {
+			slot.Release()
+			return nil, err
+		}
+		defer pr.Close()
+		extra = append(extra, pr)
+	}
 	spec, err := json.Marshal(a)
 	if err != nil {
 		slot.Release()
 		return nil, err
 	}
 	args := []string{"--run-dir", runDir, daemonCommand, "--name", slot.Name, "--spec", string(spec)}
-	st, err := session.StartDaemon(exe, args, slot, a.Timeout+mapTimeout+startSlack)
+	st, err := session.StartDaemon(exe, args, slot, a.Timeout+mapTimeout+startSlack, extra...)
 	if err != nil {
 		return nil, trimErr(err)
 	}
@@ -436,7 +447,14 @@ func cmdDaemon(c *cli.Context) error {
 		rep.Send(session.Report{Error: msg})
 		return errors.New(msg)
 	}
+	if a.DHChap {
+		// Kept in this process's memory only, for the reconnects.
+		if err := readSecrets(secretsFD, &a); err != nil {
+			return fail(err.Error())
+		}
+	}
 	opts, err := a.options()
+	a.DHChapSecret, a.DHChapCtrlSecret = "", ""
 	if err != nil {
 		return fail(err.Error())
 	}

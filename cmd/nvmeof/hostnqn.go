@@ -13,9 +13,10 @@ import (
 )
 
 // authCommands are nvme-cli's host identity and key commands:
-// gen-hostnqn, show-hostnqn.
+// gen-dhchap-key, gen-hostnqn, show-hostnqn.
 func authCommands() []*cli.Command {
 	return []*cli.Command{
+		genDHChapKeyCommand(),
 		{
 			Name:  "gen-hostnqn",
 			Usage: "generate a host NQN of the UUID form from a random UUID",

@@ -1,6 +1,8 @@
 // Command nvmeof is the nvmeof NVMe over Fabrics initiator: nvme-cli's
 // fabrics commands (discover, connect, connect-all, disconnect,
-// disconnect-all, list, id-ctrl, id-ns, smart-log) over RDMA (RoCEv2 with
+// disconnect-all, list, id-ctrl, id-ns, smart-log, gen-dhchap-key,
+// gen-hostnqn, show-hostnqn; DH-HMAC-CHAP authentication with
+// --dhchap-secret and --dhchap-ctrl-secret) over RDMA (RoCEv2 with
 // the built-in soft RoCE provider, no RDMA hardware needed, or on an RDMA
 // NIC through rdma-core in a binary built with -tags ibverbs; --provider
 // and --device choose), mapping each namespace as a local block device,
@@ -101,7 +103,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					"each namespace as a block device and prints the device paths, one per line, then\n" +
 					"the controller name (nvmeofN). The connection is held by a background process that\n" +
 					"outlives this command; `nvmeof disconnect` ends it. Fails with a one-line reason\n" +
-					"(unknown NQN, host not allowed, target unreachable) within --timeout.\n" +
+					"(unknown NQN, host not allowed, authentication failed, target unreachable) within\n" +
+					"--timeout. A target that requires DH-HMAC-CHAP authentication needs -S (and -C for\n" +
+					"bidirectional authentication); the daemon gets the secrets through a pipe and keeps\n" +
+					"them in memory only, for reconnecting: not in its command line, state or log.\n" +
 					"Example: nvmeof connect -t rdma -a 192.0.2.1 -s 4420 -n nqn.2026-11.io.nvmeof:disk0",
 				Flags: append(fabricsFlags(true), outputFlag,
 					&cli.StringFlag{Name: "map", Value: "auto",

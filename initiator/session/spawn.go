@@ -31,14 +31,15 @@ const (
 // timeout for its Report. The daemon runs in a new session (setsid) with
 // its working directory at /, stdin from /dev/null, stdout and stderr
 // appended to the slot's log file, the slot's lock file as descriptor 3
-// (so it holds the lock after this process exits) and the write end of
-// the report pipe as descriptor 4.
+// (so it holds the lock after this process exits), the write end of the
+// report pipe as descriptor 4 and extra as descriptors 5 on (for what must
+// not appear in the daemon's command line, such as a secret in a pipe).
 //
 // On success the slot belongs to the daemon: StartDaemon closes this
 // process's copy of the lock and returns the reported state. On failure
 // (an error report, the daemon's death, or the timeout, after which the
 // daemon is killed) it releases the slot and returns the error.
-func StartDaemon(path string, args []string, slot *Slot, timeout time.Duration) (*State, error) {
+func StartDaemon(path string, args []string, slot *Slot, timeout time.Duration, extra ...*os.File) (*State, error) {
 	logf, err := os.OpenFile(slot.LogPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		slot.Release()
@@ -53,7 +54,7 @@ func StartDaemon(path string, args []string, slot *Slot, timeout time.Duration) 
 	cmd := exec.Command(path, args...)
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.ExtraFiles = []*os.File{slot.Lock, pw}
+	cmd.ExtraFiles = append([]*os.File{slot.Lock, pw}, extra...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()
 	pw.Close()
