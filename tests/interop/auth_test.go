@@ -172,3 +172,43 @@ func runCmd(name string, args ...string) (string, error) {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	return string(out), err
 }
+
+// TestAuthInitiatorKernelTarget: our initiator authenticates to the 6.12
+// guest kernel's nvmet-rdma target, whose host entries carry keys that
+// nvme-cli generated in the guest (guest/auth-target.sh): a key with the
+// null DH group, and a key with a controller key over ffdhe2048 and two
+// I/O queues, each with verified I/O; no key, a wrong key and a wrong
+// controller key are refused (cmd/kpeer-auth).
+func TestAuthInitiatorKernelTarget(t *testing.T) {
+	dir := kpeer.RequireKernel(t, authKernel)
+	bin := buildBinary(t, "./tests/interop/cmd/kpeer-auth")
+	h1, h2 := hostNQN("b0000000-0000-4000-8000-000000000001"), hostNQN("b0000000-0000-4000-8000-000000000002")
+	capture := filepath.Join(t.TempDir(), "auth-initiator.pcapng")
+	res := kpeer.Do(t, dir, kpeer.Run{
+		Kernel:   authKernel,
+		Scripts:  []string{guestScript(t, "auth-target.sh")},
+		HostTest: fmt.Sprintf(`exec %s -traddr %s -host-addr %s -nqn %s -host1 %s -host2 %s -keys "$KPEER_SIGNAL/keys.env"`, bin, kpeer.GuestAAddr, kpeer.HostAddr, authNQN, h1, h2),
+		Env:      []string{"NQN=" + authNQN, "HOST1_NQN=" + h1, "HOST2_NQN=" + h2},
+		Capture:  capture,
+		Timeout:  8 * time.Minute,
+	})
+	defer keepOnFailure(t, res, capture)
+	hostLog, guest := res.Log("host-test.log"), res.Log("a/script.log")
+	for _, line := range strings.Split(hostLog, "\n") {
+		if strings.HasPrefix(line, "PASS:") || strings.HasPrefix(line, "FAIL:") {
+			t.Log(line)
+		}
+	}
+	if res.Err != nil || !strings.Contains(hostLog, "RESULT: PASS") {
+		t.Logf("guest:\n%s", tail(guest, 80))
+		t.Fatalf("our initiator with DH-HMAC-CHAP against the kernel target failed: %v\n%s", res.Err, tail(hostLog, 80))
+	}
+	for _, want := range []string{"PASS: uni: verified I/O", "PASS: bidi: verified I/O", "PASS: missing: refused", "PASS: wrong: refused", "PASS: ctrlkey: refused"} {
+		if !strings.Contains(hostLog, want) {
+			t.Errorf("host log lacks %q", want)
+		}
+	}
+	if !strings.Contains(guest, "with DH-HMAC-CHAP") {
+		t.Errorf("the kernel target did not log a controller created with DH-HMAC-CHAP")
+	}
+}
