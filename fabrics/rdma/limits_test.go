@@ -12,6 +12,7 @@ import (
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/rdma"
+	"github.com/nvmeof/nvmeof/rdma/soft"
 	"github.com/nvmeof/nvmeof/rdma/wire"
 )
 
@@ -45,6 +46,8 @@ var (
 	limitHostAddr   = netip.MustParseAddr("127.0.20.12")
 	limitHost2Addr  = netip.MustParseAddr("127.0.20.13")
 	limitSpoofAddr  = netip.MustParseAddr("127.0.20.14")
+	probeTargetAddr = netip.MustParseAddr("127.0.20.15")
+	probeHostAddr   = netip.MustParseAddr("127.0.20.16")
 )
 
 // spoofer sends CM REQs by hand from a GSI QP of its own: REQs whose
@@ -386,4 +389,58 @@ func TestConnectTimeout(t *testing.T) {
 	submit(t, ctx, connected, 0x01, make([]byte, 4096), fabrics.DirHostToCtrl)
 	got := make([]byte, 4096)
 	submit(t, ctx, connected, 0x02, got, fabrics.DirCtrlToHost)
+}
+
+// TestLivenessProbe: a host that vanishes (its device gone, no DREQ) from
+// an idle connected queue is found out by the liveness probe, and the
+// queue closes with the transport's error (not an orderly close), which
+// the target takes as the controller's fatal error. Without the probe
+// nothing is ever sent on an idle queue of a host without keep-alive.
+func TestLivenessProbe(t *testing.T) {
+	// The RC retries take 8 × 2.1 s (the local ACK timeout 19 of a Linux
+	// RoCE path): in parallel with the others, on addresses of its own.
+	t.Parallel()
+	const port = 4443
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tdev, hdev := openSoft(t, probeTargetAddr), openSoft(t, probeHostAddr)
+	l, err := Listen(TargetConfig{Device: tdev, ServiceID: port, LivenessInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	handlers := make(chan *memHandler, 1)
+	go func() {
+		if q, err := l.Accept(ctx); err == nil {
+			h := &memHandler{closed: make(chan error, 1)}
+			q.Serve(h)
+			handlers <- h
+		}
+	}()
+	hq, err := NewDialer(HostConfig{Device: hdev}).Dial(ctx, fabrics.Address{Transport: fabrics.TransportRDMA, Addr: probeTargetAddr, ServiceID: port},
+		fabrics.QueueParams{QID: 1, SQSize: 8, RQSize: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hq.Close()
+	fabricsConnect(t, ctx, hq)
+	h := <-handlers
+	// Idle but alive: the probes are answered and the queue stays.
+	acks := tdev.(*soft.Device).Stats().ACKsReceived
+	waitFor(t, ctx, "probes answered", func() bool { return tdev.(*soft.Device).Stats().ACKsReceived >= acks+3 })
+	if len(h.closed) != 0 {
+		t.Fatalf("queue of a live host closed: %v", <-h.closed)
+	}
+	start := time.Now()
+	hdev.Close()
+	select {
+	case err := <-h.closed:
+		if err == nil || errors.Is(err, fabrics.ErrQueueClosed) {
+			t.Fatalf("queue of a vanished host closed with %v, want a transport error", err)
+		}
+		t.Logf("queue of the vanished host closed after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-ctx.Done():
+		t.Fatal("queue of a vanished host still open")
+	}
+	waitFor(t, ctx, "buffers released", func() bool { return l.BufferBytes() == 0 })
 }

@@ -39,6 +39,13 @@ const (
 	// connects within NVME_RDMA_CM_TIMEOUT_MS, 3 s, and then sends the
 	// Connect at once).
 	DefaultConnectTimeout = 10 * time.Second
+	// DefaultLivenessInterval is how long a connected queue may see no
+	// command before the target probes the host with a zero-length RDMA
+	// WRITE (which the host's RDMA device answers, IBA C9-88, without
+	// its software): a host that is gone fails the probe once the RC
+	// retries are exhausted and the queue closes with that error, so the
+	// controller of a host without keep-alive (KATO 0) is reclaimed too.
+	DefaultLivenessInterval = 30 * time.Second
 	// DefaultMaxPending bounds the queues of a port between CM REQ and
 	// Fabrics Connect.
 	DefaultMaxPending = 256
@@ -87,7 +94,10 @@ type TargetConfig struct {
 	// is allocated. 0 means DefaultMaxPending and DefaultMaxPendingPerHost.
 	MaxPending        int
 	MaxPendingPerHost int
-	Logger            hclog.Logger
+	// LivenessInterval is how long a connected queue may be idle before
+	// it is probed; 0 means DefaultLivenessInterval, negative none.
+	LivenessInterval time.Duration
+	Logger           hclog.Logger
 }
 
 // normalize fills in the defaults and checks the limits.
@@ -120,6 +130,9 @@ func (c *TargetConfig) normalize() error {
 	}
 	if c.MaxPending == 0 {
 		c.MaxPending = DefaultMaxPending
+	}
+	if c.LivenessInterval == 0 {
+		c.LivenessInterval = DefaultLivenessInterval
 	}
 	if c.MaxPendingPerHost == 0 {
 		c.MaxPendingPerHost = DefaultMaxPendingPerHost
@@ -398,6 +411,7 @@ const (
 	wrRead  = 2 << 56
 	wrWrite = 3 << 56
 	wrSend  = 4 << 56
+	wrProbe = 5 << 56
 	wrKind  = 0xff << 56
 )
 
@@ -452,12 +466,20 @@ type targetQueue struct {
 
 	ticket *pendingTicket // the queue's place among the pending ones
 
+	// Liveness: commands received, the count the last probe saw (probe
+	// timer only), a probe in flight.
+	recvs     atomic.Uint64
+	probeSeen atomic.Uint64
+	probing   atomic.Bool
+	probeWR   rdma.SendWR
+
 	// mu guards the teardown against grow and Serve.
-	mu        sync.Mutex
-	finished  bool // torn down
-	connTimer *time.Timer
-	dataMR    rdma.MR
-	bufBytes  int64 // counted in l.bufBytes
+	mu         sync.Mutex
+	finished   bool // torn down
+	connTimer  *time.Timer
+	probeTimer *time.Timer
+	dataMR     rdma.MR
+	bufBytes   int64 // counted in l.bufBytes
 
 	// reads limits the RDMA READs in flight; waiting holds slots whose
 	// READ could not be posted yet, in arrival order.
@@ -718,6 +740,10 @@ func (q *targetQueue) grow() error {
 	// capsule (upgrade, on the queue goroutine).
 	q.connected.Store(true)
 	q.ticket.release()
+	if iv := q.l.cfg.LivenessInterval; iv > 0 {
+		q.probeWR = rdma.SendWR{WRID: wrProbe, Opcode: rdma.WRRDMAWrite, Flags: rdma.SendSignaled}
+		q.probeTimer = time.AfterFunc(iv, q.probe)
+	}
 	for _, s := range q.slots[pre:] {
 		if err := q.qp.PostRecv(&s.recvWR); err != nil {
 			return fmt.Errorf("nvme-rdma: queue %d: post receive: %w", q.qid, err)
@@ -732,6 +758,27 @@ func (q *targetQueue) upgrade(s *targetSlot, i int) {
 	off := i * q.maxXfer
 	s.setData(q.dataMem[off:off+q.maxXfer:off+q.maxXfer], q.dataBase+uint64(off), q.dataLKey)
 	s.small = false
+}
+
+// probe runs when a connected queue's liveness interval has passed: if no
+// command came since the last time, it sends a zero-length RDMA WRITE
+// (the SQ has room for it: MaxSendWR is two per slot plus one). Its
+// completion is all that matters: success, or the error that closes the
+// queue.
+func (q *targetQueue) probe() {
+	if q.closed.Load() {
+		return
+	}
+	n := q.recvs.Load()
+	if n == q.probeSeen.Load() && q.probing.CompareAndSwap(false, true) {
+		q.post(nil, 0, &q.probeWR, chainSend, "liveness probe")
+	}
+	q.probeSeen.Store(n)
+	q.mu.Lock()
+	if !q.finished {
+		q.probeTimer.Reset(q.l.cfg.LivenessInterval)
+	}
+	q.mu.Unlock()
 }
 
 // connectExpired closes a queue whose Fabrics Connect has not succeeded
@@ -751,6 +798,9 @@ func (q *targetQueue) release() {
 	q.finished = true
 	if q.connTimer != nil {
 		q.connTimer.Stop()
+	}
+	if q.probeTimer != nil {
+		q.probeTimer.Stop()
 	}
 	dataMR := q.dataMR
 	q.mu.Unlock()
@@ -866,20 +916,34 @@ const disconnectTimeout = 5e9
 // complete handles one work completion on the queue goroutine.
 func (q *targetQueue) complete(wc *rdma.WorkCompletion) {
 	i := int(wc.WRID &^ wrKind)
-	if i >= len(q.slots) || q.slots[i] == nil {
+	probe := wc.WRID == wrProbe
+	if !probe && (i >= len(q.slots) || q.slots[i] == nil) {
 		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: completion for unknown WR %#x", q.qid, wc.WRID))
 		return
 	}
-	if wc.Status != rdma.Success {
-		if wc.Status != rdma.WRFlushError {
+	switch {
+	case wc.Status == rdma.WRFlushError:
+		// The QP is in the error state: whatever put it there (a
+		// disconnect, a teardown, an earlier failed work request)
+		// came first and gave the reason.
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: work requests flushed: %w", q.qid, fabrics.ErrQueueClosed))
+		return
+	case wc.Status != rdma.Success:
+		if probe {
+			q.log.Warn("liveness probe failed: host unreachable", "status", wc.Status)
+		} else {
 			q.log.Warn("work request failed", "wr", wc.WRID>>56, "slot", i, "status", wc.Status)
 		}
 		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: %w", q.qid, wc.Err()))
+		return
+	case probe:
+		q.probing.Store(false)
 		return
 	}
 	s := q.slots[i]
 	switch wc.WRID & wrKind {
 	case wrRecv:
+		q.recvs.Add(1)
 		s.recvLen = int(wc.ByteLen)
 		q.onCapsule(i)
 	case wrRead:
