@@ -144,7 +144,7 @@ func suggest(a string, ws []string) string {
 	best, bestD := "", 3
 	for _, w := range ws {
 		d := editDistance(a, strings.TrimLeft(w, "-"))
-		if d < bestD && d <= max(1, len(a)/3) {
+		if d < bestD && (d <= 1 || len(a) >= 4 && d <= 2) {
 			best, bestD = w, d
 		}
 	}
@@ -227,6 +227,11 @@ func serve(c *cli.Context) error {
 		defer f.Close()
 		opts.Pcap = f
 	}
+	// Signals are caught before the first log line that says the daemon
+	// serves: a SIGHUP right after it must not kill the process.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
 	srv := server.New(opts)
 	if err := srv.Apply(tree); err != nil {
 		srv.Close()
@@ -237,8 +242,6 @@ func serve(c *cli.Context) error {
 	}
 	announce(log, tree)
 
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	for sig := range sigs {
 		if sig != syscall.SIGHUP {
 			log.Info("shutting down", "signal", sig.String())
