@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -48,7 +49,7 @@ func (d *Dialer) Dial(ctx context.Context, addr fabrics.Address, p fabrics.Queue
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	if p.SQSize < 2 || p.SQSize > 1024 {
+	if p.SQSize < 2 || p.SQSize > 1024 { // at most maxHostSlots commands
 		return nil, fmt.Errorf("nvme-rdma: queue %d: SQ size %d outside 2..1024", p.QID, p.SQSize)
 	}
 	if p.RQSize == 0 {
@@ -99,26 +100,41 @@ func (d *Dialer) Dial(ctx context.Context, addr fabrics.Address, p fabrics.Queue
 }
 
 type hostSlot struct {
-	cmd      *fabrics.HostCommand
-	capsule  []byte // SQE + in-capsule data
-	data     []byte // bounce buffer for keyed transfers, registered
-	dataAddr uint64
-	sendSGE  [1]rdma.SGE
-	sendWR   rdma.SendWR
-	sent     bool // SEND completed
-	answered bool // CQE received
-	keyed    bool
-	// dmr maps the command's own buffer for a large keyed transfer
-	// (direct), so that the data moves without the bounce copy; nil
-	// when the device cannot remap regions.
-	dmr    rdma.RemappableMR
-	direct bool
+	cmd     *fabrics.HostCommand
+	capsule []byte // SQE + in-capsule data
+	sendSGE [1]rdma.SGE
+	sendWR  rdma.SendWR
+	// Under the queue's lock: the SEND completed; the CQE was taken for
+	// the command; the CQE was processed (data unmapped).
+	sent, answered, replied bool
+	gen                     uint16 // CID generation of the command (under the queue's lock)
+	// armed is set once Submit has set the slot up for its command,
+	// before the SEND: a CQE for a slot that is not armed is stray.
+	armed atomic.Bool
+
+	// The regions the target reaches the command's data through: rmr
+	// lets it RDMA READ (host-to-controller data), wmr RDMA WRITE
+	// (controller-to-host data), each bound to nothing between commands.
+	// With remap (a provider that can remap and invalidate regions) each
+	// keyed command binds one of them to exactly its buffer under a fresh
+	// rkey, and the rkey dies when the command completes: the target
+	// never reaches other commands' memory nor this one's afterwards.
+	// Without, both cover the slot's bounce buffer data for good.
+	rmr, wmr rdma.MR
+	data     []byte // bounce buffer (without remap)
+	cur      rdma.MR
+	rkey     uint32 // cur's rkey as the command carries it
+	n        int    // the keyed transfer's length
 }
 
-// directMin is the smallest keyed transfer that goes straight to and
-// from the command's buffer through the slot's remapped region; below
-// it the copy through the bounce buffer costs less than the remap.
-const directMin = 16 << 10
+// cidGenShift places a command's generation in the top 4 bits of its
+// CID, above the slot index (as Linux's nvme_cid): a CQE that names an
+// earlier command of a reused slot is told apart and dropped.
+const (
+	cidGenShift  = 12
+	cidSlotMask  = 1<<cidGenShift - 1
+	maxHostSlots = cidSlotMask + 1
+)
 
 // hostQueue is one NVMe queue on an RC QP, seen from the host.
 type hostQueue struct {
@@ -142,6 +158,13 @@ type hostQueue struct {
 	recvBufs [][]byte
 	recvSGE  []rdma.SGE
 	recvWR   []rdma.RecvWR
+
+	// remap: the slots' regions are remapped to each command's buffer
+	// and invalidated after it (see hostSlot).
+	remap bool
+	// stray counts the CQEs dropped because they name no outstanding
+	// command (a slot not in use, an earlier generation, a repeat).
+	stray atomic.Uint64
 
 	closing chan struct{}
 	once    sync.Once
@@ -185,9 +208,10 @@ func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams) (
 		q.destroy()
 		return nil, fmt.Errorf("create QP: %w", err)
 	}
-	per := capsuleSize + cfg.MaxTransfer
-	mem := make([]byte, per*depth+nvme.CQESize*p.RQSize)
-	q.mr, err = q.pd.RegMR(mem, rdma.AccessLocalWrite|rdma.AccessRemoteRead|rdma.AccessRemoteWrite)
+	// Capsules and response buffers: local access only, the target
+	// reaches none of them.
+	mem := make([]byte, capsuleSize*depth+nvme.CQESize*p.RQSize)
+	q.mr, err = q.pd.RegMR(mem, rdma.AccessLocalWrite)
 	if err != nil {
 		q.destroy()
 		return nil, fmt.Errorf("register %d bytes: %w", len(mem), err)
@@ -195,14 +219,16 @@ func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams) (
 	base, lkey := q.mr.Addr(), q.mr.LKey()
 	for i := range q.slots {
 		s := &q.slots[i]
-		off := i * per
+		off := i * capsuleSize
 		s.capsule = mem[off : off+capsuleSize : off+capsuleSize]
-		s.data = mem[off+capsuleSize : off+per : off+per]
-		s.dataAddr = base + uint64(off+capsuleSize)
 		s.sendSGE[0] = rdma.SGE{Addr: base + uint64(off), LKey: lkey}
 		s.sendWR = rdma.SendWR{WRID: wrSend | uint64(i), SGL: s.sendSGE[:], Opcode: rdma.WRSend, Flags: rdma.SendSignaled}
 	}
-	roff := per * depth
+	if err := q.regData(cfg.MaxTransfer); err != nil {
+		q.destroy()
+		return nil, err
+	}
+	roff := capsuleSize * depth
 	for i := range q.recvWR {
 		o := roff + i*nvme.CQESize
 		q.recvBufs[i] = mem[o : o+nvme.CQESize : o+nvme.CQESize]
@@ -220,43 +246,68 @@ func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams) (
 			return nil, fmt.Errorf("post receive: %w", err)
 		}
 	}
-	if q.qid != 0 && cfg.MaxTransfer >= directMin {
-		for i := range q.slots {
-			s := &q.slots[i]
-			m, err := q.pd.RegMR(s.data, rdma.AccessLocalWrite|rdma.AccessRemoteRead|rdma.AccessRemoteWrite)
-			if err != nil {
-				q.destroy()
-				return nil, fmt.Errorf("register %d bytes: %w", len(s.data), err)
-			}
-			rm, ok := m.(rdma.RemappableMR)
-			if !ok {
-				m.Deregister()
-				break // the device cannot remap: bounce buffers only
-			}
-			s.dmr = rm
-			if _, err := rm.Remap(s.data); err != nil { // and invalidate until used
-				q.destroy()
-				return nil, fmt.Errorf("remap: %w", err)
-			}
-			rm.Invalidate()
-		}
-	}
 	return q, nil
 }
 
-// destroy releases the verbs objects, the slots' remapped regions
-// included (after the QP, before the PD).
+// regData registers each slot's two data regions (see hostSlot) over its
+// bounce buffer of maxXfer bytes. If the provider can remap and
+// invalidate them, they start invalidated and q.remap is set; otherwise
+// they stay as registered (rdma/ibverbs: a plain registration has one
+// rkey for good), which still confines the target to the slot's bounce
+// buffer, readable or writable as the command's direction needs.
+func (q *hostQueue) regData(maxXfer int) error {
+	dmem := make([]byte, maxXfer*len(q.slots))
+	q.remap = true
+	for i := range q.slots {
+		s := &q.slots[i]
+		s.data = dmem[i*maxXfer : (i+1)*maxXfer : (i+1)*maxXfer]
+		var err error
+		if s.rmr, err = q.pd.RegMR(s.data, rdma.AccessRemoteRead); err != nil {
+			return fmt.Errorf("register %d bytes: %w", len(s.data), err)
+		}
+		if s.wmr, err = q.pd.RegMR(s.data, rdma.AccessLocalWrite|rdma.AccessRemoteWrite); err != nil {
+			return fmt.Errorf("register %d bytes: %w", len(s.data), err)
+		}
+		if q.remap {
+			q.remap = canRemap(s.rmr) && canRemap(s.wmr)
+		}
+	}
+	if !q.remap {
+		q.log.Debug("device cannot remap or invalidate regions: each slot exposes its bounce buffer under fixed rkeys")
+	}
+	return nil
+}
+
+// canRemap reports whether m can be remapped and invalidates it: the
+// first use it is put to is to have no valid rkey until a command needs
+// one.
+func canRemap(m rdma.MR) bool {
+	_, ok := m.(rdma.RemappableMR)
+	return ok && m.Invalidate() == nil
+}
+
+// destroy releases the verbs objects, the slots' data regions included
+// (after the QP, before the PD).
 func (q *hostQueue) destroy() {
 	if q.qp != nil {
 		q.qp.Destroy()
 	}
 	for i := range q.slots {
-		if m := q.slots[i].dmr; m != nil {
-			m.Deregister()
+		s := &q.slots[i]
+		if s.rmr != nil {
+			s.rmr.Deregister()
+		}
+		if s.wmr != nil {
+			s.wmr.Deregister()
 		}
 	}
 	q.verbs.destroy()
 }
+
+// StrayCompletions returns how many CQEs the queue dropped because they
+// named no outstanding command (an unknown CID, an earlier command of a
+// reused slot, a repeated CQE).
+func (q *hostQueue) StrayCompletions() uint64 { return q.stray.Load() }
 
 // Depth implements fabrics.HostQueue.
 func (q *hostQueue) Depth() int { return q.depth }
@@ -327,41 +378,34 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 	q.free = q.free[:len(q.free)-1]
 	inline := q.inline
 	s := &q.slots[i]
-	s.cmd, s.sent, s.answered, s.direct = cmd, false, false, false
+	s.cmd, s.sent, s.answered, s.replied = cmd, false, false, false
+	s.gen = (s.gen + 1) & (1<<(16-cidGenShift) - 1)
+	cid := uint16(i) | s.gen<<cidGenShift
 	q.mu.Unlock()
 
 	cmd.Slot = i
 	cmd.Err = nil
-	binary.LittleEndian.PutUint16(cmd.SQE[2:], uint16(i))
+	binary.LittleEndian.PutUint16(cmd.SQE[2:], cid)
 	cmd.SQE[1] = cmd.SQE[1]&0x3f | 0x40 // PSDT: SGL, MPTR is an address
 	sgl := fabrics.SGL(cmd.SQE[24:40])
 	length := nvme.SQESize
+	s.cur = nil
 	switch {
 	case cmd.Direction == fabrics.DirHostToCtrl && n > 0 && n <= inline:
 		sgl.PutInCapsule(0, uint32(n))
 		copy(s.capsule[nvme.SQESize:], cmd.Data)
 		length += n
-		s.keyed = false
-	case n >= directMin && s.dmr != nil:
-		rkey, err := s.dmr.Remap(cmd.Data)
-		if err != nil {
+	case n > 0:
+		if err := q.mapData(s, cmd, sgl); err != nil {
 			q.release(i)
 			return fmt.Errorf("nvme-rdma: queue %d: map %d-byte buffer: %w", q.qid, n, err)
 		}
-		sgl.PutKeyed(s.dmr.Addr(), uint32(n), rkey, false)
-		s.keyed, s.direct = true, true
-	case n > 0:
-		if cmd.Direction == fabrics.DirHostToCtrl {
-			copy(s.data, cmd.Data)
-		}
-		sgl.PutKeyed(s.dataAddr, uint32(n), q.mr.RKey(), false)
-		s.keyed = true
 	default:
 		sgl.PutKeyed(0, 0, 0, false)
-		s.keyed = false
 	}
 	copy(s.capsule, cmd.SQE[:])
 	s.sendSGE[0].Length = uint32(length)
+	s.armed.Store(true)
 	if err := q.qp.PostSend(&s.sendWR); err != nil {
 		q.release(i)
 		return fmt.Errorf("nvme-rdma: queue %d: post SEND: %w", q.qid, err)
@@ -369,13 +413,69 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 	return nil
 }
 
+// mapData gives the target access to the data of cmd, a keyed transfer,
+// through one of slot s's regions (see hostSlot) and writes the keyed
+// SGL: with remap, the region bound to exactly cmd.Data under a fresh
+// rkey that the target is asked to invalidate with its response;
+// without, the slot's bounce buffer.
+func (q *hostQueue) mapData(s *hostSlot, cmd *fabrics.HostCommand, sgl fabrics.SGL) error {
+	var m rdma.MR
+	switch cmd.Direction {
+	case fabrics.DirHostToCtrl:
+		m = s.rmr
+	case fabrics.DirCtrlToHost:
+		m = s.wmr
+	default:
+		return fmt.Errorf("data direction %d: %w", cmd.Direction, rdma.ErrNotSupported)
+	}
+	n := len(cmd.Data)
+	if q.remap {
+		rkey, err := m.(rdma.RemappableMR).Remap(cmd.Data)
+		if err != nil {
+			return err
+		}
+		s.cur, s.rkey, s.n = m, rkey, n
+		sgl.PutKeyed(m.Addr(), uint32(n), rkey, true)
+		return nil
+	}
+	if cmd.Direction == fabrics.DirHostToCtrl {
+		copy(s.data, cmd.Data)
+	}
+	s.cur, s.rkey, s.n = m, m.RKey(), n
+	sgl.PutKeyed(m.Addr(), uint32(n), s.rkey, false)
+	return nil
+}
+
+// unmapData ends the target's access to the command's data: with remap,
+// the rkey is invalidated (unless the target did, by its SEND with
+// Invalidate); without, read data is copied out of the bounce buffer.
+func (q *hostQueue) unmapData(s *hostSlot, remoteInvalidated bool) {
+	m := s.cur
+	if m == nil {
+		return
+	}
+	s.cur = nil
+	if q.remap {
+		if !remoteInvalidated {
+			if err := m.Invalidate(); err != nil {
+				q.log.Warn("invalidate failed", "rkey", s.rkey, "error", err)
+			}
+		}
+		return
+	}
+	if m == s.wmr && s.cmd != nil {
+		copy(s.cmd.Data, s.data[:s.n])
+	}
+}
+
 // release returns slot i, whose command was not sent, to the free list.
 func (q *hostQueue) release(i int) {
 	s := &q.slots[i]
-	if s.direct {
-		s.dmr.Invalidate()
-		s.direct = false
+	s.armed.Store(false)
+	if q.remap && s.cur != nil {
+		s.cur.Invalidate()
 	}
+	s.cur = nil
 	q.mu.Lock()
 	s.cmd = nil
 	q.free = append(q.free, i)
@@ -424,15 +524,14 @@ func (q *hostQueue) complete(wc *rdma.WorkCompletion) {
 	switch wc.WRID & wrKind {
 	case wrSend:
 		if i < len(q.slots) {
-			q.slots[i].sent = true
-			q.finish(i)
+			q.finish(i, true)
 		}
 	case wrRecv:
 		if i >= len(q.recvWR) {
 			return
 		}
 		if wc.ByteLen >= nvme.CQESize {
-			q.onCQE(q.recvBufs[i])
+			q.onCQE(q.recvBufs[i], wc)
 		} else {
 			q.log.Warn("short response capsule", "bytes", wc.ByteLen)
 		}
@@ -442,48 +541,61 @@ func (q *hostQueue) complete(wc *rdma.WorkCompletion) {
 	}
 }
 
-func (q *hostQueue) onCQE(b []byte) {
+// onCQE takes the response capsule b, received with completion wc.
+func (q *hostQueue) onCQE(b []byte, wc *rdma.WorkCompletion) {
 	cqe := nvme.CQE(b)
-	i := int(cqe.CID())
-	if i >= len(q.slots) {
-		q.log.Warn("completion for unknown command", "cid", i)
+	cid := cqe.CID()
+	i := int(cid & cidSlotMask)
+	var s *hostSlot
+	var cmd *fabrics.HostCommand
+	if i < len(q.slots) {
+		s = &q.slots[i]
+		q.mu.Lock()
+		if s.cmd != nil && !s.answered && s.gen == cid>>cidGenShift && s.armed.Load() {
+			cmd = s.cmd
+			s.answered = true
+		}
+		q.mu.Unlock()
+	}
+	if cmd == nil {
+		n := q.stray.Add(1)
+		q.log.Debug("completion dropped: no such command outstanding", "cid", cid, "dropped", n)
 		return
 	}
-	s := &q.slots[i]
-	q.mu.Lock()
-	cmd := s.cmd
-	q.mu.Unlock()
-	if cmd == nil || s.answered {
-		q.log.Warn("completion for a command not outstanding", "cid", i)
+	inv := wc.Flags&rdma.WCWithInvalidate != 0
+	if inv && (s.cur == nil || !q.remap || wc.InvalidatedRKey != s.rkey) {
+		// The target invalidated an rkey this command did not give it
+		// (nvme_rdma_process_nvme_rsp: "Bogus remote invalidation").
+		q.log.Error("bogus remote invalidation", "cid", cid, "rkey", wc.InvalidatedRKey)
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: target invalidated rkey %#x for command %#x: %w", q.qid, wc.InvalidatedRKey, cid, fabrics.ErrQueueClosed))
 		return
 	}
 	copy(cmd.CQE[:], b)
-	switch {
-	case s.direct:
-		// The target is done with the buffer (its RDMA WRITEs precede
-		// the response; its RDMA READs finished before it): take the
-		// mapping away before the buffer goes back to the caller.
-		s.dmr.Invalidate()
-		s.direct = false
-	case s.keyed && cmd.Direction == fabrics.DirCtrlToHost:
-		copy(cmd.Data, s.data)
-	}
-	s.answered = true
-	q.finish(i)
+	// The target is done with the data (its RDMA WRITEs precede the
+	// response; its RDMA READs finished before it): end its access
+	// before the buffer goes back to the caller.
+	q.unmapData(s, inv)
+	q.finish(i, false)
 }
 
-// finish completes a command once both its SEND and its CQE are done.
-func (q *hostQueue) finish(i int) {
+// finish completes a command once both its SEND and its CQE are done:
+// sent reports the SEND's completion, else the CQE has been processed.
+func (q *hostQueue) finish(i int, sent bool) {
 	s := &q.slots[i]
-	if !s.sent || !s.answered {
+	q.mu.Lock()
+	if sent {
+		s.sent = true
+	} else {
+		s.replied = true
+	}
+	cmd := s.cmd
+	if !s.sent || !s.replied || cmd == nil {
+		q.mu.Unlock()
 		return
 	}
-	q.mu.Lock()
-	cmd := s.cmd
+	s.armed.Store(false)
 	s.cmd = nil
 	q.free = append(q.free, i)
 	q.mu.Unlock()
-	if cmd != nil {
-		cmd.Done(cmd)
-	}
+	cmd.Done(cmd)
 }
