@@ -10,6 +10,9 @@ type Changes struct {
 	LogLevel bool // log_level differs
 
 	HostsAdded, HostsRemoved []string
+	// HostsChanged lists hosts in both trees whose DH-HMAC-CHAP settings
+	// differ.
+	HostsChanged []string
 
 	PortsAdded, PortsRemoved []string
 	// Ports lists ports present in both trees that differ.
@@ -47,7 +50,7 @@ type SubsystemChanges struct {
 
 // Empty reports whether nothing changed.
 func (c *Changes) Empty() bool {
-	return !c.LogLevel && len(c.HostsAdded)+len(c.HostsRemoved)+len(c.PortsAdded)+len(c.PortsRemoved)+
+	return !c.LogLevel && len(c.HostsAdded)+len(c.HostsRemoved)+len(c.HostsChanged)+len(c.PortsAdded)+len(c.PortsRemoved)+
 		len(c.Ports)+len(c.SubsystemsAdded)+len(c.SubsystemsRemoved)+len(c.Subsystems) == 0
 }
 
@@ -64,6 +67,11 @@ func Diff(old, new *Tree) Changes {
 	c.LogLevel = old.LogLevel != new.LogLevel
 
 	c.HostsAdded, c.HostsRemoved = addedRemoved(names(old.Hosts, hostName), names(new.Hosts, hostName))
+	for _, nh := range new.Hosts {
+		if oh := old.Host(nh.NQN); oh != nil && !oh.authEqual(nh) {
+			c.HostsChanged = append(c.HostsChanged, nh.NQN)
+		}
+	}
 
 	c.PortsAdded, c.PortsRemoved = addedRemoved(names(old.Ports, portName), names(new.Ports, portName))
 	oldIDs, newIDs := old.PortIDs(), new.PortIDs()

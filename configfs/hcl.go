@@ -76,7 +76,7 @@ func (l Loader) ParseHCL(src []byte, filename string) (*Tree, error) {
 		d.errs.sortByPosition()
 		return nil, d.errs
 	}
-	d := &hclDecoder{}
+	d := &hclDecoder{dir: filepath.Dir(filename)}
 	t := d.tree(f.Body)
 	c := l.collector()
 	c.errs = d.errs
@@ -127,7 +127,7 @@ var (
 		},
 	}
 	portSchema      = &hcl.BodySchema{Attributes: schemaAttrs(portHCLNames)}
-	hostSchema      = &hcl.BodySchema{}
+	hostSchema      = &hcl.BodySchema{Attributes: schemaAttrs(hostHCLNames)}
 	namespaceSchema = &hcl.BodySchema{Attributes: schemaAttrs(nsHCLNames)}
 	subsystemSchema = &hcl.BodySchema{
 		Attributes: schemaAttrs(subsysHCLNames),
@@ -138,6 +138,7 @@ var (
 // hclDecoder turns an HCL body into a Tree, collecting errors.
 type hclDecoder struct {
 	errs Errors
+	dir  string // the configuration file's directory, for key files
 }
 
 func (d *hclDecoder) diags(ds hcl.Diagnostics) {
@@ -216,7 +217,7 @@ func (d *hclDecoder) tree(body hcl.Body) *Tree {
 			t.Ports = append(t.Ports, d.port(b))
 		case "host":
 			h := &Host{NQN: b.Labels[0], src: newSource(b)}
-			d.content(b.Body, hostSchema, h.src, nil)
+			d.hostBody(h, d.content(b.Body, hostSchema, h.src, hostAttrs))
 			t.Hosts = append(t.Hosts, h)
 		case "subsystem":
 			s, ports, attr := d.subsystem(b)
@@ -583,7 +584,7 @@ func (t *Tree) HCL() []byte {
 			continue // allowed_hosts declares it
 		}
 		root.AppendNewline()
-		root.AppendNewBlock("host", []string{h.NQN})
+		h.writeAuthHCL(root.AppendNewBlock("host", []string{h.NQN}).Body())
 	}
 
 	for _, s := range t.Subsystems {

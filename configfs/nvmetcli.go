@@ -28,7 +28,10 @@ type nvmetcliConfig struct {
 }
 
 type nvmetcliHost struct {
-	NQN string `json:"nqn"`
+	// Attr holds the DH-HMAC-CHAP attributes under the kernel's file
+	// names (configfs/auth.go).
+	Attr map[string]jsonString `json:"attr,omitempty"`
+	NQN  string                `json:"nqn"`
 }
 
 type nvmetcliPort struct {
@@ -143,7 +146,9 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 	c := l.collector()
 	t := &Tree{LogLevel: DefaultLogLevel}
 	for _, h := range cfg.Hosts {
-		t.Hosts = append(t.Hosts, &Host{NQN: h.NQN})
+		host := &Host{NQN: h.NQN}
+		hostFromJSON(host, h.Attr)
+		t.Hosts = append(t.Hosts, host)
 	}
 	for i, js := range cfg.Subsystems {
 		path := "subsystems/" + js.NQN
@@ -345,7 +350,7 @@ func jsonError(data []byte, filename string, err error) *Error {
 func (t *Tree) NvmetcliJSON() ([]byte, error) {
 	cfg := nvmetcliConfig{Hosts: []nvmetcliHost{}, Ports: []nvmetcliPort{}, Subsystems: []nvmetcliSubsystem{}}
 	for _, h := range t.Hosts {
-		cfg.Hosts = append(cfg.Hosts, nvmetcliHost{NQN: h.NQN})
+		cfg.Hosts = append(cfg.Hosts, nvmetcliHost{NQN: h.NQN, Attr: hostJSONAttr(h)})
 	}
 	portIDs := t.PortIDs()
 	for _, p := range t.Ports {

@@ -169,6 +169,15 @@ type Namespace struct {
 type Host struct {
 	NQN string
 
+	// DH-HMAC-CHAP (hosts/<nqn>/dhchap_*; auth.go). A secret read from a
+	// *_file attribute keeps the file name to write back.
+	DHCHAPKey         Secret // dhchap_key: the host's DHHC-1 secret
+	DHCHAPKeyFile     string // dhchap_key_file (nvmetd HCL only)
+	DHCHAPCtrlKey     Secret // dhchap_ctrl_key: the controller's, for bidirectional authentication
+	DHCHAPCtrlKeyFile string // dhchap_ctrl_key_file (nvmetd HCL only)
+	DHCHAPHash        string // dhchap_hash; "" means hmac(sha256)
+	DHCHAPDHGroup     string // dhchap_dhgroup; "" means null
+
 	// implicit marks a host the HCL loader created because a subsystem's
 	// allowed_hosts names it without a host block; Tree.HCL leaves it
 	// out again.

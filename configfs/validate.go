@@ -277,6 +277,7 @@ func (t *Tree) validate(c *collector) {
 		if hosts[h.NQN] {
 			c.add(h.src, nil, path, "", "host declared twice")
 		}
+		h.validateAuth(c, path)
 		hosts[h.NQN] = true
 	}
 

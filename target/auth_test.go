@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/fabrics/loop"
 	"github.com/nvmeof/nvmeof/nvme"
@@ -319,4 +320,71 @@ func TestAuthNotRequired(t *testing.T) {
 	if err := f.tgt.SetHostAuth(testHostNQN, &HostAuth{CtrlKey: genKey(t, auth.HashSHA256)}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("controller key without host key: %v", err)
 	}
+}
+
+func authConfig(key string) string {
+	return `
+port "p1" {
+  transport = "loop"
+  address   = "127.0.0.1"
+}
+
+host "` + testHostNQN + `" {
+  dhchap_key     = "` + key + `"
+  dhchap_dhgroup = "ffdhe2048"
+}
+
+subsystem "` + testSubNQN + `" {
+  ports         = ["p1"]
+  allowed_hosts = ["` + testHostNQN + `"]
+  namespace "1" {
+    backend = "memory"
+    size    = "1MiB"
+  }
+}
+`
+}
+
+// The configuration's host keys reach the target, and a reload that
+// changes a key applies to the next authentication.
+func TestAuthApplyConfig(t *testing.T) {
+	k1, k2 := genKey(t, auth.HashSHA256), genKey(t, auth.HashSHA256)
+	tree1, err := configfs.ParseHCL([]byte(authConfig(k1.Encode())), "v1.hcl")
+	must(t, err)
+	tgt := New(Options{Logger: testLogger(t)})
+	t.Cleanup(func() { tgt.Close() })
+	res, err := tgt.ApplyConfig(tree1)
+	must(t, err)
+	net := loop.NewNetwork()
+	serveConfigured(t, tgt, net, res.Start)
+	f := &fixture{t: t, tgt: tgt, net: net, addr: res.Start[0].Address}
+
+	a := f.dial(0, 31)
+	r := a.connectRaw(31, 0, 0, testSubNQN, testHostNQN, fabrics.CntlIDDynamic)
+	expect(t, r, 0, "admin Connect")
+	if fabrics.ConnectResultAuthReq(r.cqe.DW0()) != 2 {
+		t.Fatalf("AUTHREQ not set from the configuration: %#x", r.cqe.DW0())
+	}
+	must(t, a.authenticate(auth.HostConfig{Key: k1}))
+
+	tree2, err := configfs.ParseHCL([]byte(authConfig(k2.Encode())), "v2.hcl")
+	must(t, err)
+	if ch := configfs.Diff(tree1, tree2); len(ch.HostsChanged) != 1 {
+		t.Fatalf("Diff: %+v", ch)
+	}
+	_, err = tgt.ApplyConfig(tree2)
+	must(t, err)
+	// The old key no longer authenticates; the new one does.
+	b := f.dial(0, 31)
+	expect(t, b.connectRaw(31, 0, 0, testSubNQN, testHostNQN, fabrics.CntlIDDynamic), 0, "admin Connect")
+	var ae *auth.Error
+	if err := b.authenticate(auth.HostConfig{Key: k1}); !errors.As(err, &ae) || ae.Reason != auth.ReasonFailed {
+		t.Fatalf("old key after reload: %v", err)
+	}
+	c := f.dial(0, 31)
+	expect(t, c.connectRaw(31, 0, 0, testSubNQN, testHostNQN, fabrics.CntlIDDynamic), 0, "admin Connect")
+	must(t, c.authenticate(auth.HostConfig{Key: k2}))
+	// Re-authentication of the controller connected before the reload
+	// uses the new key too.
+	must(t, a.authenticate(auth.HostConfig{Key: k2, TID: 1}))
 }

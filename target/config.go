@@ -167,6 +167,7 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 	for _, w := range tree.Warnings() {
 		t.log.Warn("configuration accepted with a warning", "warning", w.Error())
 	}
+	t.applyHostAuth(tree) // DH-HMAC-CHAP keys first: controllers created from now on use them (auth.go)
 	applied := tree.Clone()
 	fail := func(err error) {
 		errs = append(errs, err)
