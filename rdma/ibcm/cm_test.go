@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -70,7 +71,9 @@ type acceptResult struct {
 	err  error
 }
 
-// serveOne accepts (or, with reject set, rejects) one request.
+// serveOne accepts (or, with reject set, rejects) one request, delay
+// after it arrived (a test that delays runs in a synctest bubble, where
+// the delay is virtual time).
 func (p *testPair) serveOne(t *testing.T, l rdma.Listener, data []byte, param rdma.ConnParam, delay time.Duration, reject bool) <-chan acceptResult {
 	ch := make(chan acceptResult, 1)
 	go func() {
@@ -282,124 +285,133 @@ func TestLostMessagesRetried(t *testing.T) {
 		// duplicate REP with the RTU again.
 		{"RTU", wire.CMAttrRTU, 1, map[wire.CMAttr]int{wire.CMAttrREQ: 1, wire.CMAttrREP: 2, wire.CMAttrRTU: 2}},
 	} {
+		// In a synctest bubble the timers fire only once everything
+		// else has settled: which side retransmits first (the REQ after
+		// its timeout against the REP after the server's, which starts
+		// a little later) does not depend on the machine's load.
 		t.Run(tc.name, func(t *testing.T) {
-			p := newPair(t, testOpts(), testOpts())
-			var mu sync.Mutex
-			left := tc.drops
-			p.net.setFilter(func(s sentMAD) int {
-				mu.Lock()
-				defer mu.Unlock()
-				if s.attr() == tc.attr && left > 0 {
-					left--
-					return 0
+			synctest.Test(t, func(t *testing.T) {
+				p := newPair(t, testOpts(), testOpts())
+				var mu sync.Mutex
+				left := tc.drops
+				p.net.setFilter(func(s sentMAD) int {
+					mu.Lock()
+					defer mu.Unlock()
+					if s.attr() == tc.attr && left > 0 {
+						left--
+						return 0
+					}
+					return 1
+				})
+				l, _ := p.srv.Listen(4420)
+				srvCh := p.serveOne(t, l, nil, rdma.ConnParam{}, 0, false)
+				conn, err := p.cli.Connect(ctxT(t, 5*time.Second), p.srvAddr, 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{})
+				if err != nil {
+					t.Fatal(err)
 				}
-				return 1
+				sr := <-srvCh
+				if sr.err != nil {
+					t.Fatal(sr.err)
+				}
+				if sr.qp.State() != rdma.QPSRTS || conn.QP().State() != rdma.QPSRTS {
+					t.Errorf("QP states %v %v", sr.qp.State(), conn.QP().State())
+				}
+				for attr, n := range tc.want {
+					if got := p.net.count(attr); got != n {
+						t.Errorf("%d %v sent, want %d", got, attr, n)
+					}
+				}
 			})
-			l, _ := p.srv.Listen(4420)
-			srvCh := p.serveOne(t, l, nil, rdma.ConnParam{}, 0, false)
-			conn, err := p.cli.Connect(ctxT(t, 5*time.Second), p.srvAddr, 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			sr := <-srvCh
-			if sr.err != nil {
-				t.Fatal(sr.err)
-			}
-			if sr.qp.State() != rdma.QPSRTS || conn.QP().State() != rdma.QPSRTS {
-				t.Errorf("QP states %v %v", sr.qp.State(), conn.QP().State())
-			}
-			for attr, n := range tc.want {
-				if got := p.net.count(attr); got != n {
-					t.Errorf("%d %v sent, want %d", got, attr, n)
-				}
-			}
 		})
 	}
 }
 
 func TestDuplicateREQAnsweredOnce(t *testing.T) {
-	// Slow timers: no retransmission may blur the count.
-	o := testOpts()
-	o.CMResponseTimeout = 17
-	p := newPair(t, o, o)
-	p.net.setFilter(func(s sentMAD) int {
-		if s.attr() == wire.CMAttrREQ {
-			return 2
+	synctest.Test(t, func(t *testing.T) {
+		// Slow timers: no retransmission may blur the count.
+		o := testOpts()
+		o.CMResponseTimeout = 17
+		p := newPair(t, o, o)
+		p.net.setFilter(func(s sentMAD) int {
+			if s.attr() == wire.CMAttrREQ {
+				return 2
+			}
+			return 1
+		})
+		l, _ := p.srv.Listen(4420)
+		srvCh := p.serveOne(t, l, nil, rdma.ConnParam{}, 0, false)
+		if _, err := p.cli.Connect(ctxT(t, 5*time.Second), p.srvAddr, 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{}); err != nil {
+			t.Fatal(err)
 		}
-		return 1
+		if sr := <-srvCh; sr.err != nil {
+			t.Fatal(sr.err)
+		}
+		if req, err := l.Next(ctxT(t, 100*time.Millisecond)); err == nil {
+			t.Errorf("a second request from one REQ: %v", req.RemoteAddr())
+		}
+		if n := p.net.count(wire.CMAttrREP); n != 1 {
+			t.Errorf("%d REPs for a duplicated REQ", n)
+		}
+		if n := p.srv.byLocalIDLen(); n != 1 {
+			t.Errorf("server has %d connections", n)
+		}
 	})
-	l, _ := p.srv.Listen(4420)
-	srvCh := p.serveOne(t, l, nil, rdma.ConnParam{}, 0, false)
-	if _, err := p.cli.Connect(ctxT(t, 5*time.Second), p.srvAddr, 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{}); err != nil {
-		t.Fatal(err)
-	}
-	if sr := <-srvCh; sr.err != nil {
-		t.Fatal(sr.err)
-	}
-	if req, err := l.Next(ctxT(t, 100*time.Millisecond)); err == nil {
-		t.Errorf("a second request from one REQ: %v", req.RemoteAddr())
-	}
-	if n := p.net.count(wire.CMAttrREP); n != 1 {
-		t.Errorf("%d REPs for a duplicated REQ", n)
-	}
-	if n := p.srv.byLocalIDLen(); n != 1 {
-		t.Errorf("server has %d connections", n)
-	}
 }
 
 func TestDuplicateREQAfterAcceptResendsREP(t *testing.T) {
-	// The client's REQ asks for REP retries every 268 ms, once.
-	co := testOpts()
-	co.CMResponseTimeout = 16
-	co.MaxCMRetries = 1
-	p := newPair(t, testOpts(), co)
-	// Drop every RTU: the server stays in REP_SENT, so a retransmitted
-	// REQ (replayed here) is answered with the REP again.
-	p.net.setFilter(func(s sentMAD) int {
-		if s.attr() == wire.CMAttrRTU {
-			return 0
+	synctest.Test(t, func(t *testing.T) {
+		// The client's REQ asks for REP retries every 268 ms, once.
+		co := testOpts()
+		co.CMResponseTimeout = 16
+		co.MaxCMRetries = 1
+		p := newPair(t, testOpts(), co)
+		// Drop every RTU: the server stays in REP_SENT, so a retransmitted
+		// REQ (replayed here) is answered with the REP again.
+		p.net.setFilter(func(s sentMAD) int {
+			if s.attr() == wire.CMAttrRTU {
+				return 0
+			}
+			return 1
+		})
+		l, _ := p.srv.Listen(4420)
+		srvCh := p.serveOne(t, l, nil, rdma.ConnParam{}, 0, false)
+		if _, err := p.cli.Connect(ctxT(t, 5*time.Second), p.srvAddr, 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{}); err != nil {
+			t.Fatal(err)
 		}
-		return 1
+		req := p.net.sent(wire.CMAttrREQ)[0]
+		time.Sleep(cmTimeout(co.CMResponseTimeout)/2 + 10*time.Millisecond)
+		before := p.net.count(wire.CMAttrREP)
+		p.net.transmit(req.src, req.dst, req.mad)
+		synctest.Wait() // the REQ is handled, well before the REP timer
+		if p.net.count(wire.CMAttrREP) == before {
+			t.Error("no REP for the duplicate REQ")
+		}
+		// Without RTUs, Accept ends unreachable after the REP retries.
+		if sr := <-srvCh; !errors.Is(sr.err, rdma.ErrUnreachable) {
+			t.Errorf("Accept without RTU: %v", sr.err)
+		}
 	})
-	l, _ := p.srv.Listen(4420)
-	srvCh := p.serveOne(t, l, nil, rdma.ConnParam{}, 0, false)
-	if _, err := p.cli.Connect(ctxT(t, 5*time.Second), p.srvAddr, 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{}); err != nil {
-		t.Fatal(err)
-	}
-	req := p.net.sent(wire.CMAttrREQ)[0]
-	time.Sleep(cmTimeout(co.CMResponseTimeout)/2 + 10*time.Millisecond)
-	before := p.net.count(wire.CMAttrREP)
-	p.net.transmit(req.src, req.dst, req.mad)
-	deadline := time.Now().Add(80 * time.Millisecond)
-	for p.net.count(wire.CMAttrREP) == before && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if p.net.count(wire.CMAttrREP) == before {
-		t.Error("no REP for the duplicate REQ")
-	}
-	// Without RTUs, Accept ends unreachable after the REP retries.
-	if sr := <-srvCh; !errors.Is(sr.err, rdma.ErrUnreachable) {
-		t.Errorf("Accept without RTU: %v", sr.err)
-	}
 }
 
 func TestUnreachable(t *testing.T) {
-	p := newPair(t, testOpts(), testOpts())
-	start := time.Now()
-	_, err := p.cli.Connect(ctxT(t, 5*time.Second), netip.MustParseAddr("192.0.2.99"), 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{})
-	if !errors.Is(err, rdma.ErrUnreachable) {
-		t.Fatalf("Connect: %v, want ErrUnreachable", err)
-	}
-	budget := time.Duration(testOpts().MaxCMRetries+1) * p.cli.reqTimeout()
-	if el := time.Since(start); el < budget || el > budget+time.Second {
-		t.Errorf("gave up after %v, budget %v", el, budget)
-	}
-	if n := p.net.count(wire.CMAttrREQ); n != int(testOpts().MaxCMRetries)+1 {
-		t.Errorf("%d REQs sent", n)
-	}
-	if p.cli.byLocalIDLen() != 0 {
-		t.Error("connection left behind")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, testOpts(), testOpts())
+		start := time.Now()
+		_, err := p.cli.Connect(ctxT(t, 5*time.Second), netip.MustParseAddr("192.0.2.99"), 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{})
+		if !errors.Is(err, rdma.ErrUnreachable) {
+			t.Fatalf("Connect: %v, want ErrUnreachable", err)
+		}
+		budget := time.Duration(testOpts().MaxCMRetries+1) * p.cli.reqTimeout()
+		if el := time.Since(start); el < budget || el > budget+time.Second {
+			t.Errorf("gave up after %v, budget %v", el, budget)
+		}
+		if n := p.net.count(wire.CMAttrREQ); n != int(testOpts().MaxCMRetries)+1 {
+			t.Errorf("%d REQs sent", n)
+		}
+		if p.cli.byLocalIDLen() != 0 {
+			t.Error("connection left behind")
+		}
+	})
 }
 
 // connected returns an established pair of connections.
@@ -496,46 +508,47 @@ func TestDisconnect(t *testing.T) {
 }
 
 func TestDisconnectPeerGone(t *testing.T) {
-	p := newPair(t, testOpts(), testOpts())
-	cli, _, cqp, _ := connected(t, p)
-	p.net.setFilter(func(s sentMAD) int { return 0 })
-	start := time.Now()
-	if err := cli.Disconnect(ctxT(t, 5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	if el := time.Since(start); el < time.Duration(testOpts().MaxCMRetries+1)*p.cli.reqTimeout() {
-		t.Errorf("Disconnect returned after %v, before the DREQ retries", el)
-	}
-	if ev := nextEvent(t, cli); ev.Type != rdma.EventDisconnected || cqp.State() != rdma.QPSErr {
-		t.Errorf("event %v, QP %v", ev.Type, cqp.State())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, testOpts(), testOpts())
+		cli, _, cqp, _ := connected(t, p)
+		p.net.setFilter(func(s sentMAD) int { return 0 })
+		start := time.Now()
+		if err := cli.Disconnect(ctxT(t, 5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if el := time.Since(start); el < time.Duration(testOpts().MaxCMRetries+1)*p.cli.reqTimeout() {
+			t.Errorf("Disconnect returned after %v, before the DREQ retries", el)
+		}
+		if ev := nextEvent(t, cli); ev.Type != rdma.EventDisconnected || cqp.State() != rdma.QPSErr {
+			t.Errorf("event %v, QP %v", ev.Type, cqp.State())
+		}
+	})
 }
 
 func TestTimeWaitAnswersStaleMessages(t *testing.T) {
-	o := testOpts()
-	o.TimeWait = 10 * time.Second
-	p := newPair(t, o, testOpts())
-	cli, _, _, _ := connected(t, p)
-	if err := cli.Disconnect(ctxT(t, 5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	// The old REQ again: the server is in TimeWait and calls it stale.
-	req := p.net.sent(wire.CMAttrREQ)[0]
-	p.net.transmit(req.src, req.dst, req.mad)
-	// The old DREQ again: answered with a DREP.
-	dreq := p.net.sent(wire.CMAttrDREQ)[0]
-	p.net.transmit(dreq.src, dreq.dst, dreq.mad)
-	deadline := time.Now().Add(time.Second)
-	for (p.net.count(wire.CMAttrREJ) == 0 || p.net.count(wire.CMAttrDREP) < 2) && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	rejs := p.net.sent(wire.CMAttrREJ)
-	if len(rejs) != 1 || wire.REJ(rejs[0].mad.Data()).Reason() != wire.REJStaleConn {
-		t.Errorf("REJs %v, want one with reason stale connection", rejs)
-	}
-	if n := p.net.count(wire.CMAttrDREP); n != 2 {
-		t.Errorf("%d DREPs, want 2", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		o := testOpts()
+		o.TimeWait = 10 * time.Second
+		p := newPair(t, o, testOpts())
+		cli, _, _, _ := connected(t, p)
+		if err := cli.Disconnect(ctxT(t, 5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		// The old REQ again: the server is in TimeWait and calls it stale.
+		req := p.net.sent(wire.CMAttrREQ)[0]
+		p.net.transmit(req.src, req.dst, req.mad)
+		// The old DREQ again: answered with a DREP.
+		dreq := p.net.sent(wire.CMAttrDREQ)[0]
+		p.net.transmit(dreq.src, dreq.dst, dreq.mad)
+		synctest.Wait()
+		rejs := p.net.sent(wire.CMAttrREJ)
+		if len(rejs) != 1 || wire.REJ(rejs[0].mad.Data()).Reason() != wire.REJStaleConn {
+			t.Errorf("REJs %v, want one with reason stale connection", rejs)
+		}
+		if n := p.net.count(wire.CMAttrDREP); n != 2 {
+			t.Errorf("%d DREPs, want 2", n)
+		}
+	})
 }
 
 func TestStaleQP(t *testing.T) {
@@ -559,60 +572,64 @@ func TestStaleQP(t *testing.T) {
 }
 
 func TestMRAForSlowAccept(t *testing.T) {
-	p := newPair(t, testOpts(), testOpts())
-	l, _ := p.srv.Listen(4420)
-	// Without the MRA the client gives up after 4 × 19 ms.
-	srvCh := p.serveOne(t, l, nil, rdma.ConnParam{}, 150*time.Millisecond, false)
-	conn, err := p.cli.Connect(ctxT(t, 5*time.Second), p.srvAddr, 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sr := <-srvCh; sr.err != nil {
-		t.Fatal(sr.err)
-	}
-	mras := p.net.sent(wire.CMAttrMRA)
-	if len(mras) == 0 {
-		t.Fatal("no MRA")
-	}
-	m := wire.MRA(mras[0].mad.Data())
-	if m.MessageMRAed() != wire.CMMessageREQ || m.ServiceTimeout() != 14 || mras[0].mad.TID() != p.net.sent(wire.CMAttrREQ)[0].mad.TID() {
-		t.Errorf("MRA %v service timeout %d", m.MessageMRAed(), m.ServiceTimeout())
-	}
-	if conn.QP().State() != rdma.QPSRTS {
-		t.Error("client QP not in RTS")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, testOpts(), testOpts())
+		l, _ := p.srv.Listen(4420)
+		// Without the MRA the client gives up after 4 × 19 ms.
+		srvCh := p.serveOne(t, l, nil, rdma.ConnParam{}, 150*time.Millisecond, false)
+		conn, err := p.cli.Connect(ctxT(t, 5*time.Second), p.srvAddr, 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sr := <-srvCh; sr.err != nil {
+			t.Fatal(sr.err)
+		}
+		mras := p.net.sent(wire.CMAttrMRA)
+		if len(mras) == 0 {
+			t.Fatal("no MRA")
+		}
+		m := wire.MRA(mras[0].mad.Data())
+		if m.MessageMRAed() != wire.CMMessageREQ || m.ServiceTimeout() != 14 || mras[0].mad.TID() != p.net.sent(wire.CMAttrREQ)[0].mad.TID() {
+			t.Errorf("MRA %v service timeout %d", m.MessageMRAed(), m.ServiceTimeout())
+		}
+		if conn.QP().State() != rdma.QPSRTS {
+			t.Error("client QP not in RTS")
+		}
+	})
 }
 
 func TestConnectCancelled(t *testing.T) {
-	p := newPair(t, testOpts(), testOpts())
-	l, _ := p.srv.Listen(4420)
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		time.Sleep(10 * time.Millisecond)
-		cancel()
-	}()
-	_, err := p.cli.Connect(ctx, p.srvAddr, 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Connect: %v", err)
-	}
-	req, err := l.Next(ctxT(t, time.Second))
-	if err != nil {
-		// The REJ may have removed the request before Next saw it.
-		return
-	}
-	deadline := time.Now().Add(time.Second)
-	for p.srv.byLocalIDLen() != 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	_, err = req.Accept(ctxT(t, time.Second), p.srvDev.newRCQP(), nil, rdma.ConnParam{})
-	var rej *rdma.RejectError
-	if !errors.As(err, &rej) || rej.Reason != rdma.RejectTimeout {
-		t.Errorf("Accept of an abandoned request: %v", err)
-	}
-	rejs := p.net.sent(wire.CMAttrREJ)
-	if len(rejs) != 1 || binaryARI(rejs[0]) != p.cli.CAGUID() {
-		t.Errorf("REJ timeout with our CA GUID expected: %v", rejs)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, testOpts(), testOpts())
+		l, _ := p.srv.Listen(4420)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			time.Sleep(10 * time.Millisecond)
+			cancel()
+		}()
+		_, err := p.cli.Connect(ctx, p.srvAddr, 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Connect: %v", err)
+		}
+		req, err := l.Next(ctxT(t, time.Second))
+		if err != nil {
+			// The REJ may have removed the request before Next saw it.
+			return
+		}
+		synctest.Wait() // the REJ is handled
+		if n := p.srv.byLocalIDLen(); n != 0 {
+			t.Errorf("%d connections after the REJ", n)
+		}
+		_, err = req.Accept(ctxT(t, time.Second), p.srvDev.newRCQP(), nil, rdma.ConnParam{})
+		var rej *rdma.RejectError
+		if !errors.As(err, &rej) || rej.Reason != rdma.RejectTimeout {
+			t.Errorf("Accept of an abandoned request: %v", err)
+		}
+		rejs := p.net.sent(wire.CMAttrREJ)
+		if len(rejs) != 1 || binaryARI(rejs[0]) != p.cli.CAGUID() {
+			t.Errorf("REJ timeout with our CA GUID expected: %v", rejs)
+		}
+	})
 }
 
 func binaryARI(s sentMAD) uint64 {
@@ -625,43 +642,45 @@ func binaryARI(s sentMAD) uint64 {
 }
 
 func TestListenerClose(t *testing.T) {
-	p := newPair(t, testOpts(), testOpts())
-	l, _ := p.srv.Listen(4420)
-	errCh := make(chan error, 1)
-	go func() {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPair(t, testOpts(), testOpts())
+		l, _ := p.srv.Listen(4420)
+		errCh := make(chan error, 1)
+		go func() {
+			_, err := p.cli.Connect(ctxT(t, 5*time.Second), p.srvAddr, 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{})
+			errCh <- err
+		}()
+		// Wait until the REQ is queued, then close without taking it.
+		synctest.Wait()
+		if p.srv.byLocalIDLen() == 0 {
+			t.Fatal("no request pending")
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var rej *rdma.RejectError
+		if err := <-errCh; !errors.As(err, &rej) || rej.Reason != rdma.RejectConsumer {
+			t.Errorf("pending request: %v, want REJ consumer defined", err)
+		}
+		if _, err := l.Next(ctxT(t, time.Second)); !errors.Is(err, rdma.ErrClosed) {
+			t.Errorf("Next after Close: %v", err)
+		}
 		_, err := p.cli.Connect(ctxT(t, 5*time.Second), p.srvAddr, 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{})
-		errCh <- err
-	}()
-	// Wait until the REQ is queued, then close without taking it.
-	deadline := time.Now().Add(time.Second)
-	for p.srv.byLocalIDLen() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	var rej *rdma.RejectError
-	if err := <-errCh; !errors.As(err, &rej) || rej.Reason != rdma.RejectConsumer {
-		t.Errorf("pending request: %v, want REJ consumer defined", err)
-	}
-	if _, err := l.Next(ctxT(t, time.Second)); !errors.Is(err, rdma.ErrClosed) {
-		t.Errorf("Next after Close: %v", err)
-	}
-	_, err := p.cli.Connect(ctxT(t, 5*time.Second), p.srvAddr, 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{})
-	if !errors.As(err, &rej) || rej.Reason != rdma.RejectInvalidServiceID {
-		t.Errorf("Connect after Close: %v, want REJ invalid service ID", err)
-	}
-	// The port is free again.
-	l2, err := p.srv.Listen(4420)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l2.Close()
-	// Manager.Close: no more listeners.
-	p.srv.Close()
-	if _, err := p.srv.Listen(4420); !errors.Is(err, rdma.ErrClosed) {
-		t.Errorf("Listen after Close: %v", err)
-	}
+		if !errors.As(err, &rej) || rej.Reason != rdma.RejectInvalidServiceID {
+			t.Errorf("Connect after Close: %v, want REJ invalid service ID", err)
+		}
+		// The port is free again.
+		l2, err := p.srv.Listen(4420)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l2.Close()
+		// Manager.Close: no more listeners.
+		p.srv.Close()
+		if _, err := p.srv.Listen(4420); !errors.Is(err, rdma.ErrClosed) {
+			t.Errorf("Listen after Close: %v", err)
+		}
+	})
 }
 
 func TestCommEstablished(t *testing.T) {

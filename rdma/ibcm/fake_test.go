@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/wire"
@@ -30,9 +31,32 @@ type fakeNet struct {
 	log  []sentMAD
 	// filter decides the fate of a MAD: 0 drop, 1 deliver, 2 deliver twice.
 	filter func(s sentMAD) int
+	// sentCh is closed (and replaced) when a MAD is sent.
+	sentCh chan struct{}
 }
 
-func newFakeNet() *fakeNet { return &fakeNet{devs: make(map[netip.Addr]*fakeDev)} }
+func newFakeNet() *fakeNet {
+	return &fakeNet{devs: make(map[netip.Addr]*fakeDev), sentCh: make(chan struct{})}
+}
+
+// waitSent waits up to d for the count-th MAD of attr and returns it.
+func (n *fakeNet) waitSent(attr wire.CMAttr, count int, d time.Duration) (sentMAD, bool) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		n.mu.Lock()
+		ch := n.sentCh // taken before the look: a MAD sent after it closes ch
+		n.mu.Unlock()
+		if s := n.sent(attr); len(s) >= count {
+			return s[count-1], true
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return sentMAD{}, false
+		}
+	}
+}
 
 // sent returns the MADs of attribute attr sent so far (all when attr is 0).
 func (n *fakeNet) sent(attr wire.CMAttr) []sentMAD {
@@ -60,6 +84,8 @@ func (n *fakeNet) transmit(src, dst netip.Addr, mad []byte) {
 	s := sentMAD{src: src, dst: dst, mad: wire.MAD(append([]byte(nil), mad...))}
 	n.mu.Lock()
 	n.log = append(n.log, s)
+	close(n.sentCh)
+	n.sentCh = make(chan struct{})
 	copies := 1
 	if n.filter != nil {
 		copies = n.filter(s)

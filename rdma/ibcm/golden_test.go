@@ -133,15 +133,11 @@ func b2u(b bool) uint64 {
 // waitSent waits for the n-th MAD of attr on the fake network.
 func waitSent(t *testing.T, n *fakeNet, attr wire.CMAttr, count int) sentMAD {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if s := n.sent(attr); len(s) >= count {
-			return s[count-1]
-		}
-		time.Sleep(time.Millisecond)
+	s, ok := n.waitSent(attr, count, 5*time.Second)
+	if !ok {
+		t.Fatalf("no %v sent", attr)
 	}
-	t.Fatalf("no %v sent", attr)
-	return sentMAD{}
+	return s
 }
 
 // TestGoldenPassive plays the kernel host's REQ, RTU and DREQ to a
