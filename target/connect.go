@@ -102,6 +102,14 @@ func (q *queue) connectAdmin(r *fabrics.Request, cmd fabrics.ConnectCommand, d f
 		q.connectInvalid(r, fabrics.InvalidParam{Offset: fabrics.ConnectOffSQSize})
 		return
 	}
+	if n := len(s.ctrls); s.cfg.MaxControllers > 0 && n >= s.cfg.MaxControllers {
+		t.mu.Unlock()
+		// Linux has no such limit; its answer to a full controller ID
+		// range (nvmet_alloc_ctrl) is the one that fits.
+		log.Warn("Connect refused: the subsystem has its most controllers", "max_controllers", s.cfg.MaxControllers)
+		q.complete(r, dnr(fabrics.StatusConnectControllerBusy), noLoc, 0)
+		return
+	}
 	cntlid, ok := s.allocCntlIDLocked()
 	if !ok {
 		t.mu.Unlock()

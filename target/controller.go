@@ -218,6 +218,17 @@ func (c *controller) shutdown(reason string) {
 	c.log.Info("controller removed", "reason", reason)
 }
 
+// fatal sets CSTS.CFS and tears the controller down (Linux
+// nvmet_ctrl_fatal_error).
+func (c *controller) fatal(reason string) {
+	c.mu.Lock()
+	c.csts |= fabrics.CSTSCFS
+	c.readyFlag.Store(false)
+	c.mu.Unlock()
+	c.log.Error("controller fatal error", "reason", reason)
+	c.shutdown(reason)
+}
+
 // ioQueueClosed forgets an I/O queue the transport closed.
 func (c *controller) ioQueueClosed(q *queue) {
 	c.mu.Lock()

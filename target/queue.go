@@ -1,6 +1,8 @@
 package target
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -114,6 +116,7 @@ func (q *queue) QueueClosed(err error) {
 		q.log.Debug("unconnected queue closed", "err", err)
 		return
 	}
+	q.authQueueClosed(c)
 	if q.qid == 0 {
 		// q is gone already: shutdown must not Close it again, as this
 		// runs on the transport's teardown of q, and a transport's Close
@@ -127,6 +130,14 @@ func (q *queue) QueueClosed(err error) {
 		return
 	}
 	c.ioQueueClosed(q)
+	if err != nil && !errors.Is(err, fabrics.ErrQueueClosed) {
+		// The transport lost the queue (a host gone, the RC retries
+		// exhausted): as Linux nvmet_rdma_error_comp, a fatal error of
+		// the controller, which goes with its other queues. Otherwise a
+		// host without keep-alive (KATO 0) that vanished would leave its
+		// controller and admin queue behind for good.
+		c.fatal(fmt.Sprintf("I/O queue %d lost: %v", q.qid, err))
+	}
 }
 
 // advanceSQHD moves the SQ head pointer past one command and returns it

@@ -163,6 +163,11 @@ type SubsystemConfig struct {
 	// MaxIOQueues is the most I/O queues a controller grants; 0 means
 	// DefaultMaxIOQueues (Linux attr_qid_max).
 	MaxIOQueues int
+	// MaxControllers bounds the controllers the subsystem has at once;
+	// an admin Connect beyond it fails with Connect Controller Busy, as
+	// one beyond the controller ID range does. 0 means no bound but the
+	// range.
+	MaxControllers int
 }
 
 // NamespaceConfig describes a namespace of a subsystem.
@@ -270,6 +275,9 @@ func (c *SubsystemConfig) normalize() error {
 	}
 	if c.MaxIOQueues < 1 || c.MaxIOQueues > 0xfffe {
 		return fmt.Errorf("subsystem %s: %d I/O queues: %w", c.NQN, c.MaxIOQueues, ErrInvalid)
+	}
+	if c.MaxControllers < 0 {
+		return fmt.Errorf("subsystem %s: %d controllers: %w", c.NQN, c.MaxControllers, ErrInvalid)
 	}
 	for _, h := range c.AllowedHosts {
 		if err := validHostNQN(h); err != nil {
