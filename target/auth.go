@@ -360,3 +360,20 @@ func (c *controller) newAuthController() *auth.Controller {
 	}
 	return ctl
 }
+
+// authQueueClosed stops the queue's transaction timer and says so when a
+// queue that had to authenticate goes away before it did (a host without
+// a key gives up at once: nvme_auth_negotiate's "no key").
+func (q *queue) authQueueClosed(c *controller) {
+	a := q.auth.Load()
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	a.stopTimerLocked()
+	a.ctl = nil
+	a.mu.Unlock()
+	if !a.authenticated.Load() {
+		c.log.Warn("authentication failed: queue closed before the host authenticated (does it have a key?)", "qid", q.qid)
+	}
+}

@@ -388,3 +388,24 @@ func TestAuthApplyConfig(t *testing.T) {
 	// uses the new key too.
 	must(t, a.authenticate(auth.HostConfig{Key: k2, TID: 1}))
 }
+
+// A host without a key gives up when the Connect asks for authentication
+// (Linux: "no key"); the target says why the controller went away.
+func TestAuthHostWithoutKey(t *testing.T) {
+	f, logs := newLoggedFixture(t, Options{})
+	must(t, f.tgt.SetHostAuth(testHostNQN, &HostAuth{Key: genKey(t, auth.HashSHA256)}))
+	a := f.dial(0, 31)
+	r := a.connectRaw(31, 0, 0, testSubNQN, testHostNQN, fabrics.CntlIDDynamic)
+	expect(t, r, 0, "admin Connect")
+	a.q.Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for !strings.Contains(logs.String(), "controller removed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("controller not removed:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if out := logs.String(); !strings.Contains(out, "authentication failed: queue closed before the host authenticated") || !strings.Contains(out, testHostNQN) {
+		t.Errorf("no reason logged:\n%s", out)
+	}
+}
