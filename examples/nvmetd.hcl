@@ -82,6 +82,15 @@ port "rdma6" {
 # /etc/nvme/hostnqn). Optional: a host named in a subsystem's allowed_hosts
 # is created without a block; declare one here to keep a host that no
 # subsystem lists yet (it is kept in hosts/, as with nvmetcli).
+#
+# DH-HMAC-CHAP (in-band authentication, as the kernel's hosts/<nqn>/dhchap_*):
+# with dhchap_key set, every queue of this host authenticates first.
+#   dhchap_key           = "DHHC-1:01:...:"  # nvme gen-dhchap-key output
+#   dhchap_key_file      = "host.key"        # instead: read at load, must be mode 0600
+#   dhchap_ctrl_key      = "DHHC-1:00:...:"  # bidirectional: the target proves its key too
+#   dhchap_ctrl_key_file = "ctrl.key"
+#   dhchap_hash          = "hmac(sha256)"    # default; hmac(sha384), hmac(sha512)
+#   dhchap_dhgroup       = "null"            # default; ffdhe2048 ffdhe3072 ffdhe4096 ffdhe6144 ffdhe8192
 host "nqn.2014-08.org.nvmexpress:uuid:5a3c6b1e-8f2d-4c7a-9e01-3b5d7f9a1c2e" {}
 
 # A subsystem. The label is its NQN: nqn.yyyy-mm.reverse.domain:name, or
