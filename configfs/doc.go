@@ -34,7 +34,12 @@
 //	  subsystems       = ["nqn…"]    # optional: the same links as a subsystem's ports
 //	}
 //
-//	host "nqn.2014-08.org.nvmexpress:uuid:…" {} # optional, see below
+//	host "nqn.2014-08.org.nvmexpress:uuid:…" { # optional, see below
+//	  dhchap_key      = "DHHC-1:01:…:" # or dhchap_key_file (mode 0600): DH-HMAC-CHAP
+//	  dhchap_ctrl_key = "DHHC-1:00:…:" # or dhchap_ctrl_key_file: bidirectional
+//	  dhchap_hash     = "hmac(sha256)" # hmac(sha384), hmac(sha512)
+//	  dhchap_dhgroup  = "null"         # ffdhe2048 … ffdhe8192
+//	}
 //
 //	subsystem "nqn.2026-11.io.nvmeof:disk0" {
 //	  ports          = ["rdma0"]
