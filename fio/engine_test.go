@@ -21,9 +21,12 @@ import (
 // fakeNS is a namespace in memory whose I/O can be held back: each request
 // waits for a token on gate when gate is set.
 type fakeNS struct {
-	mu     sync.Mutex
-	data   []byte
-	gate   chan struct{}
+	mu   sync.Mutex
+	data []byte
+	gate chan struct{}
+	// done, when set, gets a token after each request's completion
+	// callback has run.
+	done   chan struct{}
 	trims  int
 	flush  int
 	failAt int64 // offset whose I/O fails with failErr
@@ -109,6 +112,9 @@ func (f *fakeNS) run(x *initiator.IO) {
 		x.Err = fmt.Errorf("fake: operation %v", x.Op)
 	}
 	x.Done(x)
+	if f.done != nil {
+		f.done <- struct{}{}
+	}
 }
 
 func (f *fakeNS) Size() int64    { return int64(len(f.data)) }
@@ -143,6 +149,7 @@ func reapAll(t *testing.T, e *Engine, n int) []Completion {
 func TestReapWaitsAcrossWakeups(t *testing.T) {
 	ns := newFakeNS(1 << 20)
 	ns.gate = make(chan struct{})
+	ns.done = make(chan struct{}, 8)
 	e := fakeEngine(t, 8, ns)
 	buf := make([]byte, 8*4096)
 	for i := range 8 {
@@ -153,10 +160,12 @@ func TestReapWaitsAcrossWakeups(t *testing.T) {
 	if got := e.Pending(); got != 8 {
 		t.Fatalf("Pending() = %d, want 8", got)
 	}
+	// One request at a time: the next is let go once the previous one has
+	// completed, so that each completion is a wake-up of its own.
 	go func() {
 		for range 8 {
 			ns.gate <- struct{}{}
-			time.Sleep(2 * time.Millisecond)
+			<-ns.done
 		}
 	}()
 	out := make([]Completion, 8)

@@ -385,18 +385,12 @@ func (e *softTarget) rawConnect(t *testing.T, ctx context.Context) *rawHost {
 	if cqe, err := runSQE(ctx, h.admin, set, nil, fabrics.DirNone); err != nil || cqe.Status() != 0 {
 		t.Fatalf("raw Property Set CC: %v %v", err, cqe)
 	}
-	for {
-		cqe, err := runSQE(ctx, h.admin, propGetSQE(fabrics.PropCSTS), nil, fabrics.DirNone)
-		if err != nil || cqe.Status() != 0 {
-			t.Fatalf("raw Property Get CSTS: %v %v", err, cqe)
-		}
-		if fabrics.CSTS(cqe.DW0()).RDY() {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("CSTS.RDY not set")
-		}
-		time.Sleep(10 * time.Millisecond)
+	// The target sets CSTS.RDY while it handles the Property Set of
+	// CC.EN (target/controller.go), so the next Get sees it: no polling.
+	if cqe, err := runSQE(ctx, h.admin, propGetSQE(fabrics.PropCSTS), nil, fabrics.DirNone); err != nil || cqe.Status() != 0 {
+		t.Fatalf("raw Property Get CSTS: %v %v", err, cqe)
+	} else if !fabrics.CSTS(cqe.DW0()).RDY() {
+		t.Fatalf("CSTS %#x after enabling: RDY not set", cqe.DW0())
 	}
 	dio := nvmerdma.NewDialer(nvmerdma.HostConfig{Device: e.hdev, MaxTransfer: 2 * softMaxXfer})
 	h.io, err = dio.Dial(ctx, e.addr, fabrics.QueueParams{QID: 1, SQSize: 8, RQSize: 8})
@@ -1494,18 +1488,13 @@ func (v *verbsQueue) enable(t *testing.T, ctx context.Context) {
 	if r, err := v.roundTrip(ctx, v.capsule(withSGL(set, 1, noData), nil)); err != nil || r.cqe.Status() != 0 {
 		t.Fatalf("Property Set CC: %v %v", err, r.cqe)
 	}
-	for {
-		r, err := v.roundTrip(ctx, v.capsule(withSGL(propGetSQE(fabrics.PropCSTS), 1, noData), nil))
-		if err != nil || r.cqe.Status() != 0 {
-			t.Fatalf("Property Get CSTS: %v %v", err, r.cqe)
-		}
-		if fabrics.CSTS(r.cqe.DW0()).RDY() {
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatal("CSTS.RDY not set")
-		}
-		time.Sleep(10 * time.Millisecond)
+	// CSTS.RDY is set by the Property Set itself (see above).
+	r, err := v.roundTrip(ctx, v.capsule(withSGL(propGetSQE(fabrics.PropCSTS), 1, noData), nil))
+	if err != nil || r.cqe.Status() != 0 {
+		t.Fatalf("Property Get CSTS: %v %v", err, r.cqe)
+	}
+	if !fabrics.CSTS(r.cqe.DW0()).RDY() {
+		t.Fatalf("CSTS %#x after enabling: RDY not set", r.cqe.DW0())
 	}
 }
 
