@@ -243,3 +243,21 @@ func TestResponseLayout(t *testing.T) {
 		t.Errorf("augmented %s", got)
 	}
 }
+
+// BenchmarkTransaction measures one bidirectional transaction, both sides,
+// per DH group (SHA-512).
+func BenchmarkTransaction(b *testing.B) {
+	hk, _ := NewKey(HashSHA512, seq(64))
+	ck, _ := NewKey(HashNone, seq(64))
+	for _, g := range DHGroups {
+		b.Run(g.String(), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				c, _ := NewController(ControllerConfig{HostNQN: testHostNQN, SubsysNQN: testSubNQN, HostKey: hk, CtrlKey: ck, Hash: HashSHA512, DHGroup: g})
+				h, _ := NewHost(HostConfig{HostNQN: testHostNQN, SubsysNQN: testSubNQN, Key: hk, CtrlKey: ck})
+				if err := run(b, h, c); err != nil || c.Outcome() != Succeeded {
+					b.Fatal(err, c.Err())
+				}
+			}
+		})
+	}
+}
