@@ -16,6 +16,7 @@ import (
 	"github.com/nvmeof/nvmeof/fabrics/loop"
 	nvmerdma "github.com/nvmeof/nvmeof/fabrics/rdma"
 	"github.com/nvmeof/nvmeof/initiator"
+	"github.com/nvmeof/nvmeof/nvme/auth"
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/ibverbs"
 	"github.com/nvmeof/nvmeof/rdma/provider"
@@ -55,6 +56,10 @@ type Config struct {
 	// see package rdma/provider). Device names the ibverbs device
 	// (default: the one holding HostTraddr).
 	Provider, Device string
+	// DHChapSecret and DHChapCtrlSecret are the DH-HMAC-CHAP secrets
+	// (DHHC-1 text) of the host and, for bidirectional authentication,
+	// of the controller, as initiator.Options takes them.
+	DHChapSecret, DHChapCtrlSecret string
 	// NSID is the namespace (default 1).
 	NSID uint32
 	// NrIOQueues and QueueSize are passed to initiator.Options.
@@ -103,6 +108,21 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		c.SubNQN = DefaultLoopNQN
 	}
+	// Checked here so that a bad secret fails before any device opens;
+	// the errors never show the secret.
+	if c.DHChapSecret != "" {
+		if _, err := auth.ParseKey(c.DHChapSecret); err != nil {
+			return c, fmt.Errorf("fio engine: dhchap_secret: %w", err)
+		}
+	}
+	if c.DHChapCtrlSecret != "" {
+		if _, err := auth.ParseKey(c.DHChapCtrlSecret); err != nil {
+			return c, fmt.Errorf("fio engine: dhchap_ctrl_secret: %w", err)
+		}
+		if c.DHChapSecret == "" {
+			return c, errors.New("fio engine: dhchap_ctrl_secret needs dhchap_secret")
+		}
+	}
 	if c.NSID == 0 {
 		c.NSID = 1
 	}
@@ -139,6 +159,9 @@ func connect(ctx context.Context, cfg Config) (*conn, error) {
 		NrIOQueues:   cfg.NrIOQueues,
 		QueueSize:    cfg.QueueSize,
 		Logger:       cfg.Logger,
+
+		DHChapSecret:     cfg.DHChapSecret,
+		DHChapCtrlSecret: cfg.DHChapCtrlSecret,
 	}
 	var d fabrics.Dialer
 	var addr fabrics.Address

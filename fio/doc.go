@@ -30,6 +30,12 @@
 //	              source address the kernel routes traddr from; 127.0.0.2 when
 //	              traddr is a loopback address, since the target's device holds
 //	              UDP 4791 on 127.0.0.1)
+//	dhchap_secret the host's DH-HMAC-CHAP secret, DHHC-1:hh:base64: (as
+//	              nvme-cli --dhchap-secret); needed when the target
+//	              requires authentication
+//	dhchap_ctrl_secret
+//	              the controller's secret, for bidirectional
+//	              authentication (--dhchap-ctrl-secret)
 //	nsid          the namespace ID (default 1)
 //	nr_io_queues  I/O queues per job (default: the number of CPUs, as nvme-cli)
 //	queue_size    I/O queue size in entries (default 128)

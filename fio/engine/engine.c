@@ -42,6 +42,8 @@ struct nvmeof_options {
 	char *host_traddr;
 	unsigned int provider;
 	char *device;
+	char *dhchap_secret;
+	char *dhchap_ctrl_secret;
 	unsigned int nsid;
 	unsigned int nr_io_queues;
 	unsigned int queue_size;
@@ -108,6 +110,24 @@ static struct fio_option options[] = {
 		.type = FIO_OPT_STR_STORE,
 		.off1 = offsetof(struct nvmeof_options, hostnqn),
 		.help = "Host NQN (nvme-cli -q); default /etc/nvme/hostnqn, else a UUID NQN",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "dhchap_secret",
+		.lname = "DH-HMAC-CHAP host secret",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct nvmeof_options, dhchap_secret),
+		.help = "Host secret DHHC-1:hh:base64: for DH-HMAC-CHAP authentication (nvme-cli --dhchap-secret); needed when the target requires it",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "dhchap_ctrl_secret",
+		.lname = "DH-HMAC-CHAP controller secret",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct nvmeof_options, dhchap_ctrl_secret),
+		.help = "Controller secret DHHC-1:hh:base64: for bidirectional authentication (nvme-cli --dhchap-ctrl-secret)",
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_INVALID,
 	},
@@ -306,6 +326,8 @@ static int nvmeof_setup(struct thread_data *td)
 		cfg.provider = o->provider < sizeof(provider_names) / sizeof(provider_names[0]) ?
 			provider_names[o->provider] : "auto";
 		cfg.device = o->device;
+		cfg.dhchap_secret = o->dhchap_secret;
+		cfg.dhchap_ctrl_secret = o->dhchap_ctrl_secret;
 		cfg.trsvcid = o->trsvcid;
 		cfg.nsid = o->nsid;
 		cfg.nr_io_queues = o->nr_io_queues;

@@ -67,11 +67,14 @@ func nvmeofOpen(c *C.struct_nvmeof_config, errbuf *C.char, errlen C.size_t) C.ui
 		HostTraddr: C.GoString(c.host_traddr),
 		Provider:   C.GoString(c.provider),
 		Device:     C.GoString(c.device),
-		NSID:       uint32(c.nsid),
-		NrIOQueues: int(c.nr_io_queues),
-		QueueSize:  int(c.queue_size),
-		LoopSize:   int64(c.loop_size),
-		Depth:      int(c.depth),
+
+		DHChapSecret:     C.GoString(c.dhchap_secret),
+		DHChapCtrlSecret: C.GoString(c.dhchap_ctrl_secret),
+		NSID:             uint32(c.nsid),
+		NrIOQueues:       int(c.nr_io_queues),
+		QueueSize:        int(c.queue_size),
+		LoopSize:         int64(c.loop_size),
+		Depth:            int(c.depth),
 	}
 	e, err := fio.Open(context.Background(), cfg)
 	if err != nil {
