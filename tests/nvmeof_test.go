@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -244,6 +245,22 @@ func leftovers(runDir string, pids []int) []string {
 	return out
 }
 
+// procWritten returns the bytes process pid has written (wchar of
+// /proc/PID/io), 0 when unknown.
+func procWritten(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "wchar: "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
 // newCLI prepares a run directory whose daemons are all stopped at the
 // end of the test, whatever happens.
 func newCLI(t *testing.T, bin string) *cli {
@@ -260,24 +277,32 @@ func newCLI(t *testing.T, bin string) *cli {
 				_ = syscall.Kill(p, syscall.SIGKILL)
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		// The killed daemons gone, list cleans their leftovers.
+		if !waitFor(10*time.Second, func() bool { return !slices.ContainsFunc(pids, alive) }) {
+			t.Errorf("daemons still alive after SIGKILL: %v", pids)
+		}
 		runCmd(t, cmdTmo, bin, "--run-dir", runDir, "list") // cleans stale daemons' leftovers
 		os.RemoveAll(runDir)
 	})
 	return c
 }
 
-// waitFor polls cond every 50 ms for at most d.
+// waitFor reports whether cond holds within d, for states that signal no
+// event (a process gone, a file removed, a log line written by another
+// process): it asks again after 1 ms, then twice as long each time up to
+// 50 ms.
 func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
+	timeout := time.NewTimer(d)
+	defer timeout.Stop()
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
 		if cond() {
 			return true
 		}
-		if time.Now().After(deadline) {
-			return false
+		select {
+		case <-timeout.C:
+			return cond()
+		case <-time.After(wait):
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -736,7 +761,10 @@ func TestCLIRDMA(t *testing.T) {
 	if err := dd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Kill the target once dd's writes flow (its first 1 MiB written).
+	if !waitFor(20*time.Second, func() bool { return procWritten(dd.Process.Pid) >= 1<<20 }) {
+		t.Logf("dd wrote nothing within 20 s")
+	}
 	_ = target.cmd.Process.Kill()
 	<-target.done
 	start := time.Now()
