@@ -172,10 +172,12 @@ subsystem "nqn.2026-11.io.nvmeof:disk0" {
     buffered_io = false
   }
 
-  # A 64 GiB RAM-backed namespace: costs memory only for what is written.
+  # A 4 GiB RAM-backed namespace: costs memory only for what is written,
+  # but may not be larger than the machine's memory (all memory namespaces
+  # together): use backend "null" or a sparse file for more.
   namespace "2" {
     backend    = "memory"
-    size       = "64GiB"
+    size       = "4GiB"
     block_size = 4096
   }
 
