@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -37,6 +38,7 @@ type authTarget struct {
 	holdReceive bool
 
 	mu       sync.Mutex
+	queues   []fabrics.TargetQueue
 	authed   map[uint16]int // queue ID -> authenticated transactions
 	bidir    int            // transactions with a controller challenge
 	early    []string       // commands seen on unauthenticated queues
@@ -63,7 +65,21 @@ func (l *authListener) Accept(ctx context.Context) (fabrics.TargetQueue, error) 
 	if err != nil {
 		return nil, err
 	}
+	l.at.mu.Lock()
+	l.at.queues = append(l.at.queues, q)
+	l.at.mu.Unlock()
 	return &authQueue{TargetQueue: q, at: l.at}, nil
+}
+
+// killQueues closes every queue from the target side.
+func (at *authTarget) killQueues() {
+	at.mu.Lock()
+	qs := at.queues
+	at.queues = nil
+	at.mu.Unlock()
+	for _, q := range qs {
+		_ = q.Close()
+	}
 }
 
 type authQueue struct {
@@ -383,6 +399,40 @@ func TestAuthRefused(t *testing.T) {
 	}
 }
 
+// TestAuthReconnect: after a connection loss the host authenticates every
+// queue of the new association with the keys it kept.
+func TestAuthReconnect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		host := testKey(t, auth.HashSHA256, 32, 0x41)
+		ctrl := testKey(t, auth.HashNone, 32, 0x42)
+		at := &authTarget{hostKey: host, ctrlKey: ctrl, dhgroup: auth.FFDHE2048}
+		f := newAuthFixture(t, at)
+		c, err := f.tryConnect(t, Options{DHChapSecret: host.Encode(), DHChapCtrlSecret: ctrl.Encode(), NrIOQueues: 1, ReconnectDelay: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at.killQueues()
+		waitFor(t, "reconnected and authenticated", func() bool {
+			authed, _, _, _ := at.counts()
+			return c.State() == StateLive && authed[0] == 2 && authed[1] == 2
+		})
+		authed, bidir, early, fails := at.counts()
+		if bidir != 4 || len(early) > 0 || len(fails) > 0 {
+			t.Errorf("authed %v, %d bidirectional, early %v, failed %v", authed, bidir, early, fails)
+		}
+		ns, err := c.Namespace(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ns.ReadAt(make([]byte, 4096), 0); err != nil {
+			t.Fatalf("read after reconnect: %v", err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // TestAuthNotRequired: a host with a key connects to a target that asks
 // for no authentication, as Linux does.
 func TestAuthNotRequired(t *testing.T) {
@@ -477,4 +527,76 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestAuthTarget runs the cases against the target package's own
+// DH-HMAC-CHAP (target.SetHostAuth), which follows Linux nvmet.
+func TestAuthTarget(t *testing.T) {
+	host := testKey(t, auth.HashSHA256, 32, 0x31)
+	other := testKey(t, auth.HashSHA256, 32, 0x32)
+	ctrl := testKey(t, auth.HashSHA512, 64, 0x33)
+	tests := []struct {
+		name string
+		ha   target.HostAuth
+		opts Options
+		is   error // nil: success
+		want string
+	}{
+		{name: "unidirectional", ha: target.HostAuth{Key: host}, opts: Options{HostKey: host, NrIOQueues: 2}},
+		{name: "unidirectional ffdhe2048 sha512", ha: target.HostAuth{Key: host, Hash: auth.HashSHA512, DHGroup: auth.FFDHE2048},
+			opts: Options{DHChapSecret: host.Encode(), NrIOQueues: 2}},
+		{name: "bidirectional ffdhe4096", ha: target.HostAuth{Key: host, CtrlKey: ctrl, DHGroup: auth.FFDHE4096},
+			opts: Options{DHChapSecret: host.Encode(), DHChapCtrlSecret: ctrl.Encode(), NrIOQueues: 2}},
+		{name: "missing key", ha: target.HostAuth{Key: host}, opts: Options{},
+			is: ErrAuthKeyRequired, want: "give the host secret (--dhchap-secret)"},
+		{name: "wrong key", ha: target.HostAuth{Key: host}, opts: Options{HostKey: other},
+			is: ErrAuthFailed, want: "the controller refused the host's response"},
+		{name: "wrong controller key", ha: target.HostAuth{Key: host, CtrlKey: ctrl}, opts: Options{HostKey: host, CtrlKey: other},
+			is: ErrAuthFailed, want: "the controller did not prove its key"},
+		{name: "no controller key on the target", ha: target.HostAuth{Key: host}, opts: Options{HostKey: host, CtrlKey: ctrl},
+			is: ErrAuthFailed, want: "DH-HMAC-CHAP authentication failed"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newTgtFixture(t, 1<<20)
+			if err := f.tgt.SetHostAuth(testHostNQN, &tc.ha); err != nil {
+				t.Fatal(err)
+			}
+			var logBuf syncBuf
+			tc.opts.Logger = hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: &logBuf})
+			c, err := f.tryConnect(t, tc.opts)
+			defer noSecrets(t, logBuf.String(), host, other, ctrl)
+			if tc.is != nil {
+				if err == nil {
+					t.Fatalf("Connect succeeded (state %v)", c.State())
+				}
+				if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("error %q: want errors.Is %v and %q in it", err, tc.is, tc.want)
+				}
+				noSecrets(t, err.Error(), host, other, ctrl)
+				return
+			}
+			if err != nil {
+				t.Fatalf("Connect: %v", err)
+			}
+			if n := strings.Count(logBuf.String(), "authenticated"); n != 1+c.NumIOQueues() {
+				t.Errorf("%d queues logged as authenticated, want %d:\n%s", n, 1+c.NumIOQueues(), logBuf.String())
+			}
+			ns, err := c.Namespace(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := bytes.Repeat([]byte{0xa5}, 8192)
+			if _, err := ns.WriteAt(w, 4096); err != nil {
+				t.Fatal(err)
+			}
+			r := make([]byte, len(w))
+			if _, err := ns.ReadAt(r, 4096); err != nil || !bytes.Equal(r, w) {
+				t.Fatalf("read back: %v", err)
+			}
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }
