@@ -51,6 +51,8 @@
 //	  version        = "1.3"         # attr_version
 //	  cntlid_min     = 1             # attr_cntlid_min
 //	  cntlid_max     = 65519         # attr_cntlid_max
+//	  qid_max        = 128           # attr_qid_max: I/O queues per controller, 1..65534
+//	  max_controllers = 16           # optional: controllers at once (nvmetd only)
 //
 //	  namespace "1" {                # label: the NSID, 1..4294967294
 //	    backend     = "file"         # file, block, memory or null

@@ -332,6 +332,14 @@ func (d *hclDecoder) subsystem(b *hcl.Block) (s *Subsystem, ports []string, port
 			if n, ok := d.integer(s.src, path, a, 1, DefaultCntlidMax); ok {
 				s.CntlidMax = uint16(n)
 			}
+		case "qid_max":
+			if n, ok := d.integer(s.src, path, a, 1, MaxQIDMax); ok {
+				s.QIDMax = int(n)
+			}
+		case "max_controllers":
+			if n, ok := d.integer(s.src, path, a, 1, DefaultCntlidMax); ok {
+				s.MaxControllers = int(n)
+			}
 		}
 	}
 	for _, nb := range content.Blocks {
@@ -614,6 +622,12 @@ func (t *Tree) HCL() []byte {
 		}
 		if s.CntlidMax != 0 && s.CntlidMax != DefaultCntlidMax {
 			b.SetAttributeValue("cntlid_max", cty.NumberUIntVal(uint64(s.CntlidMax)))
+		}
+		if s.QIDMax != 0 {
+			b.SetAttributeValue("qid_max", cty.NumberUIntVal(uint64(s.QIDMax)))
+		}
+		if s.MaxControllers != 0 {
+			b.SetAttributeValue("max_controllers", cty.NumberUIntVal(uint64(s.MaxControllers)))
 		}
 		for _, ns := range s.Namespaces {
 			b.AppendNewline()

@@ -126,7 +126,7 @@ func (n *jsonInt) UnmarshalJSON(b []byte) error {
 
 // ParseNvmetcliJSON loads the JSON `nvmetcli save` writes, and validates
 // it; filename is used in error positions. Attributes we do not model
-// (ieee_oui, qid_max, pi_enable, ANA groups, tsas, max_queue_size, mdts)
+// (ieee_oui, pi_enable, ANA groups, tsas, max_queue_size, mdts)
 // are ignored; referrals and passthru subsystems are errors. A namespace
 // without "enable" is disabled, as nvmetcli leaves it; a namespace without
 // our "nvmeof" backend gets one from its path (see InferBackend). It is
@@ -189,6 +189,13 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 				} else {
 					s.CntlidMax = uint16(n)
 				}
+			case "qid_max":
+				n, err := strconv.ParseUint(val, 10, 16)
+				if err != nil || n == 0 || n > MaxQIDMax {
+					c.add(nil, nil, path, "attr_qid_max", "%q is not a number from 1 to %d", val, MaxQIDMax)
+					continue
+				}
+				s.QIDMax = int(n)
 			}
 		}
 		for j, jn := range js.Namespaces {
@@ -405,6 +412,9 @@ func (t *Tree) NvmetcliJSON() ([]byte, error) {
 			},
 			Namespaces: []nvmetcliNamespace{},
 			NQN:        s.NQN,
+		}
+		if s.QIDMax != 0 {
+			js.Attr["qid_max"] = jsonString(strconv.Itoa(s.QIDMax))
 		}
 		if s.AllowAnyHost {
 			js.Attr["allow_any_host"] = "1"

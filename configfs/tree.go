@@ -63,7 +63,9 @@ const (
 	// DefaultCntlidMax is NVME_CNTLID_MAX, the largest controller ID
 	// (0xFFF0 and up are reserved).
 	DefaultCntlidMax = 0xffef
-	DefaultLogLevel  = "info"
+	// MaxQIDMax bounds attr_qid_max: the largest I/O queue ID.
+	MaxQIDMax       = 0xfffe
+	DefaultLogLevel = "info"
 	// MaxNSID is the largest namespace ID (0xFFFFFFFF means all
 	// namespaces).
 	MaxNSID = 0xfffffffe
@@ -135,6 +137,12 @@ type Subsystem struct {
 	Version      string // attr_version, "major.minor[.tertiary]"; empty: 1.3
 	CntlidMin    uint16 // attr_cntlid_min; 0: 1
 	CntlidMax    uint16 // attr_cntlid_max; 0: 0xffef
+	// QIDMax is attr_qid_max: the I/O queues a controller grants (a
+	// host's queues per controller); 0: the target's 128.
+	QIDMax int
+	// MaxControllers bounds the subsystem's controllers (nvmetd HCL
+	// only; Linux has no such attribute); 0: none but the cntlid range.
+	MaxControllers int
 	// AllowedHosts lists host NQNs (allowed_hosts/ symlinks into hosts/).
 	AllowedHosts []string
 	Namespaces   []*Namespace

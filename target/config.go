@@ -379,6 +379,8 @@ func subsystemConfig(s *configfs.Subsystem) SubsystemConfig {
 		AllowedHosts:     s.AllowedHosts,
 		CntlIDMin:        lo,
 		CntlIDMax:        hi,
+		MaxIOQueues:      s.QIDMax,
+		MaxControllers:   s.MaxControllers,
 	}
 }
 

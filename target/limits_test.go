@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
 )
@@ -92,5 +93,14 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 		case <-timeout:
 			t.Fatalf("%s: not within 5 s", what)
 		}
+	}
+}
+
+// TestSubsystemLimitsFromConfig: the configuration's qid_max and
+// max_controllers reach the subsystem.
+func TestSubsystemLimitsFromConfig(t *testing.T) {
+	c := subsystemConfig(&configfs.Subsystem{NQN: testSubNQN, QIDMax: 4, MaxControllers: 2})
+	if c.MaxIOQueues != 4 || c.MaxControllers != 2 {
+		t.Fatalf("MaxIOQueues %d, MaxControllers %d, want 4 and 2", c.MaxIOQueues, c.MaxControllers)
 	}
 }

@@ -1,0 +1,59 @@
+package configfs
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestSubsystemLimits: qid_max (attr_qid_max) and max_controllers are
+// read, range-checked, written back, carried through nvmetcli's JSON
+// (qid_max only: Linux has no max_controllers) and seen by Diff.
+func TestSubsystemLimits(t *testing.T) {
+	const sub = `subsystem "nqn.2026-11.io.nvmeof:limits" {
+  allow_any_host = true
+%s
+}
+`
+	tr, err := ParseHCL([]byte(strings.ReplaceAll(sub, "%s", "  qid_max = 4\n  max_controllers = 2")), "t.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tr.Subsystem("nqn.2026-11.io.nvmeof:limits")
+	if s.QIDMax != 4 || s.MaxControllers != 2 {
+		t.Fatalf("qid_max %d, max_controllers %d, want 4 and 2", s.QIDMax, s.MaxControllers)
+	}
+	again, err := ParseHCL(tr.HCL(), "again.hcl")
+	if err != nil {
+		t.Fatalf("written back: %v\n%s", err, tr.HCL())
+	}
+	if s2 := again.Subsystem(s.NQN); s2.QIDMax != 4 || s2.MaxControllers != 2 {
+		t.Fatalf("written back: qid_max %d, max_controllers %d", s2.QIDMax, s2.MaxControllers)
+	}
+	js, err := tr.NvmetcliJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(js), `"qid_max": "4"`) || strings.Contains(string(js), "max_controllers") {
+		t.Fatalf("nvmetcli JSON:\n%s", js)
+	}
+	fromJSON, err := ParseNvmetcliJSON(js, "saved.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fromJSON.Subsystem(s.NQN).QIDMax; got != 4 {
+		t.Fatalf("qid_max from nvmetcli JSON: %d, want 4", got)
+	}
+	plain, err := ParseHCL([]byte(strings.ReplaceAll(sub, "%s", "")), "plain.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := Diff(plain, tr)
+	if len(ch.Subsystems) != 1 || !ch.Subsystems[0].Attrs {
+		t.Fatalf("Diff without and with the limits: %+v", ch.Subsystems)
+	}
+	for _, bad := range []string{"  qid_max = 0", "  qid_max = 65535", "  max_controllers = 0", "  max_controllers = 65520"} {
+		if _, err := ParseHCL([]byte(strings.ReplaceAll(sub, "%s", bad)), "bad.hcl"); err == nil {
+			t.Errorf("%q accepted", strings.TrimSpace(bad))
+		}
+	}
+}
