@@ -49,7 +49,7 @@ func TestLoadExample(t *testing.T) {
 	if ns.Backend != "file" || ns.Size != 1<<30 || ns.BlockSize != 512 || !ns.Enable || ns.DeviceUUID.String() != "2a7e4e3c-61f1-4f0d-8b1e-8d9f0c6a1b27" || ns.DeviceEUI64.String() != "0225b3c4d5e6f708" {
 		t.Errorf("namespace 1 = %+v", ns)
 	}
-	if ns2 := s.Namespace(2); ns2.Backend != "memory" || ns2.Size != 64<<30 || ns2.BlockSize != 4096 {
+	if ns2 := s.Namespace(2); ns2.Backend != "memory" || ns2.Size != 4<<30 || ns2.BlockSize != 4096 {
 		t.Errorf("namespace 2 = %+v", ns2)
 	}
 	if ns3 := s.Namespace(3); ns3.Backend != "block" || ns3.Enable {
