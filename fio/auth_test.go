@@ -1,10 +1,14 @@
 package fio
 
 import (
+	"context"
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nvmeof/nvmeof/initiator"
 	"github.com/nvmeof/nvmeof/nvme/auth"
 )
 
@@ -89,11 +93,71 @@ func TestFioDHChapOptions(t *testing.T) {
 	if err == nil || !strings.Contains(out, "dhchap_secret: DHHC-1 secret CRC mismatch") {
 		t.Errorf("bad secret: err %v, output:\n%s", err, out)
 	}
+	// The right secrets through fio: the loop target requires them, and
+	// the written data verifies.
+	jobs, out2, err := runFio(t, "--ioengine=external:"+so, "--transport=loop", "--loop_size=64m",
+		"--subnqn=nqn.2026-11.io.nvmeof:fio-dhchap", "--dhchap_secret="+good, "--dhchap_ctrl_secret="+dhchapTestKey(t, 50),
+		writeJob(t, verifyJob))
+	if err != nil {
+		t.Fatalf("fio with secrets: %v\n%s", err, out2)
+	}
+	checkVerifyJobs(t, jobs, out2)
 	// fio itself echoes the job's options in its JSON report; the
 	// engine's messages must not add the secret.
 	for _, line := range strings.Split(out, "\n") {
 		if strings.Contains(line, "nvmeof") && strings.Contains(line, bad[10:30]) {
 			t.Errorf("the engine's message shows the secret: %s", line)
+		}
+	}
+}
+
+// TestLoopDHChap: with a secret, the loop target requires it; the
+// engine's secrets reach the initiator (right ones connect and move
+// data, none or others are refused).
+func TestLoopDHChap(t *testing.T) {
+	host, ctrl := dhchapTestKey(t, 1), dhchapTestKey(t, 100)
+	base := Config{Transport: "loop", Trsvcid: 14431, SubNQN: "nqn.2026-11.io.nvmeof:fio-auth", LoopSize: 1 << 20, Depth: 4}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := base
+	cfg.DHChapSecret, cfg.DHChapCtrlSecret = host, ctrl
+	e, err := Open(ctx, cfg) // starts the loop target, which then requires these keys
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	if err := e.Submit(0, Request{Op: OpWrite, Buf: buf, Off: 0}); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]Completion, 1)
+	if n := e.Reap(1, 1, 10*time.Second, out); n != 1 || out[0].Errno != 0 {
+		t.Fatalf("write: %d completions %+v", n, out[:n])
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name       string
+		host, ctrl string
+		is         error
+	}{
+		{"no secret", "", "", initiator.ErrAuthKeyRequired},
+		{"other secret", ctrl, "", initiator.ErrAuthFailed},
+		{"other controller secret", host, host, initiator.ErrAuthFailed},
+	} {
+		cfg := base
+		cfg.DHChapSecret, cfg.DHChapCtrlSecret = tc.host, tc.ctrl
+		e, err := Open(ctx, cfg)
+		if err == nil {
+			e.Close()
+			t.Errorf("%s: connected", tc.name)
+			continue
+		}
+		if !errors.Is(err, tc.is) {
+			t.Errorf("%s: error %v, want %v", tc.name, err, tc.is)
 		}
 	}
 }

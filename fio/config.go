@@ -297,6 +297,23 @@ func loopTargetFor(cfg Config) (*loopTarget, error) {
 	if err := tgt.AddSubsystem(target.SubsystemConfig{NQN: cfg.SubNQN, AllowAnyHost: true, Model: "nvmeof fio loop"}); err != nil {
 		return fail(err)
 	}
+	if cfg.DHChapSecret != "" {
+		// The loop target then requires what the job gives, so that a
+		// loop job exercises authentication (and later jobs with other
+		// secrets are refused).
+		ha := target.HostAuth{}
+		ha.Key, _ = auth.ParseKey(cfg.DHChapSecret) // checked by withDefaults
+		if cfg.DHChapCtrlSecret != "" {
+			ha.CtrlKey, _ = auth.ParseKey(cfg.DHChapCtrlSecret)
+		}
+		host := cfg.HostNQN
+		if host == "" {
+			host = initiator.DefaultHostNQN()
+		}
+		if err := tgt.SetHostAuth(host, &ha); err != nil {
+			return fail(err)
+		}
+	}
 	mem, err := bdev.NewMemory(cfg.LoopSize, 512)
 	if err != nil {
 		return fail(err)

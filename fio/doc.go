@@ -32,7 +32,9 @@
 //	              UDP 4791 on 127.0.0.1)
 //	dhchap_secret the host's DH-HMAC-CHAP secret, DHHC-1:hh:base64: (as
 //	              nvme-cli --dhchap-secret); needed when the target
-//	              requires authentication
+//	              requires authentication. With transport=loop the
+//	              in-process target then requires it (and
+//	              dhchap_ctrl_secret) from the host
 //	dhchap_ctrl_secret
 //	              the controller's secret, for bidirectional
 //	              authentication (--dhchap-ctrl-secret)

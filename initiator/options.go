@@ -257,6 +257,11 @@ func processUUID() [16]byte {
 	return procHostUUID
 }
 
+// DefaultHostNQN returns the host NQN Connect uses when Options.HostNQN
+// is empty: the contents of HostNQNFile, else an NQN of the UUID form
+// generated once per process.
+func DefaultHostNQN() string { return defaultHostNQN() }
+
 // defaultHostNQN reads HostNQNFile, else returns the process's UUID NQN.
 func defaultHostNQN() string {
 	if b, err := os.ReadFile(HostNQNFile); err == nil {
