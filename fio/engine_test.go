@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nvmeof/nvmeof/fabrics"
@@ -495,37 +496,44 @@ func BenchmarkLoopRead4K(b *testing.B) {
 }
 
 // TestCloseWaitsForInFlight: Close returns only once the requests in
-// flight have completed (their buffers are then the caller's again).
+// flight have completed (their buffers are then the caller's again). In a
+// synctest bubble: once every goroutine is blocked, Close must still be
+// waiting for the second request, with no time allowed to pass.
 func TestCloseWaitsForInFlight(t *testing.T) {
-	ns := newFakeNS(1 << 20)
-	ns.gate = make(chan struct{})
-	e := newEngine(Config{Depth: 2}, nil, ns)
-	buf := make([]byte, 8192)
-	for i := range 2 {
-		if err := e.Submit(i, Request{Op: OpWrite, Buf: buf[i*4096 : (i+1)*4096], Off: int64(i) * 4096}); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		ns := newFakeNS(1 << 20)
+		ns.gate = make(chan struct{})
+		defer close(ns.gate) // lets requests still held go if the test fails
+		e := newEngine(Config{Depth: 2}, nil, ns)
+		buf := make([]byte, 8192)
+		for i := range 2 {
+			if err := e.Submit(i, Request{Op: OpWrite, Buf: buf[i*4096 : (i+1)*4096], Off: int64(i) * 4096}); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	closed := make(chan error, 1)
-	go func() { closed <- e.Close() }()
-	ns.gate <- struct{}{}
-	select {
-	case <-closed:
-		t.Fatal("Close returned with a request in flight")
-	case <-time.After(20 * time.Millisecond):
-	}
-	ns.gate <- struct{}{}
-	select {
-	case err := <-closed:
-		if err != nil {
-			t.Fatal(err)
+		closed := make(chan error, 1)
+		go func() { closed <- e.Close() }()
+		ns.gate <- struct{}{}
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatal("Close returned with a request in flight")
+		default:
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not return")
-	}
-	if n := e.Reap(2, 2, 0, make([]Completion, 2)); n != 2 {
-		t.Errorf("%d completions after Close", n)
-	}
+		ns.gate <- struct{}{}
+		synctest.Wait()
+		select {
+		case err := <-closed:
+			if err != nil {
+				t.Fatal(err)
+			}
+		default:
+			t.Fatal("Close did not return once the requests completed")
+		}
+		if n := e.Reap(2, 2, 0, make([]Completion, 2)); n != 2 {
+			t.Errorf("%d completions after Close", n)
+		}
+	})
 }
 
 // BenchmarkSubmitReap measures the engine's own submit, completion and
