@@ -2,6 +2,7 @@ package target
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nvmeof/nvmeof/fabrics"
@@ -226,60 +227,62 @@ func TestProperties(t *testing.T) {
 	waitClosed(t, io, 2*time.Second)
 }
 
+// TestDisconnectAndQueueLoss runs in a synctest bubble: the target closes
+// queues on its own goroutines, and synctest.Wait is when it has.
 func TestDisconnectAndQueueLoss(t *testing.T) {
-	f := newFixture(t)
-	s := f.session()
-	cmd := fabrics.NewCommand(fabrics.FCTypeDisconnect)
-	expect(t, s.io.run([64]byte(cmd), nil, fabrics.DirNone), 0, "Disconnect I/O queue")
-	waitClosed(t, s.io, 2*time.Second)
-	// The controller lives on: the queue can be connected again.
-	f.connectIO(s.admin, 1, 8)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		s := f.session()
+		cmd := fabrics.NewCommand(fabrics.FCTypeDisconnect)
+		expect(t, s.io.run([64]byte(cmd), nil, fabrics.DirNone), 0, "Disconnect I/O queue")
+		synctest.Wait()
+		waitClosed(t, s.io, 0)
+		// The controller lives on: the queue can be connected again.
+		f.connectIO(s.admin, 1, 8)
 
-	// Losing the admin queue tears the controller down: its cntlid can no
-	// longer take I/O queues.
-	s.admin.q.Close()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+		// Losing the admin queue tears the controller down: its cntlid can
+		// no longer take I/O queues.
+		s.admin.q.Close()
+		synctest.Wait()
 		h := f.dial(2, 8)
 		sqe, d := connectSQE(2, 8, 0, 0, testSubNQN, testHostNQN, s.admin.cntlid)
-		r := h.wait(h.submit(sqe, d, fabrics.DirHostToCtrl))
-		if r.err == nil && r.status() == fabrics.StatusConnectInvalidParameters {
-			break
+		if r := h.wait(h.submit(sqe, d, fabrics.DirHostToCtrl)); r.err != nil || r.status() != fabrics.StatusConnectInvalidParameters {
+			t.Fatalf("controller %d after admin queue loss: I/O Connect %v %v, want Connect Invalid Parameters", s.admin.cntlid, r.err, r.status())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("controller %d still accepts I/O queues after admin queue loss", s.admin.cntlid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	})
 }
 
+// TestKeepAliveExpiry runs in a synctest bubble: the keep-alive timer and
+// the host's pauses are on the bubble's clock, exact and instant.
 func TestKeepAliveExpiry(t *testing.T) {
-	f := newFixture(t)
-	a := f.connectAdmin(testSubNQN, 1000)
-	a.enable()
-	// Keep-alives hold the controller.
-	for range 3 {
-		time.Sleep(400 * time.Millisecond)
-		expect(t, a.run(newSQE(uint8(nvme.AdminKeepAlive), 0), nil, fabrics.DirNone), 0, "Keep Alive")
-	}
-	// Silence: an AER left outstanding fails when the queue is torn down.
-	start := time.Now()
-	aer := a.submit(newSQE(uint8(nvme.AdminAsyncEventRequest), 0), nil, fabrics.DirNone)
-	select {
-	case r := <-aer:
-		if r.err == nil {
-			t.Fatalf("AER completed with %v, want the queue torn down", r.cqe)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		a := f.connectAdmin(testSubNQN, 1000)
+		a.enable()
+		// Keep-alives hold the controller.
+		for range 3 {
+			time.Sleep(400 * time.Millisecond)
+			expect(t, a.run(newSQE(uint8(nvme.AdminKeepAlive), 0), nil, fabrics.DirNone), 0, "Keep Alive")
 		}
-		waitClosed(t, a, time.Second)
-	case <-time.After(4 * time.Second):
-		t.Fatal("controller alive 4 s after keep-alives stopped (KATO 1 s)")
-	}
-	if d := time.Since(start); d < 900*time.Millisecond {
-		t.Fatalf("torn down after %v, before KATO", d)
-	}
+		// Silence: an AER left outstanding fails when the queue is torn down.
+		start := time.Now()
+		aer := a.submit(newSQE(uint8(nvme.AdminAsyncEventRequest), 0), nil, fabrics.DirNone)
+		select {
+		case r := <-aer:
+			if r.err == nil {
+				t.Fatalf("AER completed with %v, want the queue torn down", r.cqe)
+			}
+			waitClosed(t, a, time.Second)
+		case <-time.After(4 * time.Second):
+			t.Fatal("controller alive 4 s after keep-alives stopped (KATO 1 s)")
+		}
+		if d := time.Since(start); d < time.Second {
+			t.Fatalf("torn down after %v, before KATO", d)
+		}
 
-	// Keep Alive with keep-alive disabled.
-	b := f.connectAdmin(testSubNQN, 0)
-	b.enable()
-	expect(t, b.run(newSQE(uint8(nvme.AdminKeepAlive), 0), nil, fabrics.DirNone), nvme.StatusKeepAliveTimeoutInvalid, "Keep Alive with KATO 0")
+		// Keep Alive with keep-alive disabled.
+		b := f.connectAdmin(testSubNQN, 0)
+		b.enable()
+		expect(t, b.run(newSQE(uint8(nvme.AdminKeepAlive), 0), nil, fabrics.DirNone), nvme.StatusKeepAliveTimeoutInvalid, "Keep Alive with KATO 0")
+	})
 }

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
@@ -71,25 +71,22 @@ func (q *countingQueue) deliver(sqe [64]byte, data []byte) *fabrics.Request {
 	return r
 }
 
-// waitDone waits until every delivered request has completed at least once.
+// waitDone waits until every delivered request has completed at least
+// once: in the test's synctest bubble, until every goroutine is blocked,
+// when nothing more can complete.
 func (q *countingQueue) waitDone(t *testing.T) {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		q.mu.Lock()
-		pending := 0
-		for _, n := range q.count {
-			if n == 0 {
-				pending++
-			}
+	t.Helper()
+	synctest.Wait()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	pending := 0
+	for _, n := range q.count {
+		if n == 0 {
+			pending++
 		}
-		q.mu.Unlock()
-		if pending == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queue %d: %d commands never completed", q.params.QID, pending)
-		}
-		time.Sleep(time.Millisecond)
+	}
+	if pending != 0 {
+		t.Fatalf("queue %d: %d commands never completed", q.params.QID, pending)
 	}
 }
 
@@ -104,7 +101,7 @@ func (q *countingQueue) checkOnce(t *testing.T) {
 }
 
 // fuzzSession builds a target with a connected, enabled controller with
-// one I/O queue, over countingQueues.
+// one I/O queue, over countingQueues (in a synctest bubble).
 func fuzzSession(t *testing.T) (*Target, *countingQueue, *countingQueue) {
 	tgt := New(Options{Logger: testLogger(t), WorkersPerNamespace: 2})
 	must(t, tgt.AddSubsystem(SubsystemConfig{NQN: testSubNQN, AllowAnyHost: true}))
@@ -172,30 +169,36 @@ func FuzzCommands(f *testing.F) {
 	f.Add(rec(true, [64]byte(fabrics.NewCommand(fabrics.FCTypeConnect)), make([]byte, 1024)))
 
 	f.Fuzz(func(t *testing.T, in []byte) {
-		tgt, admin, io := fuzzSession(t)
-		for n := 0; len(in) >= 67 && n < 64; n++ {
-			q := admin
-			if in[0]&1 != 0 {
-				q = io
+		// In a bubble: "every command completed" is "every goroutine is
+		// blocked and none is pending", without waiting on the clock.
+		synctest.Test(t, func(t *testing.T) {
+			tgt, admin, io := fuzzSession(t)
+			for n := 0; len(in) >= 67 && n < 64; n++ {
+				q := admin
+				if in[0]&1 != 0 {
+					q = io
+				}
+				sqe := [64]byte(in[1:65])
+				dlen := int(binary.LittleEndian.Uint16(in[65:67]))
+				in = in[67:]
+				data := make([]byte, dlen)
+				in = in[copy(data, in):]
+				q.deliver(sqe, data)
 			}
-			sqe := [64]byte(in[1:65])
-			dlen := int(binary.LittleEndian.Uint16(in[65:67]))
-			in = in[67:]
-			data := make([]byte, dlen)
-			in = in[copy(data, in):]
-			q.deliver(sqe, data)
-		}
-		// Tear everything down: outstanding AERs complete, in-flight I/O
-		// finishes before the namespaces close.
-		if err := tgt.Close(); err != nil && !errors.Is(err, bdev.ErrClosed) {
-			t.Fatalf("Close: %v", err)
-		}
-		for _, q := range []*countingQueue{admin, io} {
-			q.waitDone(t)
-			q.gone.Wait()
-		}
-		time.Sleep(time.Millisecond)
-		admin.checkOnce(t)
-		io.checkOnce(t)
+			// Tear everything down: outstanding AERs complete, in-flight I/O
+			// finishes before the namespaces close.
+			if err := tgt.Close(); err != nil && !errors.Is(err, bdev.ErrClosed) {
+				t.Fatalf("Close: %v", err)
+			}
+			for _, q := range []*countingQueue{admin, io} {
+				q.waitDone(t)
+				q.gone.Wait()
+			}
+			// Every goroutine done or blocked: a late second completion
+			// would have happened by now.
+			synctest.Wait()
+			admin.checkOnce(t)
+			io.checkOnce(t)
+		})
 	})
 }

@@ -349,20 +349,30 @@ func (f *fixture) session() *session {
 	return &session{f: f, admin: a, io: f.connectIO(a, 1, 32)}
 }
 
-// waitClosed waits until a host queue refuses commands.
+// waitClosed waits until a host queue refuses commands: the target
+// closes queues on its own goroutines (in a synctest bubble, call
+// synctest.Wait first and within may be 0: one look).
 func waitClosed(t testing.TB, h *hq, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		ch := h.submit(newSQE(uint8(nvme.AdminKeepAlive), 0), nil, fabrics.DirNone)
-		select {
-		case r := <-ch:
-			if errors.Is(r.err, fabrics.ErrQueueClosed) {
-				return
-			}
-		case <-time.After(within):
+	deadline := time.After(within)
+	var tick <-chan time.Time
+	for {
+		r := h.wait(h.submit(newSQE(uint8(nvme.AdminKeepAlive), 0), nil, fabrics.DirNone))
+		if errors.Is(r.err, fabrics.ErrQueueClosed) {
+			return
 		}
-		time.Sleep(20 * time.Millisecond)
+		if within <= 0 {
+			t.Fatalf("queue %d still open", h.qid)
+		}
+		if tick == nil {
+			tk := time.NewTicker(time.Millisecond)
+			defer tk.Stop()
+			tick = tk.C
+		}
+		select {
+		case <-tick:
+		case <-deadline:
+			t.Fatalf("queue %d still open after %v", h.qid, within)
+		}
 	}
-	t.Fatalf("queue %d still open after %v", h.qid, within)
 }
