@@ -80,18 +80,15 @@ func TestRemoteAccessErrors(t *testing.T) {
 			if s := ea.qp.State(); s != rdma.QPSErr {
 				t.Errorf("requester QP in %s, want ERR", s)
 			}
-			deadline := time.Now().Add(2 * time.Second)
-			for eb.qp.State() != rdma.QPSErr && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
+			// The responder's posted receive is flushed (or, for the WRITE
+			// with immediate, completed with the error) as its QP enters
+			// the error state.
+			rc := poll(t, eb.rcq, 1, 5*time.Second)[0]
+			if rc.Status != rdma.WRFlushError && rc.Status != rdma.RemoteAccessError {
+				t.Errorf("responder receive completion %+v", rc)
 			}
 			if s := eb.qp.State(); s != rdma.QPSErr {
 				t.Errorf("responder QP in %s, want ERR", s)
-			}
-			// The responder's posted receive is flushed (or, for the WRITE
-			// with immediate, completed with the error).
-			rc := poll(t, eb.rcq, 1, 2*time.Second)[0]
-			if rc.Status != rdma.WRFlushError && rc.Status != rdma.RemoteAccessError {
-				t.Errorf("responder receive completion %+v", rc)
 			}
 			if !bytes.Equal(mem.Bytes(), before) {
 				t.Error("responder memory changed")

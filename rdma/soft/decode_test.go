@@ -94,12 +94,7 @@ func mixedCapture(t *testing.T) []byte {
 	// RNR NAK: one receive left at B for two SENDs.
 	postSend(t, ea.qp, &rdma.SendWR{WRID: 20, Opcode: rdma.WRSend, SGL: []rdma.SGE{sge(memA, 0, 64)},
 		Next: &rdma.SendWR{WRID: 21, Opcode: rdma.WRSend, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(memA, 0, 64)}}})
-	for deadline := time.Now().Add(5 * time.Second); b.Stats().RNRNAKsSent == 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("no RNR NAK: B %+v", b.Stats())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, 5*time.Second, "an RNR NAK from B", func() bool { return b.Stats().RNRNAKsSent > 0 })
 	recvB(6)
 	checkWC(t, poll(t, ea.scq, 1, 5*time.Second)[0], 21, rdma.Success)
 

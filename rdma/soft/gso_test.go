@@ -683,12 +683,7 @@ func TestGSOKernelRuns(t *testing.T) {
 	}
 	wait := func(what string, cond func(Stats) bool) {
 		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !cond(b.Stats()); {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %+v", what, b.Stats())
-			}
-			time.Sleep(time.Millisecond)
-		}
+		waitUntil(t, 5*time.Second, what, func() bool { return cond(b.Stats()) })
 	}
 
 	o := qpOpts{mtu: rdma.MTU1024}

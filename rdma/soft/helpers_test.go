@@ -32,10 +32,9 @@ func openDev(t testing.TB, cfg Config) *Device {
 	var err error
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		d, err = Open(cfg)
-		if !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+		if !errors.Is(err, syscall.EADDRINUSE) || !retryInUse(t, deadline) {
 			break
 		}
-		time.Sleep(time.Duration(10+rand.IntN(40)) * time.Millisecond)
 	}
 	if err != nil {
 		if errors.Is(err, syscall.EPERM) || errors.Is(err, os.ErrPermission) {
@@ -74,10 +73,58 @@ func openPairAt(t testing.TB, a, b Config) (*Device, *Device) {
 		if errors.Is(err, syscall.EPERM) || errors.Is(err, os.ErrPermission) {
 			t.Skipf("soft device needs CAP_NET_RAW for its raw socket: %v", err)
 		}
-		if !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+		if !errors.Is(err, syscall.EADDRINUSE) || !retryInUse(t, deadline) {
 			t.Fatalf("open devices: %v", err)
 		}
-		time.Sleep(time.Duration(10+rand.IntN(40)) * time.Millisecond)
+	}
+}
+
+// retryInUse is the pause before opening an address again that another
+// test binary holds (EADDRINUSE): no event announces its release, so it
+// waits 10 to 50 ms; it reports false, without waiting, after deadline or
+// once the test is over.
+func retryInUse(t testing.TB, deadline time.Time) bool {
+	if time.Now().After(deadline) {
+		return false
+	}
+	timer := time.NewTimer(time.Duration(10+rand.IntN(40)) * time.Millisecond)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-t.Context().Done():
+		return false
+	}
+}
+
+// waitFor waits up to timeout for cond, checked every millisecond (the
+// counters and states it looks at announce nothing), and reports whether
+// it holds.
+func waitFor(timeout time.Duration, cond func() bool) bool {
+	if cond() {
+		return true
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if cond() {
+				return true
+			}
+		case <-deadline.C:
+			return cond()
+		}
+	}
+}
+
+// waitUntil is waitFor that fails t with what when cond does not hold.
+func waitUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !waitFor(timeout, cond) {
+		t.Fatalf("waited %v for %s", timeout, what)
 	}
 }
 
@@ -228,13 +275,25 @@ func poll(t testing.TB, cq rdma.CQ, n int, timeout time.Duration) []rdma.WorkCom
 	return out
 }
 
-// expectNone checks that cq stays empty for d.
+// expectNone checks that cq stays empty for d: it fails as soon as a
+// completion arrives (the CQ's notification), else when d is over.
 func expectNone(t testing.TB, cq rdma.CQ, d time.Duration) {
 	t.Helper()
-	time.Sleep(d)
-	var wc [1]rdma.WorkCompletion
-	if cq.Poll(wc[:]) != 0 {
-		t.Fatalf("unexpected completion %+v", wc[0])
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		var wc [1]rdma.WorkCompletion
+		if cq.Poll(wc[:]) != 0 {
+			t.Fatalf("unexpected completion %+v", wc[0])
+		}
+		select {
+		case <-cq.Notify():
+		case <-timer.C:
+			if cq.Poll(wc[:]) != 0 {
+				t.Fatalf("unexpected completion %+v", wc[0])
+			}
+			return
+		}
 	}
 }
 

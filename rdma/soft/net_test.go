@@ -26,10 +26,9 @@ func captureAt(t *testing.T, addr [4]byte) func() []byte {
 	var err error
 	for deadline := time.Now().Add(60 * time.Second); ; {
 		s, err = openSockets(netip.AddrFrom4(addr), wire.UDPPort, 1<<20, false)
-		if !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+		if !errors.Is(err, syscall.EADDRINUSE) || !retryInUse(t, deadline) {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	if err != nil {
 		if errors.Is(err, syscall.EPERM) || errors.Is(err, os.ErrPermission) {
@@ -133,10 +132,7 @@ func TestICRCCheck(t *testing.T) {
 	if _, err := pc.WriteTo(pkt, dst); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for b.Stats().PacketsReceived < 2 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, 5*time.Second, "two packets received", func() bool { return b.Stats().PacketsReceived >= 2 })
 	if s := b.Stats(); s.ICRCErrors != 1 || s.UnknownQP != 1 {
 		t.Fatalf("ICRC errors %d, unknown QP %d; want 1 and 1", s.ICRCErrors, s.UnknownQP)
 	}

@@ -116,10 +116,7 @@ func TestCQWait(t *testing.T) {
 	}
 	dst := regMR(t, eb.pd, 8, rdma.AccessLocalWrite)
 	postRecv(t, eb.qp, 1, sge(dst, 0, 8))
-	go func() {
-		time.Sleep(5 * time.Millisecond)
-		ea.qp.PostSend(&rdma.SendWR{WRID: 1, Opcode: rdma.WRSend})
-	}()
+	go ea.qp.PostSend(&rdma.SendWR{WRID: 1, Opcode: rdma.WRSend})
 	select {
 	case <-eb.rcq.Notify():
 	case <-time.After(2 * time.Second):
