@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -91,8 +92,11 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 	for _, sc := range ch.Subsystems {
 		s := tree.Subsystem(sc.NQN)
 		for _, nsid := range sc.NamespacesChanged {
-			if !onlyEnableDiffers(old.Subsystem(sc.NQN).Namespace(nsid), s.Namespace(nsid)) {
-				opens = append(opens, toOpen{sc.NQN, s.Namespace(nsid)})
+			was, now := old.Subsystem(sc.NQN).Namespace(nsid), s.Namespace(nsid)
+			// A block device stays claimed (O_EXCL) by the running
+			// namespace until it goes: reopened in the commit.
+			if !onlyEnableDiffers(was, now) && !sameBlockDevice(was, now) {
+				opens = append(opens, toOpen{sc.NQN, now})
 			}
 		}
 		for _, nsid := range sc.NamespacesAdded {
@@ -175,8 +179,16 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 	}
 	add := func(nqn string, ns *configfs.Namespace) {
 		k := nsKey{nqn, ns.NSID}
-		d := devs[k]
+		d, ok := devs[k]
 		delete(devs, k)
+		if !ok { // a block device the namespace replaced held
+			var err error
+			if d, err = bdev.Open(nsSpec(ns)); err != nil {
+				fail(tree.NamespaceError(nqn, ns, backendAttr(ns), err))
+				dropNamespace(applied, nqn, ns.NSID)
+				return
+			}
+		}
 		if err := t.addConfigNamespace(nqn, ns, d); err != nil {
 			fail(err)
 			dropNamespace(applied, nqn, ns.NSID)
@@ -303,6 +315,13 @@ type nsKey struct {
 func portListener(p *configfs.Port, cfg PortConfig) PortListener {
 	return PortListener{Name: p.ID, ID: cfg.ID, Address: cfg.Address,
 		Provider: p.Provider, Device: p.Device, TOS: p.TOS, InlineDataSize: cfg.InlineDataSize}
+}
+
+// sameBlockDevice reports whether two versions of a namespace use the
+// same block device node.
+func sameBlockDevice(a, b *configfs.Namespace) bool {
+	return a != nil && b != nil && a.Backend == configfs.BackendBlock && b.Backend == configfs.BackendBlock &&
+		filepath.Clean(a.DevicePath) == filepath.Clean(b.DevicePath)
 }
 
 // nsSpec is the backend of a configfs namespace.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -365,5 +367,48 @@ subsystem "`+testSubNQN+`" {
 	must(t, err)
 	if len(res.Start) != 1 {
 		t.Errorf("start %+v", res.Start)
+	}
+}
+
+// TestApplyConfigBlockReload: a reload that changes a block namespace's
+// attributes applies: the running namespace holds the device exclusively
+// (O_EXCL), so it is reopened once the old one is gone, not prepared.
+func TestApplyConfigBlockReload(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to attach a loop device")
+	}
+	if _, err := exec.LookPath("losetup"); err != nil {
+		t.Skip("needs losetup (util-linux)")
+	}
+	img := filepath.Join(t.TempDir(), "loop.img")
+	must(t, os.WriteFile(img, nil, 0o600))
+	must(t, os.Truncate(img, 4<<20))
+	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
+	if err != nil {
+		t.Skipf("cannot attach a loop device: %v: %s", err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("losetup", "--detach", dev).Run() })
+	cfg := func(buffered bool) *configfs.Tree {
+		tree, err := configfs.ParseHCL([]byte(fmt.Sprintf(`
+subsystem "%s" {
+  allow_any_host = true
+  namespace "1" {
+    path        = "%s"
+    buffered_io = %t
+  }
+}
+`, testSubNQN, dev, buffered)), "b.hcl")
+		must(t, err)
+		return tree
+	}
+	tgt := New(Options{Logger: testLogger(t)})
+	t.Cleanup(func() { tgt.Close() })
+	_, err = tgt.ApplyConfig(cfg(false))
+	must(t, err)
+	_, err = tgt.ApplyConfig(cfg(true))
+	must(t, err)
+	if err := tgt.RemoveNamespace(testSubNQN, 1); err != nil {
+		t.Errorf("namespace 1 after the reload: %v", err)
 	}
 }
