@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -36,6 +39,13 @@ type authTarget struct {
 	// holdReceive keeps every Authentication Receive unanswered until the
 	// queue closes.
 	holdReceive bool
+	// replay, when set, answers from a capture instead of auth.Controller:
+	// per queue ID the messages in order; what the host sends must equal
+	// the captured host's messages (mismatches lists the differences).
+	replay     map[uint16][]capturedMsg
+	mismatches []string
+	// subNQN and hostNQN default to tgtNQN and testHostNQN.
+	subNQN, hostNQN string
 
 	mu       sync.Mutex
 	queues   []fabrics.TargetQueue
@@ -43,6 +53,20 @@ type authTarget struct {
 	bidir    int            // transactions with a controller challenge
 	early    []string       // commands seen on unauthenticated queues
 	outcomes []string       // failed transactions' errors
+}
+
+func (at *authTarget) subsys() string {
+	if at.subNQN != "" {
+		return at.subNQN
+	}
+	return tgtNQN
+}
+
+func (at *authTarget) host() string {
+	if at.hostNQN != "" {
+		return at.hostNQN
+	}
+	return testHostNQN
 }
 
 func (at *authTarget) counts() (authed map[uint16]int, bidir int, early, fails []string) {
@@ -141,10 +165,14 @@ func (a *authHandler) HandleCommand(r *fabrics.Request) {
 				r.Complete()
 				return
 			}
+			if at.replay != nil {
+				a.replay(r, true)
+				return
+			}
 			q.mu.Lock()
 			if q.ctrl == nil {
 				q.ctrl, _ = auth.NewController(auth.ControllerConfig{
-					HostNQN: testHostNQN, SubsysNQN: tgtNQN, HostKey: at.hostKey, CtrlKey: at.ctrlKey,
+					HostNQN: at.host(), SubsysNQN: at.subsys(), HostKey: at.hostKey, CtrlKey: at.ctrlKey,
 					Hash: at.hash, DHGroup: at.dhgroup,
 				})
 			}
@@ -154,6 +182,10 @@ func (a *authHandler) HandleCommand(r *fabrics.Request) {
 			r.Complete()
 			return
 		case fabrics.FCTypeAuthReceive:
+			if at.replay != nil {
+				a.replay(r, false)
+				return
+			}
 			q.mu.Lock()
 			if at.holdReceive {
 				q.held = append(q.held, r)
@@ -190,6 +222,68 @@ func (a *authHandler) HandleCommand(r *fabrics.Request) {
 		return
 	}
 	a.next.HandleCommand(r)
+}
+
+// capturedMsg is one authentication message of a capture.
+type capturedMsg struct {
+	fromHost bool
+	msg      []byte
+}
+
+// maskReplySeqNum returns msg with SEQNUM (bytes 12-15) zeroed when it
+// is a DH-HMAC-CHAP_Reply with CVALID 0. Linux puts its global sequence
+// counter there even when it does not challenge the controller
+// (nvme_auth_set_dhchap_reply_data); nvme/auth sends 0, which nothing
+// reads without CVALID.
+func maskReplySeqNum(msg []byte) []byte {
+	if len(msg) < 16 || msg[0] != byte(auth.TypeDHCHAP) || msg[1] != byte(auth.MsgReply) || msg[7] != 0 {
+		return msg
+	}
+	m := append([]byte(nil), msg...)
+	clear(m[12:16])
+	return m
+}
+
+// replay handles an Authentication Send (send) or Receive from the
+// capture: the host's message must be the captured one; the controller's
+// is the captured one. A queue whose captured messages are all used is
+// authenticated.
+func (a *authHandler) replay(r *fabrics.Request, send bool) {
+	q, at := a.q, a.q.at
+	qid := q.Params().QID
+	at.mu.Lock()
+	msgs := at.replay[qid]
+	var m capturedMsg
+	ok := len(msgs) > 0
+	if ok {
+		m, at.replay[qid] = msgs[0], msgs[1:]
+	}
+	switch {
+	case !ok:
+		at.mismatches = append(at.mismatches, fmt.Sprintf("qid %d: message beyond the capture", qid))
+	case m.fromHost != send:
+		at.mismatches = append(at.mismatches, fmt.Sprintf("qid %d: send %v, the capture has fromHost %v", qid, send, m.fromHost))
+	case send && !bytes.Equal(maskReplySeqNum(r.Data), maskReplySeqNum(m.msg)):
+		at.mismatches = append(at.mismatches, fmt.Sprintf("qid %d: host sent\n%x\nthe kernel host sent\n%x", qid, r.Data, m.msg))
+	case !send && len(r.Data) != len(m.msg):
+		at.mismatches = append(at.mismatches, fmt.Sprintf("qid %d: AL %d, the kernel host's was %d", qid, len(r.Data), len(m.msg)))
+	case !send:
+		copy(r.Data, m.msg)
+	}
+	done := ok && len(at.replay[qid]) == 0
+	if done {
+		if at.authed == nil {
+			at.authed = map[uint16]int{}
+		}
+		at.authed[qid]++
+	}
+	at.mu.Unlock()
+	if done {
+		q.mu.Lock()
+		q.authed = true
+		q.mu.Unlock()
+	}
+	r.Complete()
 }
 
 // settle records the transaction's outcome (q.mu held).
@@ -231,11 +325,11 @@ func newAuthFixture(t *testing.T, at *authTarget) *tgtFixture {
 			t.Fatal(err)
 		}
 	}
-	must(f.tgt.AddSubsystem(target.SubsystemConfig{NQN: tgtNQN, Serial: "AUTH0001", AllowedHosts: []string{testHostNQN}}))
+	must(f.tgt.AddSubsystem(target.SubsystemConfig{NQN: at.subsys(), Serial: "AUTH0001", AllowedHosts: []string{at.host()}}))
 	mem, err := bdev.NewMemory(1<<20, 512)
 	must(err)
-	must(f.tgt.AddNamespace(tgtNQN, target.NamespaceConfig{NSID: 1, Device: mem}))
-	must(f.tgt.AddPort(target.PortConfig{ID: 1, Address: f.addr, InlineDataSize: 8192, Subsystems: []string{tgtNQN}}))
+	must(f.tgt.AddNamespace(at.subsys(), target.NamespaceConfig{NSID: 1, Device: mem}))
+	must(f.tgt.AddPort(target.PortConfig{ID: 1, Address: f.addr, InlineDataSize: 8192, Subsystems: []string{at.subsys()}}))
 	l, err := f.net.Listen(f.addr)
 	must(err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -253,7 +347,9 @@ func newAuthFixture(t *testing.T, at *authTarget) *tgtFixture {
 // returns the error, disconnecting on success.
 func (f *tgtFixture) tryConnect(t *testing.T, o Options) (*Controller, error) {
 	t.Helper()
-	o.SubsystemNQN, o.HostNQN = tgtNQN, testHostNQN
+	if o.SubsystemNQN == "" {
+		o.SubsystemNQN, o.HostNQN = tgtNQN, testHostNQN
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, err := Connect(ctx, loop.Dialer{Net: f.net}, f.addr, o)
@@ -598,5 +694,68 @@ func TestAuthTarget(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestAuthKernelCapture: against the controller messages of a Linux 6.12
+// nvmet target (testdata/auth, unidirectional, null DH group: the host's
+// messages depend on nothing random), our host sends byte for byte what
+// the Linux 6.12 host sent, on the admin queue and on I/O queue 1 with its
+// own transaction ID, and reads with the kernel's 4096-byte AL.
+func TestAuthKernelCapture(t *testing.T) {
+	b, err := os.ReadFile("../testdata/auth/kernel-6.12-dhchap-null.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var capture struct {
+		SubNQN string `json:"subsys_nqn"`
+		Hosts  []struct {
+			HostNQN  string `json:"host_nqn"`
+			Key      string `json:"dhchap_key"`
+			CtrlKey  string `json:"dhchap_ctrl_key"`
+			Messages []struct {
+				Dir string `json:"dir"`
+				Msg string `json:"msg"`
+			} `json:"messages"`
+		} `json:"hosts"`
+	}
+	if err := json.Unmarshal(b, &capture); err != nil {
+		t.Fatal(err)
+	}
+	h := capture.Hosts[0]
+	if h.CtrlKey != "" {
+		t.Fatal("the first host of the capture is expected to be unidirectional")
+	}
+	// Split the messages by queue: each queue starts with AUTH_Negotiate
+	// from the host.
+	replay := map[uint16][]capturedMsg{}
+	qid := -1
+	for _, m := range h.Messages {
+		raw, err := hex.DecodeString(m.Msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromHost := m.Dir == "host->ctrl"
+		if fromHost && raw[0] == byte(auth.TypeCommon) && raw[1] == byte(auth.MsgNegotiate) {
+			qid++
+		}
+		replay[uint16(qid)] = append(replay[uint16(qid)], capturedMsg{fromHost: fromHost, msg: raw})
+	}
+	if len(replay) != 2 {
+		t.Fatalf("capture has %d queues, want 2", len(replay))
+	}
+	at := &authTarget{replay: replay, subNQN: capture.SubNQN, hostNQN: h.HostNQN}
+	f := newAuthFixture(t, at)
+	c, err := f.tryConnect(t, Options{SubsystemNQN: capture.SubNQN, HostNQN: h.HostNQN, DHChapSecret: h.Key, NrIOQueues: 1})
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	authed, _, early, _ := at.counts()
+	at.mu.Lock()
+	mism := append([]string(nil), at.mismatches...)
+	at.mu.Unlock()
+	if len(mism) > 0 || len(early) > 0 || authed[0] != 1 || authed[1] != 1 || c.NumIOQueues() != 1 {
+		t.Errorf("authenticated %v, %d I/O queues, early %v, differences from the kernel host:\n%s",
+			authed, c.NumIOQueues(), early, strings.Join(mism, "\n"))
 	}
 }
