@@ -759,3 +759,36 @@ func TestAuthKernelCapture(t *testing.T) {
 			authed, c.NumIOQueues(), early, strings.Join(mism, "\n"))
 	}
 }
+
+// BenchmarkConnectAuth measures Connect (admin queue and two I/O queues,
+// each authenticated) against target.SetHostAuth per DH group.
+func BenchmarkConnectAuth(b *testing.B) {
+	key, err := auth.NewKey(auth.HashSHA256, bytes.Repeat([]byte{5}, 32))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, g := range []struct {
+		name string
+		ha   *target.HostAuth
+	}{
+		{"none", nil},
+		{"null", &target.HostAuth{Key: key}},
+		{"ffdhe2048", &target.HostAuth{Key: key, DHGroup: auth.FFDHE2048}},
+		{"ffdhe8192", &target.HostAuth{Key: key, DHGroup: auth.FFDHE8192}},
+	} {
+		b.Run(g.name, func(b *testing.B) {
+			f := newTgtFixture(b, 1<<20)
+			if g.ha != nil {
+				if err := f.tgt.SetHostAuth(testHostNQN, g.ha); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for b.Loop() {
+				c := f.connect(b, Options{HostKey: key, NrIOQueues: 2})
+				if err := c.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
