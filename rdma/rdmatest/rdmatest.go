@@ -132,6 +132,7 @@ func (e *env) tests() []test {
 	add("MR/Keys", testMRKeys)
 	add("MR/InvalidateRekey", testMRInvalidateRekey)
 	add("MR/Remap", testMRRemap)
+	add("MR/RemapFence", testMRRemapFence)
 	add("QP/StateMachine", testQPStateMachine)
 	add("QP/MissingAttributes", testQPMissingAttributes)
 	add("QP/SQD", testQPSQD)

@@ -205,6 +205,41 @@ func testMRRemap(t *testing.T, e *env) {
 	checkWC(t, e.waitWC(t, a.scq, 1, "WRITE with the rkey from before Remap")[0], 2, rdma.RemoteAccessError, 0, 0)
 }
 
+// testMRRemapFence: a Remap while a large RDMA WRITE under the old rkey
+// is on the wire fences it. The WRITE completes (it was done before the
+// Remap) or fails with a remote access error (the responder checks the
+// rkey of every packet, not only the FIRST one that carries it); no byte
+// of it ever lands in the new buffer, whether as long as the region or
+// shorter than what the WRITE already wrote. Only RemappableMR providers run it
+// (the soft one; the ibverbs provider has no Remap).
+func testMRRemapFence(t *testing.T, e *env) {
+	n := min(e.o.LargeSize, 256<<10) // hundreds of packets at 1 KiB
+	for _, c := range []struct {
+		name string
+		len  int
+	}{{"same-length", n}, {"shorter", e.mtu.Bytes() / 2}} {
+		t.Run(c.name, func(t *testing.T) {
+			a, b := e.link(t, linkConfig{})
+			m := b.reg(n, rdma.AccessLocalWrite|rdma.AccessRemoteWrite, 30)
+			rm, ok := m.(rdma.RemappableMR)
+			if !ok {
+				t.Skipf("the provider's MRs (%T) do not implement rdma.RemappableMR (fast registration)", m)
+			}
+			src := a.reg(n, 0, 31)
+			nb := pattern(c.len, 32)
+			postSend(t, a.qp, &rdma.SendWR{WRID: 1, Opcode: rdma.WRRDMAWrite, Flags: rdma.SendSignaled,
+				SGL: []rdma.SGE{sge(src, 0, n)}, RemoteAddr: m.Addr(), RKey: m.RKey()})
+			_, err := rm.Remap(nb)
+			unsupported(t, "RemappableMR.Remap", err)
+			wc := e.waitWC(t, a.scq, 1, "WRITE racing a Remap")[0]
+			if wc.WRID != 1 || (wc.Status != rdma.Success && wc.Status != rdma.RemoteAccessError) {
+				t.Errorf("WRITE racing a Remap: %s, want success or remote access error", wcString(wc))
+			}
+			checkPattern(t, "the buffer bound by Remap", nb, 32, 0)
+		})
+	}
+}
+
 // QP attribute sets of the state-machine tests.
 func (e *env) initAttr() (rdma.QPAttr, rdma.QPAttrMask) {
 	return rdma.QPAttr{State: rdma.QPSInit, Port: 1, AccessFlags: rdma.AccessRemoteWrite | rdma.AccessRemoteRead},
