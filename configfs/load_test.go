@@ -1,6 +1,7 @@
 package configfs
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -134,17 +135,59 @@ subsystem "nqn.2026-11.io.nvmeof:a" {
 		}
 	}
 
-	json := `{"subsystems": [{"nqn": "nqn.2026-11.io.nvmeof:a", "attr": {"allow_any_host": "1"},
-  "namespaces": [{"nsid": 1, "enable": 1, "device": {"path": "/x.img"}, "nvmeof": {"size": 1048576}}]}]}`
+	// nvmetcli JSON: the line of the value, else of the object.
+	json := `{"ports": [{"portid": 3, "addr": {"trtype": "rdma", "traddr": "127.0.0.1", "trsvcid": "4420"},
+    "subsystems": ["nqn.2026-11.io.nvmeof:a"]}],
+  "subsystems": [{"nqn": "nqn.2026-11.io.nvmeof:a", "attr": {"allow_any_host": "1"},
+  "namespaces": [{"nsid": 1, "enable": 1,
+      "device": {"path": "/x.img"}, "nvmeof": {"size": 1048576}}]}]}`
 	jt, err := ParseNvmetcliJSON([]byte(json), "c.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := jt.NamespaceError("nqn.2026-11.io.nvmeof:a", jt.Subsystems[0].Namespaces[0], "device_path", cause).Error()
-	if want := "c.json: subsystems/nqn.2026-11.io.nvmeof:a/namespaces/1: device_path: file does not exist"; got != want {
-		t.Errorf("JSON: got %s, want %s", got, want)
+	jns := jt.Subsystems[0].Namespaces[0]
+	for _, tt := range []struct {
+		err  *Error
+		want string
+	}{
+		{jt.NamespaceError("nqn.2026-11.io.nvmeof:a", jns, "device_path", cause),
+			"c.json:5:26: subsystems/nqn.2026-11.io.nvmeof:a/namespaces/1: device_path: file does not exist"},
+		{jt.NamespaceError("nqn.2026-11.io.nvmeof:a", jns, "size", cause),
+			"c.json:5:56: subsystems/nqn.2026-11.io.nvmeof:a/namespaces/1: size: file does not exist"},
+		{jt.NamespaceError("nqn.2026-11.io.nvmeof:a", jns, "block_size", cause),
+			"c.json:4:18: subsystems/nqn.2026-11.io.nvmeof:a/namespaces/1: block_size: file does not exist"},
+		{jt.PortError(jt.Ports[0], "addr_traddr", cause),
+			"c.json:1:63: ports/3: addr_traddr: file does not exist"},
+	} {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("JSON: got  %s\nwant %s", got, tt.want)
+		}
+		if !errors.Is(tt.err, cause) {
+			t.Errorf("%v does not unwrap to %v", tt.err, cause)
+		}
 	}
-	if !strings.HasPrefix(got, "c.json: ") {
-		t.Error("no file name")
+	// Validation errors of JSON trees keep their form: file and path.
+	_, err = ParseNvmetcliJSON([]byte(strings.Replace(json, `"trsvcid": "4420"`, `"trsvcid": "x"`, 1)), "c.json")
+	if err == nil || !strings.HasPrefix(err.Error(), "c.json: ports/3: ") {
+		t.Errorf("validation error %v", err)
 	}
+}
+
+// FuzzJSONOffsets: the JSON position walker never panics, and on JSON it
+// walks every offset is inside the data at the start of a value.
+func FuzzJSONOffsets(f *testing.F) {
+	f.Add([]byte(`{"ports": [{"portid": 1, "addr": {"traddr": "127.0.0.1"}}]}`))
+	f.Add([]byte(`[1, [2, {"a": null}], "x"]`))
+	f.Add([]byte(`{"a":`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		offs, ok := jsonOffsets(data)
+		if !ok {
+			return
+		}
+		for path, off := range offs {
+			if off < 0 || off >= int64(len(data)) || bytes.IndexByte([]byte(" \t\r\n:,"), data[off]) >= 0 {
+				t.Fatalf("%q: offset %d of %q", data, off, path)
+			}
+		}
+	})
 }

@@ -303,6 +303,7 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 		return nil, c.errs
 	}
 	t.file = filename
+	t.src = jsonPlaces(data, filename, &cfg) // for Tree.NamespaceError
 	return t, nil
 }
 

@@ -39,17 +39,31 @@ func (e *Error) Unwrap() error { return e.Err }
 // "size"; the namespace block when "" or not written) with the file
 // position, or the file name for nvmetcli JSON.
 func (t *Tree) NamespaceError(nqn string, ns *Namespace, attr string, err error) *Error {
-	path := "subsystems/" + nqn + "/namespaces/" + strconv.FormatUint(uint64(ns.NSID), 10)
-	return t.placed(ns.src, nsHCLNames, path, attr, err)
+	nsid := strconv.FormatUint(uint64(ns.NSID), 10)
+	return t.placed(ns.src, nsHCLNames, "subsystems/"+nqn+"/namespaces/"+nsid, attr, err, "ns", nqn+"/"+nsid)
 }
 
 // PortError places err about port p as NamespaceError does (attr: a
 // configfs name such as "addr_traddr").
 func (t *Tree) PortError(p *Port, attr string, err error) *Error {
-	return t.placed(p.src, portHCLNames, "ports/"+p.ID, attr, err)
+	return t.placed(p.src, portHCLNames, "ports/"+p.ID, attr, err, "port", p.ID)
 }
 
-func (t *Tree) placed(src *source, names map[string]string, path, attr string, err error) *Error {
+// placed places err like a validation error, or for trees from nvmetcli
+// JSON at the line of the object's (kind, id) value for attr, else of the
+// object (see jsonPlaces).
+func (t *Tree) placed(src *source, names map[string]string, path, attr string, err error, kind, id string) *Error {
+	if src == nil && t.src != nil {
+		e := &Error{Path: path, Attr: attr, Msg: err.Error(), Err: err}
+		if a, ok := t.src.attrs[jsonKey(kind, id, attr)]; ok {
+			e.Range = &a.rng
+			return e
+		}
+		if a, ok := t.src.attrs[jsonKey(kind, id, "")]; ok {
+			e.Range = &a.rng
+			return e
+		}
+	}
 	if src != nil {
 		// About a value that decoded: never dropped as already reported.
 		s := *src
