@@ -87,8 +87,9 @@ func (r *rawPeer) ack() (wire.Syndrome, uint32) {
 	}
 }
 
-// TestFenceMultiPacketWrite: an Invalidate, Rekey, Remap or Deregister
-// between the packets of one RDMA WRITE fences it. The rkey travels in
+// TestFenceMultiPacketWrite: an Invalidate, Rekey, Remap or Deregister,
+// a SEND with Invalidate on another QP or a LOCAL_INV between the
+// packets of one RDMA WRITE fences it. The rkey travels in
 // the FIRST packet only; the MIDDLE packet after the change is NAKed with
 // Remote Access Error, the QP fails, nothing lands in the new buffer and
 // the old one holds the FIRST packet's bytes only. A Remap to a shorter
@@ -96,23 +97,62 @@ func (r *rawPeer) ack() (wire.Syndrome, uint32) {
 // Remap to one as long took the rest of the old-key WRITE and ACKed it.
 func TestFenceMultiPacketWrite(t *testing.T) {
 	const mtu, size = 1024, 3 * 1024
+	// fenceEnv is what a change may use: the region, the QP the WRITE
+	// goes to and the peer.
+	type fenceEnv struct {
+		m  rdma.RemappableMR
+		eb *end
+		r  *rawPeer
+	}
 	tests := []struct {
 		name   string
-		change func(rdma.RemappableMR) ([]byte, error) // returns the new buffer, if any
+		change func(t *testing.T, x fenceEnv) ([]byte, error) // returns the new buffer, if any
 	}{
-		{"remap-shorter", func(m rdma.RemappableMR) ([]byte, error) {
+		{"remap-shorter", func(_ *testing.T, x fenceEnv) ([]byte, error) {
+			m := x.m
 			nb := make([]byte, mtu/2) // shorter than what FIRST wrote
 			_, err := m.Remap(nb)
 			return nb, err
 		}},
-		{"remap-same-length", func(m rdma.RemappableMR) ([]byte, error) {
+		{"remap-same-length", func(_ *testing.T, x fenceEnv) ([]byte, error) {
 			nb := make([]byte, 8192)
-			_, err := m.Remap(nb)
+			_, err := x.m.Remap(nb)
 			return nb, err
 		}},
-		{"invalidate", func(m rdma.RemappableMR) ([]byte, error) { return nil, m.Invalidate() }},
-		{"rekey", func(m rdma.RemappableMR) ([]byte, error) { _, err := m.Rekey(); return nil, err }},
-		{"deregister", func(m rdma.RemappableMR) ([]byte, error) { return nil, m.Deregister() }},
+		{"invalidate", func(_ *testing.T, x fenceEnv) ([]byte, error) { return nil, x.m.Invalidate() }},
+		{"rekey", func(_ *testing.T, x fenceEnv) ([]byte, error) { _, err := x.m.Rekey(); return nil, err }},
+		{"deregister", func(_ *testing.T, x fenceEnv) ([]byte, error) { return nil, x.m.Deregister() }},
+		{"local-inv", func(t *testing.T, x fenceEnv) ([]byte, error) {
+			postSend(t, x.eb.qp, &rdma.SendWR{WRID: 9, Opcode: rdma.WRLocalInv, InvalidateRKey: x.m.RKey(), Flags: rdma.SendSignaled})
+			checkWC(t, poll(t, x.eb.scq, 1, 5*time.Second)[0], 9, rdma.Success)
+			return nil, nil
+		}},
+		{"send-with-invalidate", func(t *testing.T, x fenceEnv) ([]byte, error) {
+			// From another QP of the same protection domain.
+			o := qpOpts{mtu: rdma.MTU1024}
+			o.defaults()
+			qp2, err := x.eb.pd.CreateQP(&rdma.QPInitAttr{Type: rdma.QPTypeRC, SendCQ: x.eb.scq, RecvCQ: x.eb.rcq,
+				Cap: rdma.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e2 := &end{dev: x.eb.dev, pd: x.eb.pd, scq: x.eb.scq, rcq: x.eb.rcq, qp: qp2}
+			bringUp(t, e2, addrA, 0x78, 0, 500, &o)
+			postRecv(t, qp2, 8)
+			ieth := make([]byte, wire.IETHLen)
+			binary.BigEndian.PutUint32(ieth, x.m.RKey())
+			p2 := *x.r
+			p2.qpn = qp2.QPN()
+			p2.send(wire.RCSendOnlyWithInvalidate, 500, true, ieth, nil)
+			wc := poll(t, x.eb.rcq, 1, 5*time.Second)[0]
+			if wc.Status != rdma.Success || wc.Flags&rdma.WCWithInvalidate == 0 {
+				t.Fatalf("SEND with Invalidate: %+v", wc)
+			}
+			if s, p := x.r.ack(); s.Kind() != wire.SyndromeACK || p != 500 {
+				t.Fatalf("SEND with Invalidate: %s for PSN %d", s, p)
+			}
+			return nil, nil
+		}},
 	}
 	b := openDev(t, Config{Addr: addrB})
 	for _, tc := range tests {
@@ -136,7 +176,7 @@ func TestFenceMultiPacketWrite(t *testing.T) {
 			if s, p := r.ack(); s.Kind() != wire.SyndromeACK || p != psn {
 				t.Fatalf("FIRST: %s for PSN %d, want ACK of %d", s, p, psn)
 			}
-			nb, err := tc.change(m)
+			nb, err := tc.change(t, fenceEnv{m: m, eb: eb, r: r})
 			if err != nil {
 				t.Fatal(err)
 			}
