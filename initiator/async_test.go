@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nvmeof/nvmeof/fabrics"
@@ -27,6 +28,8 @@ func startWait(t testing.TB, ns *Namespace, x *IO) (early bool) {
 		before.Store(!returned.Load())
 		if calls.Add(1) == 1 {
 			close(done)
+		} else {
+			t.Errorf("%v of %d bytes at %d: Done called again", x.Op, len(x.Buf), x.Off)
 		}
 	}
 	ns.Start(x)
@@ -35,10 +38,6 @@ func startWait(t testing.TB, ns *Namespace, x *IO) (early bool) {
 	case <-done:
 	case <-time.After(20 * time.Second):
 		t.Fatalf("%v of %d bytes at %d: no Done", x.Op, len(x.Buf), x.Off)
-	}
-	time.Sleep(time.Millisecond) // a second Done would come now
-	if n := calls.Load(); n != 1 {
-		t.Fatalf("Done called %d times", n)
 	}
 	return before.Load()
 }
@@ -238,78 +237,82 @@ func TestStartStatusErrors(t *testing.T) {
 // CommandTimeout completes with a *TimeoutError, without Abort, and its
 // queue alone is reset; I/O works afterwards.
 func TestStartTimeout(t *testing.T) {
-	ft, o, c, ns := oneQueue(t, 100*time.Millisecond)
-	ft.stallRead.Store(true)
-	start := time.Now()
-	x := &IO{Op: OpRead, Buf: make([]byte, 4096)}
-	startWait(t, ns, x)
-	var te *TimeoutError
-	if !errors.As(x.Err, &te) || !errors.Is(x.Err, ErrTimeout) || te.Op != "Read" || te.QID != 1 || te.After != o.CommandTimeout || x.N != 0 {
-		t.Fatalf("%d, %v, want a Read timeout", x.N, x.Err)
-	}
-	if d := time.Since(start); d < 100*time.Millisecond || d > 3*time.Second {
-		t.Errorf("timed out after %v", d)
-	}
-	if n := ft.count("Abort"); n != 0 {
-		t.Errorf("%d Aborts", n)
-	}
-	waitFor(t, "queue reconnected", func() bool { return ft.count("Connect") == 3 })
-	if c.State() != StateLive || c.CntlID() != 1 {
-		t.Errorf("state %v cntlid %d: the association was reset", c.State(), c.CntlID())
-	}
-	ft.stallRead.Store(false)
-	x = &IO{Op: OpRead, Buf: make([]byte, 4096)}
-	if startWait(t, ns, x); x.Err != nil || x.N != 4096 {
-		t.Fatalf("read after the queue reset: %d, %v", x.N, x.Err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ft, o, c, ns := oneQueue(t, 100*time.Millisecond)
+		ft.stallRead.Store(true)
+		start := time.Now()
+		x := &IO{Op: OpRead, Buf: make([]byte, 4096)}
+		startWait(t, ns, x)
+		var te *TimeoutError
+		if !errors.As(x.Err, &te) || !errors.Is(x.Err, ErrTimeout) || te.Op != "Read" || te.QID != 1 || te.After != o.CommandTimeout || x.N != 0 {
+			t.Fatalf("%d, %v, want a Read timeout", x.N, x.Err)
+		}
+		if d := time.Since(start); d < 100*time.Millisecond || d > 3*time.Second {
+			t.Errorf("timed out after %v", d)
+		}
+		if n := ft.count("Abort"); n != 0 {
+			t.Errorf("%d Aborts", n)
+		}
+		waitFor(t, "queue reconnected", func() bool { return ft.count("Connect") == 3 })
+		if c.State() != StateLive || c.CntlID() != 1 {
+			t.Errorf("state %v cntlid %d: the association was reset", c.State(), c.CntlID())
+		}
+		ft.stallRead.Store(false)
+		x = &IO{Op: OpRead, Buf: make([]byte, 4096)}
+		if startWait(t, ns, x); x.Err != nil || x.N != 4096 {
+			t.Fatalf("read after the queue reset: %d, %v", x.N, x.Err)
+		}
+	})
 }
 
 // TestStartTimeoutRace: completions that arrive about when the timer
 // expires. Each I/O completes once, either with its data or with a
 // *TimeoutError, and the slots survive the races.
 func TestStartTimeoutRace(t *testing.T) {
-	ft, o, c, ns := oneQueue(t, 20*time.Millisecond)
-	want := bytes.Repeat([]byte{0x5a}, 4096)
-	if _, err := ns.WriteAt(want, 0); err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(7, 8))
-	var ok, timedOut int
-	for range 40 {
-		// Completions from a little before to a little after the timeout.
-		ft.readDelay.Store(int64(o.CommandTimeout*3/4) + rng.Int64N(int64(o.CommandTimeout/2)))
-		var wg sync.WaitGroup
-		ios := make([]IO, 4)
-		var calls [4]atomic.Int32
-		for i := range ios {
-			ios[i] = IO{Op: OpRead, Buf: make([]byte, 4096), Done: func(*IO) { calls[i].Add(1); wg.Done() }}
-			wg.Add(1)
-			ns.Start(&ios[i])
+	synctest.Test(t, func(t *testing.T) {
+		ft, o, c, ns := oneQueue(t, 20*time.Millisecond)
+		want := bytes.Repeat([]byte{0x5a}, 4096)
+		if _, err := ns.WriteAt(want, 0); err != nil {
+			t.Fatal(err)
 		}
-		wg.Wait()
-		for i := range ios {
-			x := &ios[i]
-			switch {
-			case calls[i].Load() != 1:
-				t.Fatalf("Done called %d times", calls[i].Load())
-			case x.Err == nil && x.N == 4096 && bytes.Equal(x.Buf, want):
-				ok++
-			case errors.Is(x.Err, ErrTimeout) && x.N == 0:
-				timedOut++
-			default:
-				t.Fatalf("%d, %v", x.N, x.Err)
+		rng := rand.New(rand.NewPCG(7, 8))
+		var ok, timedOut int
+		for range 40 {
+			// Completions from a little before to a little after the timeout.
+			ft.readDelay.Store(int64(o.CommandTimeout*3/4) + rng.Int64N(int64(o.CommandTimeout/2)))
+			var wg sync.WaitGroup
+			ios := make([]IO, 4)
+			var calls [4]atomic.Int32
+			for i := range ios {
+				ios[i] = IO{Op: OpRead, Buf: make([]byte, 4096), Done: func(*IO) { calls[i].Add(1); wg.Done() }}
+				wg.Add(1)
+				ns.Start(&ios[i])
 			}
+			wg.Wait()
+			for i := range ios {
+				x := &ios[i]
+				switch {
+				case calls[i].Load() != 1:
+					t.Fatalf("Done called %d times", calls[i].Load())
+				case x.Err == nil && x.N == 4096 && bytes.Equal(x.Buf, want):
+					ok++
+				case errors.Is(x.Err, ErrTimeout) && x.N == 0:
+					timedOut++
+				default:
+					t.Fatalf("%d, %v", x.N, x.Err)
+				}
+			}
+			// Let queue resets settle now and then, so that every I/O is not
+			// just waiting for a reconnect.
+			waitFor(t, "live", func() bool { return c.State() == StateLive })
 		}
-		// Let queue resets settle now and then, so that every I/O is not
-		// just waiting for a reconnect.
-		waitFor(t, "live", func() bool { return c.State() == StateLive })
-	}
-	t.Logf("%d completed, %d timed out", ok, timedOut)
-	ft.readDelay.Store(0)
-	x := &IO{Op: OpRead, Buf: make([]byte, 4096)}
-	if startWait(t, ns, x); x.Err != nil || !bytes.Equal(x.Buf, want) {
-		t.Fatalf("read after the races: %v", x.Err)
-	}
+		t.Logf("%d completed, %d timed out", ok, timedOut)
+		ft.readDelay.Store(0)
+		x := &IO{Op: OpRead, Buf: make([]byte, 4096)}
+		if startWait(t, ns, x); x.Err != nil || !bytes.Equal(x.Buf, want) {
+			t.Fatalf("read after the races: %v", x.Err)
+		}
+	})
 }
 
 // TestStartQueueReset: I/O in flight when its queue is reset, or the whole
@@ -328,38 +331,40 @@ func TestStartQueueReset(t *testing.T) {
 		{"association lost", func(ft *fakeTarget, _ *Controller) { ft.killQueues() }, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ft := newFakeTarget(t, 1<<20)
-			o := testOpts()
-			o.NrIOQueues = 1
-			c := connectFake(t, ft, o)
-			ns, _ := c.Namespace(1)
-			want := make([]byte, 64<<10)
-			for i := range want {
-				want[i] = byte(i / 4096)
-			}
-			if _, err := ns.WriteAt(want, 0); err != nil {
-				t.Fatal(err)
-			}
-			ft.stallRead.Store(true)
-			ios := make([]IO, 16)
-			var wg sync.WaitGroup
-			for i := range ios {
-				wg.Add(1)
-				ios[i] = IO{Op: OpRead, Buf: make([]byte, 4096), Off: int64(i) * 4096, Done: func(*IO) { wg.Done() }}
-				ns.Start(&ios[i])
-			}
-			waitFor(t, "reads held", func() bool { return ft.count("Read") == 16 })
-			ft.stallRead.Store(false)
-			tc.reset(ft, c)
-			wg.Wait()
-			for i := range ios {
-				if x := &ios[i]; x.Err != nil || x.N != 4096 || !bytes.Equal(x.Buf, want[i*4096:(i+1)*4096]) {
-					t.Errorf("read %d: %d, %v (or other data)", i, x.N, x.Err)
+			synctest.Test(t, func(t *testing.T) {
+				ft := newFakeTarget(t, 1<<20)
+				o := testOpts()
+				o.NrIOQueues = 1
+				c := connectFake(t, ft, o)
+				ns, _ := c.Namespace(1)
+				want := make([]byte, 64<<10)
+				for i := range want {
+					want[i] = byte(i / 4096)
 				}
-			}
-			if c.CntlID() != tc.cntl {
-				t.Errorf("cntlid %d, want %d", c.CntlID(), tc.cntl)
-			}
+				if _, err := ns.WriteAt(want, 0); err != nil {
+					t.Fatal(err)
+				}
+				ft.stallRead.Store(true)
+				ios := make([]IO, 16)
+				var wg sync.WaitGroup
+				for i := range ios {
+					wg.Add(1)
+					ios[i] = IO{Op: OpRead, Buf: make([]byte, 4096), Off: int64(i) * 4096, Done: func(*IO) { wg.Done() }}
+					ns.Start(&ios[i])
+				}
+				waitFor(t, "reads held", func() bool { return ft.count("Read") == 16 })
+				ft.stallRead.Store(false)
+				tc.reset(ft, c)
+				wg.Wait()
+				for i := range ios {
+					if x := &ios[i]; x.Err != nil || x.N != 4096 || !bytes.Equal(x.Buf, want[i*4096:(i+1)*4096]) {
+						t.Errorf("read %d: %d, %v (or other data)", i, x.N, x.Err)
+					}
+				}
+				if c.CntlID() != tc.cntl {
+					t.Errorf("cntlid %d, want %d", c.CntlID(), tc.cntl)
+				}
+			})
 		})
 	}
 }
@@ -368,36 +373,38 @@ func TestStartQueueReset(t *testing.T) {
 // reconnects in vain fail with ErrControllerLost; after Disconnect, Start
 // fails as ReadAt does.
 func TestStartControllerLoss(t *testing.T) {
-	ft := newFakeTarget(t, 1<<20)
-	o := testOpts()
-	o.CtrlLossTimeout = 200 * time.Millisecond
-	c := connectFake(t, ft, o)
-	ns, _ := c.Namespace(1)
-	ft.stallRead.Store(true)
-	held := &IO{Op: OpRead, Buf: make([]byte, 4096)}
-	done := make(chan struct{})
-	held.Done = func(*IO) { close(done) }
-	ns.Start(held)
-	waitFor(t, "read held", func() bool { return ft.count("Read") == 1 })
-	ft.unlisten()
-	ft.killQueues()
-	for _, x := range []*IO{{Op: OpWrite, Buf: make([]byte, 4096)}, {Op: OpFlush}} {
-		if startWait(t, ns, x); !errors.Is(x.Err, ErrControllerLost) {
-			t.Errorf("%v while reconnecting: %v", x.Op, x.Err)
+	synctest.Test(t, func(t *testing.T) {
+		ft := newFakeTarget(t, 1<<20)
+		o := testOpts()
+		o.CtrlLossTimeout = 200 * time.Millisecond
+		c := connectFake(t, ft, o)
+		ns, _ := c.Namespace(1)
+		ft.stallRead.Store(true)
+		held := &IO{Op: OpRead, Buf: make([]byte, 4096)}
+		done := make(chan struct{})
+		held.Done = func(*IO) { close(done) }
+		ns.Start(held)
+		waitFor(t, "read held", func() bool { return ft.count("Read") == 1 })
+		ft.unlisten()
+		ft.killQueues()
+		for _, x := range []*IO{{Op: OpWrite, Buf: make([]byte, 4096)}, {Op: OpFlush}} {
+			if startWait(t, ns, x); !errors.Is(x.Err, ErrControllerLost) {
+				t.Errorf("%v while reconnecting: %v", x.Op, x.Err)
+			}
 		}
-	}
-	<-done
-	if !errors.Is(held.Err, ErrControllerLost) || held.N != 0 {
-		t.Errorf("read in flight: %d, %v", held.N, held.Err)
-	}
-	if err := c.Disconnect(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	x := &IO{Op: OpRead, Buf: make([]byte, 4096)}
-	startWait(t, ns, x)
-	if _, err := ns.ReadAt(x.Buf, 0); x.Err == nil || errText(err) != errText(x.Err) {
-		t.Errorf("after Disconnect: Start %v, ReadAt %v", x.Err, err)
-	}
+		<-done
+		if !errors.Is(held.Err, ErrControllerLost) || held.N != 0 {
+			t.Errorf("read in flight: %d, %v", held.N, held.Err)
+		}
+		if err := c.Disconnect(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		x := &IO{Op: OpRead, Buf: make([]byte, 4096)}
+		startWait(t, ns, x)
+		if _, err := ns.ReadAt(x.Buf, 0); x.Err == nil || errText(err) != errText(x.Err) {
+			t.Errorf("after Disconnect: Start %v, ReadAt %v", x.Err, err)
+		}
+	})
 }
 
 // TestStartConcurrent: many goroutines keep I/O going through Start at

@@ -406,43 +406,53 @@ func TestDiscoverLargeLog(t *testing.T) {
 }
 
 func TestAsyncEventNamespaceAdded(t *testing.T) {
-	ft := newFakeTarget(t, 1<<20)
-	events := make(chan AsyncEvent, 4)
-	o := testOpts()
-	o.OnAsyncEvent = func(ev AsyncEvent) { events <- ev }
-	c := connectFake(t, ft, o)
-	if len(c.Namespaces()) != 1 {
-		t.Fatalf("%d namespaces", len(c.Namespaces()))
-	}
-	waitFor(t, "AER outstanding", func() bool { return ft.count("Asynchronous Event Request") == 1 })
-	ft.addNamespace(2, 2<<20)
-	select {
-	case ev := <-events:
-		if ev.Event != nvme.AENNamespaceChanged || len(ev.ChangedNSIDs) != 1 || ev.ChangedNSIDs[0] != 2 {
-			t.Errorf("event %+v", ev)
+	synctest.Test(t, func(t *testing.T) {
+		ft := newFakeTarget(t, 1<<20)
+		events := make(chan AsyncEvent, 4)
+		o := testOpts()
+		o.OnAsyncEvent = func(ev AsyncEvent) { events <- ev }
+		c := connectFake(t, ft, o)
+		if len(c.Namespaces()) != 1 {
+			t.Fatalf("%d namespaces", len(c.Namespaces()))
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no event")
-	}
-	ns, err := c.Namespace(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ns.Size() != 2<<20 {
-		t.Errorf("size %d", ns.Size())
-	}
-	// The host re-arms the AER.
-	waitFor(t, "AER re-armed", func() bool { return ft.count("Asynchronous Event Request") == 2 })
+		waitFor(t, "AER outstanding", func() bool { return ft.count("Asynchronous Event Request") == 1 })
+		ft.addNamespace(2, 2<<20)
+		select {
+		case ev := <-events:
+			if ev.Event != nvme.AENNamespaceChanged || len(ev.ChangedNSIDs) != 1 || ev.ChangedNSIDs[0] != 2 {
+				t.Errorf("event %+v", ev)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event")
+		}
+		ns, err := c.Namespace(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ns.Size() != 2<<20 {
+			t.Errorf("size %d", ns.Size())
+		}
+		// The host re-arms the AER.
+		waitFor(t, "AER re-armed", func() bool { return ft.count("Asynchronous Event Request") == 2 })
+	})
 }
 
+// waitFor waits, in a synctest bubble, until cond holds: it lets every
+// goroutine of the bubble run until blocked, then moves the bubble's
+// clock on to the next timer (reconnect delays, timeouts) and looks
+// again, for at most a minute of the bubble's time.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		synctest.Wait()
+		if cond() {
+			return
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(time.Millisecond) // the bubble's clock: no real time passes
 	}
 }
 
@@ -463,72 +473,79 @@ func oneQueue(t *testing.T, timeout time.Duration) (*fakeTarget, Options, *Contr
 }
 
 func TestCommandTimeout(t *testing.T) {
-	ft, _, c, ns := oneQueue(t, 100*time.Millisecond)
-	ft.stallRead.Store(true)
-	start := time.Now()
-	_, err := ns.ReadAt(make([]byte, 4096), 0)
-	var te *TimeoutError
-	if !errors.As(err, &te) || !errors.Is(err, ErrTimeout) || te.Op != "Read" || te.QID != 1 {
-		t.Fatalf("error %v, want a Read timeout", err)
-	}
-	if d := time.Since(start); d < 200*time.Millisecond || d > 3*time.Second {
-		t.Errorf("timed out after %v", d)
-	}
-	t.Log(err)
-	if ft.count("Abort") != 1 {
-		t.Errorf("%d Aborts", ft.count("Abort"))
-	}
-	// The queue is reset: a new Connect for qid 1 with the same controller.
-	waitFor(t, "queue reconnected", func() bool { return ft.count("Connect") == 3 })
-	if c.State() != StateLive || c.CntlID() != 1 {
-		t.Errorf("state %v cntlid %d", c.State(), c.CntlID())
-	}
-	ft.stallRead.Store(false)
-	if _, err := ns.ReadAt(make([]byte, 4096), 0); err != nil {
-		t.Fatalf("read after queue reset: %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ft, _, c, ns := oneQueue(t, 100*time.Millisecond)
+		ft.stallRead.Store(true)
+		start := time.Now()
+		_, err := ns.ReadAt(make([]byte, 4096), 0)
+		var te *TimeoutError
+		if !errors.As(err, &te) || !errors.Is(err, ErrTimeout) || te.Op != "Read" || te.QID != 1 {
+			t.Fatalf("error %v, want a Read timeout", err)
+		}
+		if d := time.Since(start); d < 200*time.Millisecond || d > 3*time.Second {
+			t.Errorf("timed out after %v", d)
+		}
+		t.Log(err)
+		if ft.count("Abort") != 1 {
+			t.Errorf("%d Aborts", ft.count("Abort"))
+		}
+		// The queue is reset: a new Connect for qid 1 with the same controller.
+		waitFor(t, "queue reconnected", func() bool { return ft.count("Connect") == 3 })
+		if c.State() != StateLive || c.CntlID() != 1 {
+			t.Errorf("state %v cntlid %d", c.State(), c.CntlID())
+		}
+		ft.stallRead.Store(false)
+		if _, err := ns.ReadAt(make([]byte, 4096), 0); err != nil {
+			t.Fatalf("read after queue reset: %v", err)
+		}
+	})
 }
 
 func TestCommandTimeoutAborted(t *testing.T) {
-	ft := newFakeTarget(t, 1<<20)
-	ft.abortOK.Store(true)
-	o := testOpts()
-	o.CommandTimeout = 100 * time.Millisecond
-	c := connectFake(t, ft, o)
-	ns, _ := c.Namespace(1)
-	ft.stallRead.Store(true)
-	_, err := ns.ReadAt(make([]byte, 4096), 0)
-	if !errors.Is(err, ErrTimeout) {
-		t.Fatalf("error %v", err)
-	}
-	// The abort worked: no queue reset.
-	time.Sleep(50 * time.Millisecond)
-	if n := ft.count("Connect"); n != 1+c.NumIOQueues() {
-		t.Errorf("%d Connects: the queue was reset", n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ft := newFakeTarget(t, 1<<20)
+		ft.abortOK.Store(true)
+		o := testOpts()
+		o.CommandTimeout = 100 * time.Millisecond
+		c := connectFake(t, ft, o)
+		ns, _ := c.Namespace(1)
+		ft.stallRead.Store(true)
+		_, err := ns.ReadAt(make([]byte, 4096), 0)
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("error %v", err)
+		}
+		// The abort worked: no queue reset (a reset would have connected
+		// a new queue by the time every goroutine is idle).
+		synctest.Wait()
+		if n := ft.count("Connect"); n != 1+c.NumIOQueues() {
+			t.Errorf("%d Connects: the queue was reset", n)
+		}
+	})
 }
 
 func TestReconnectAfterQueueFailure(t *testing.T) {
-	ft := newFakeTarget(t, 1<<20)
-	c := connectFake(t, ft, testOpts())
-	ns, _ := c.Namespace(1)
-	w := bytes.Repeat([]byte{7}, 4096)
-	if _, err := ns.WriteAt(w, 0); err != nil {
-		t.Fatal(err)
-	}
-	ft.killQueues()
-	waitFor(t, "reset", func() bool { return c.State() != StateLive })
-	// I/O issued while reconnecting waits, then completes.
-	r := make([]byte, 4096)
-	if _, err := ns.ReadAt(r, 0); err != nil || !bytes.Equal(r, w) {
-		t.Fatalf("read across reconnect: %v", err)
-	}
-	if c.State() != StateLive || c.CntlID() != 2 {
-		t.Errorf("state %v cntlid %d, want live on a new controller", c.State(), c.CntlID())
-	}
-	if ns2, err := c.Namespace(1); err != nil || ns2 != ns {
-		t.Errorf("namespace handle changed: %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ft := newFakeTarget(t, 1<<20)
+		c := connectFake(t, ft, testOpts())
+		ns, _ := c.Namespace(1)
+		w := bytes.Repeat([]byte{7}, 4096)
+		if _, err := ns.WriteAt(w, 0); err != nil {
+			t.Fatal(err)
+		}
+		ft.killQueues()
+		waitFor(t, "reset", func() bool { return c.State() != StateLive })
+		// I/O issued while reconnecting waits, then completes.
+		r := make([]byte, 4096)
+		if _, err := ns.ReadAt(r, 0); err != nil || !bytes.Equal(r, w) {
+			t.Fatalf("read across reconnect: %v", err)
+		}
+		if c.State() != StateLive || c.CntlID() != 2 {
+			t.Errorf("state %v cntlid %d, want live on a new controller", c.State(), c.CntlID())
+		}
+		if ns2, err := c.Namespace(1); err != nil || ns2 != ns {
+			t.Errorf("namespace handle changed: %v", err)
+		}
+	})
 }
 
 func TestControllerLoss(t *testing.T) {
@@ -554,22 +571,25 @@ func TestControllerLoss(t *testing.T) {
 }
 
 func TestKeepAlive(t *testing.T) {
-	ft := newFakeTarget(t, 1<<20)
-	o := testOpts()
-	o.KeepAliveTimeout = 200 * time.Millisecond
-	c := connectFake(t, ft, o)
-	time.Sleep(450 * time.Millisecond)
-	if n := ft.count("Keep Alive"); n < 3 || n > 6 {
-		t.Errorf("%d keep-alives in 450 ms at KATO 200 ms", n)
-	}
-	// A keep-alive that is not answered within KATO fails the controller.
-	ft.stallKA.Store(true)
-	waitFor(t, "recovery", func() bool { return c.State() != StateLive })
-	ft.stallKA.Store(false)
-	waitFor(t, "reconnect", func() bool { return c.State() == StateLive })
-	if c.CntlID() != 2 {
-		t.Errorf("cntlid %d", c.CntlID())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ft := newFakeTarget(t, 1<<20)
+		o := testOpts()
+		o.KeepAliveTimeout = 200 * time.Millisecond
+		c := connectFake(t, ft, o)
+		time.Sleep(450 * time.Millisecond) // the bubble's clock
+		synctest.Wait()
+		if n := ft.count("Keep Alive"); n < 3 || n > 6 {
+			t.Errorf("%d keep-alives in 450 ms at KATO 200 ms", n)
+		}
+		// A keep-alive that is not answered within KATO fails the controller.
+		ft.stallKA.Store(true)
+		waitFor(t, "recovery", func() bool { return c.State() != StateLive })
+		ft.stallKA.Store(false)
+		waitFor(t, "reconnect", func() bool { return c.State() == StateLive })
+		if c.CntlID() != 2 {
+			t.Errorf("cntlid %d", c.CntlID())
+		}
+	})
 }
 
 func TestDisconnect(t *testing.T) {
@@ -705,6 +725,7 @@ func TestReconnectUnderLoad(t *testing.T) {
 	c := connectFake(t, ft, o)
 	ns, _ := c.Namespace(1)
 	stop := make(chan struct{})
+	progress := make(chan struct{}, 16)
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
@@ -726,15 +747,37 @@ func TestReconnectUnderLoad(t *testing.T) {
 					t.Errorf("read: %v (or mismatch)", err)
 					return
 				}
+				select {
+				case progress <- struct{}{}:
+				default:
+				}
 			}
 		})
 	}
-	for range 3 {
-		time.Sleep(40 * time.Millisecond)
-		ft.killQueues()
-		waitFor(t, "reconnect", func() bool { return c.State() == StateLive })
+	// Some round trips on the live controller, from any workers.
+	load := func() {
+		t.Helper()
+		for len(progress) > 0 {
+			<-progress
+		}
+		for range 8 {
+			select {
+			case <-progress:
+			case <-time.After(time.Minute):
+				t.Fatal("no I/O completes")
+			}
+		}
 	}
-	time.Sleep(40 * time.Millisecond)
+	for range 3 {
+		load()
+		ft.killQueues()
+		// The failed AER moved the controller to resetting as the
+		// queues closed: wait for it to be live again.
+		if err := c.waitLive(nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load()
 	close(stop)
 	wg.Wait()
 	if c.CntlID() < 4 {
@@ -834,7 +877,7 @@ func TestTimeoutWaitsForQueueClose(t *testing.T) {
 			}()
 		}
 		// Both time out, are not aborted, and wait out a further timeout.
-		time.Sleep(5 * o.CommandTimeout)
+		time.Sleep(5 * o.CommandTimeout) // the bubble's clock
 		synctest.Wait()
 		opened.Store(true)
 		close(gate)

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nvmeof/nvmeof/fabrics"
@@ -190,37 +191,39 @@ func TestTargetDiscovery(t *testing.T) {
 }
 
 func TestTargetAsyncEvent(t *testing.T) {
-	f := newTgtFixture(t, 1<<20)
-	events := make(chan AsyncEvent, 4)
-	c := f.connect(t, Options{OnAsyncEvent: func(ev AsyncEvent) { events <- ev }})
-	time.Sleep(50 * time.Millisecond) // let the AER reach the target
-	mem, err := bdev.NewMemory(2<<20, 512)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.tgt.AddNamespace(tgtNQN, target.NamespaceConfig{NSID: 2, Device: mem}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case ev := <-events:
-		if ev.Event != nvme.AENNamespaceChanged {
-			t.Errorf("event %v", ev.Event)
+	synctest.Test(t, func(t *testing.T) {
+		f := newTgtFixture(t, 1<<20)
+		events := make(chan AsyncEvent, 4)
+		c := f.connect(t, Options{OnAsyncEvent: func(ev AsyncEvent) { events <- ev }})
+		synctest.Wait() // the AER has reached the target
+		mem, err := bdev.NewMemory(2<<20, 512)
+		if err != nil {
+			t.Fatal(err)
 		}
-		t.Logf("event %v changed %v", ev.Event, ev.ChangedNSIDs)
-	case <-time.After(5 * time.Second):
-		t.Fatal("no asynchronous event")
-	}
-	ns, err := c.Namespace(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ns.Size() != 2<<20 {
-		t.Errorf("size %d", ns.Size())
-	}
-	w := bytes.Repeat([]byte{9}, 4096)
-	if _, err := ns.WriteAt(w, 4096); err != nil {
-		t.Fatal(err)
-	}
+		if err := f.tgt.AddNamespace(tgtNQN, target.NamespaceConfig{NSID: 2, Device: mem}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-events:
+			if ev.Event != nvme.AENNamespaceChanged {
+				t.Errorf("event %v", ev.Event)
+			}
+			t.Logf("event %v changed %v", ev.Event, ev.ChangedNSIDs)
+		case <-time.After(5 * time.Second):
+			t.Fatal("no asynchronous event")
+		}
+		ns, err := c.Namespace(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ns.Size() != 2<<20 {
+			t.Errorf("size %d", ns.Size())
+		}
+		w := bytes.Repeat([]byte{9}, 4096)
+		if _, err := ns.WriteAt(w, 4096); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 func TestTargetConnectErrors(t *testing.T) {
@@ -257,43 +260,45 @@ func BenchmarkTargetReadAt4K(b *testing.B) {
 }
 
 func TestTargetKeepAlive(t *testing.T) {
-	f := newTgtFixture(t, 1<<20)
-	c := f.connect(t, Options{KeepAliveTimeout: 300 * time.Millisecond})
-	// Idle for several KATOs: keep-alive keeps the controller alive.
-	time.Sleep(1 * time.Second)
-	if c.State() != StateLive || c.CntlID() != 1 {
-		t.Fatalf("state %v cntlid %d after idling", c.State(), c.CntlID())
-	}
-	ns, _ := c.Namespace(1)
-	if _, err := ns.ReadAt(make([]byte, 4096), 0); err != nil {
-		t.Fatal(err)
-	}
-	if c.CntlID() != 1 {
-		t.Errorf("reconnected (cntlid %d): keep-alive did not keep the association", c.CntlID())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newTgtFixture(t, 1<<20)
+		c := f.connect(t, Options{KeepAliveTimeout: 300 * time.Millisecond})
+		// Idle for several KATOs: keep-alive keeps the controller alive.
+		time.Sleep(1 * time.Second) // the bubble's clock
+		synctest.Wait()
+		if c.State() != StateLive || c.CntlID() != 1 {
+			t.Fatalf("state %v cntlid %d after idling", c.State(), c.CntlID())
+		}
+		ns, _ := c.Namespace(1)
+		if _, err := ns.ReadAt(make([]byte, 4096), 0); err != nil {
+			t.Fatal(err)
+		}
+		if c.CntlID() != 1 {
+			t.Errorf("reconnected (cntlid %d): keep-alive did not keep the association", c.CntlID())
+		}
+	})
 }
 
 func TestTargetReconnect(t *testing.T) {
-	f := newTgtFixture(t, 1<<20)
-	c := f.connect(t, Options{ReconnectDelay: 50 * time.Millisecond})
-	ns, _ := c.Namespace(1)
-	w := bytes.Repeat([]byte{5}, 8192)
-	if _, err := ns.WriteAt(w, 0); err != nil {
-		t.Fatal(err)
-	}
-	// The admin queue fails under the host (as a dropped connection
-	// would): the outstanding Asynchronous Event Request completes with
-	// a transport error and the host reconnects.
-	_ = c.cur.Load().admin.hq.Close()
-	r := make([]byte, 8192)
-	if _, err := ns.ReadAt(r, 0); err != nil || !bytes.Equal(r, w) {
-		t.Fatalf("read across the reconnect: %v", err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for c.CntlID() == 1 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if c.State() != StateLive || c.CntlID() == 1 {
-		t.Errorf("state %v cntlid %d: no new association", c.State(), c.CntlID())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newTgtFixture(t, 1<<20)
+		c := f.connect(t, Options{ReconnectDelay: 50 * time.Millisecond})
+		ns, _ := c.Namespace(1)
+		w := bytes.Repeat([]byte{5}, 8192)
+		if _, err := ns.WriteAt(w, 0); err != nil {
+			t.Fatal(err)
+		}
+		// The admin queue fails under the host (as a dropped connection
+		// would): the outstanding Asynchronous Event Request completes with
+		// a transport error and the host reconnects.
+		_ = c.cur.Load().admin.hq.Close()
+		r := make([]byte, 8192)
+		if _, err := ns.ReadAt(r, 0); err != nil || !bytes.Equal(r, w) {
+			t.Fatalf("read across the reconnect: %v", err)
+		}
+		waitFor(t, "a new association", func() bool { return c.CntlID() != 1 })
+		if c.State() != StateLive || c.CntlID() == 1 {
+			t.Errorf("state %v cntlid %d: no new association", c.State(), c.CntlID())
+		}
+	})
 }
