@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestMain lets the test binary play a daemon started by StartDaemon:
@@ -30,17 +34,18 @@ func fakeDaemon(mode string) int {
 	}
 	switch mode {
 	case "ok":
+		// Stay alive (holding the lock) until told to go by SIGUSR1
+		// (watched before the report, which the test answers with it).
+		stop := make(chan os.Signal, 1)
+		signal.Notify(stop, syscall.SIGUSR1)
 		st := &State{Name: slot.Name, PID: os.Getpid(), State: "live"}
 		if err := WriteState(slot.StatePath(), st); err != nil {
 			return 3
 		}
 		rep.Send(Report{State: st})
-		// Stay alive (holding the lock) until told to go.
-		for range 200 {
-			if _, err := os.Stat(filepath.Join(slot.Dir, "stop")); err == nil {
-				break
-			}
-			time.Sleep(25 * time.Millisecond)
+		select {
+		case <-stop:
+		case <-time.After(time.Minute): // the test is gone
 		}
 		slot.Release()
 		return 0
@@ -51,7 +56,13 @@ func fakeDaemon(mode string) int {
 		fmt.Fprintln(os.Stderr, "fatal: something broke")
 		return 1
 	case "hang":
-		time.Sleep(time.Minute)
+		// No report: StartDaemon kills the daemon at its timeout.
+		never := make(chan os.Signal, 1)
+		signal.Notify(never, syscall.SIGUSR2)
+		select {
+		case <-never:
+		case <-time.After(time.Minute): // the test is gone
+		}
 	}
 	return 0
 }
@@ -236,18 +247,30 @@ func TestStartDaemon(t *testing.T) {
 			if len(live) != 1 || live[0].State == nil || live[0].State.PID != st.PID {
 				t.Fatalf("Scan: %+v", live)
 			}
-			if err := os.WriteFile(filepath.Join(dir, slot.Name, "stop"), nil, 0o644); err != nil {
+			// Tell the daemon to go and wait for it to exit (it released
+			// its slot first); StartDaemon's goroutine reaps it, so its
+			// exit is watched through a pidfd.
+			pidfd, err := unix.PidfdOpen(st.PID, 0)
+			if err != nil {
+				t.Fatalf("pidfd_open(%d): %v", st.PID, err)
+			}
+			defer unix.Close(pidfd)
+			if err := syscall.Kill(st.PID, syscall.SIGUSR1); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(10 * time.Second)
+			fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
 			for {
-				if ents, _ := os.ReadDir(dir); len(ents) == 0 {
-					break
+				n, err := unix.Poll(fds, 10_000)
+				if err == unix.EINTR {
+					continue
 				}
-				if time.Now().After(deadline) {
-					t.Fatal("daemon did not release its slot")
+				if err != nil || n == 0 {
+					t.Fatalf("daemon did not exit: %v", err)
 				}
-				time.Sleep(20 * time.Millisecond)
+				break
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+				t.Fatalf("daemon exited without releasing its slot: %v", ents)
 			}
 		})
 	}
