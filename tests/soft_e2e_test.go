@@ -1434,12 +1434,20 @@ func (v *verbsQueue) expectDropped(ctx context.Context) error {
 		if n > 0 {
 			continue
 		}
+		// Wait for a completion or the disconnect, whichever first.
+		wctx, cancel := context.WithCancel(ctx)
+		waited := make(chan struct{})
+		go func() { v.cq.Wait(wctx); close(waited) }()
 		select {
 		case <-v.conn.Done():
+			cancel()
+			<-waited
 			return nil
-		case <-ctx.Done():
-			return fmt.Errorf("the target kept the queue: %w", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
+		case <-waited:
+			cancel()
+			if ctx.Err() != nil {
+				return fmt.Errorf("the target kept the queue: %w", ctx.Err())
+			}
 		}
 	}
 }
