@@ -165,6 +165,14 @@ type HostQueue interface {
 	Close() error
 }
 
+// StrayCounter is implemented by host queues that drop completions naming
+// no outstanding command: an unknown CID, one of an earlier command of a
+// reused slot (CIDs carry a generation), a repeat.
+type StrayCounter interface {
+	// StrayCompletions returns how many completions the queue dropped.
+	StrayCompletions() uint64
+}
+
 // DataDirection says which way a command's data moves.
 type DataDirection uint8
 

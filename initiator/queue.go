@@ -356,6 +356,11 @@ func (q *queue) close() {
 	close(q.closed)
 	_ = q.hq.Close()
 	close(q.hqClosed)
+	if sc, ok := q.hq.(fabrics.StrayCounter); ok {
+		if n := sc.StrayCompletions(); n > 0 {
+			q.c.log.Debug("completions for no outstanding command dropped", "qid", q.qid, "count", n)
+		}
+	}
 }
 
 // retire marks the queue as no longer in use, releasing waiters that wait

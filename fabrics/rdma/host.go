@@ -304,9 +304,11 @@ func (q *hostQueue) destroy() {
 	q.verbs.destroy()
 }
 
-// StrayCompletions returns how many CQEs the queue dropped because they
-// named no outstanding command (an unknown CID, an earlier command of a
-// reused slot, a repeated CQE).
+var _ fabrics.StrayCounter = (*hostQueue)(nil)
+
+// StrayCompletions implements fabrics.StrayCounter: the CQEs the queue
+// dropped because they named no outstanding command (an unknown CID, an
+// earlier command of a reused slot, a repeated CQE).
 func (q *hostQueue) StrayCompletions() uint64 { return q.stray.Load() }
 
 // Depth implements fabrics.HostQueue.

@@ -279,7 +279,7 @@ func TestHostCIDGeneration(t *testing.T) {
 	if c := waitDone(t, ctx, c); nvme.CQE(c.CQE[:]).DW0() != 0xdddd {
 		t.Fatalf("third command completed by DW0 %#x", nvme.CQE(c.CQE[:]).DW0())
 	}
-	if n := hq.(*hostQueue).StrayCompletions(); n != 3 {
+	if n := hq.(fabrics.StrayCounter).StrayCompletions(); n != 3 {
 		t.Errorf("%d stray completions counted, want 3", n)
 	}
 }
