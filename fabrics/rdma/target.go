@@ -205,6 +205,11 @@ type Listener struct {
 	pending   int
 	pendingBy map[netip.Addr]int
 
+	// REQs refused for the limits since the last log line (acceptLoop
+	// only): a flood of REQs is logged once a second, not once a REQ.
+	refused     int
+	refusedLast time.Time
+
 	bufBytes atomic.Int64 // registered queue buffers held
 	// released, when set (tests), is called after a queue released its
 	// buffers.
@@ -328,7 +333,11 @@ func (l *Listener) acceptLoop() {
 		// The limits apply before anything is allocated for the request.
 		ticket, err := l.admit(req.RemoteAddr().Addr())
 		if err != nil {
-			l.log.Warn("queue refused", "host", req.RemoteAddr(), "error", l.reject(req, CMNoResources, err))
+			err = l.reject(req, CMNoResources, err)
+			if l.refused++; time.Since(l.refusedLast) >= time.Second {
+				l.log.Warn("queue refused", "host", req.RemoteAddr(), "error", err, "refused_since_last_log", l.refused)
+				l.refused, l.refusedLast = 0, time.Now()
+			}
 			continue
 		}
 		deadline := time.Now().Add(l.cfg.ConnectTimeout)
