@@ -37,4 +37,11 @@
 // treats it as infinite), the RNR retry count 7 means infinite; the
 // connection manager gives the QPs it connects a min RNR timer of 1.28 ms
 // (Config.MinRNRTimer), not ib_cm's 655.36 ms.
+//
+// Memory regions are checked on every remote access, not only when an
+// operation starts: Invalidate, Rekey, Remap, Deregister, a SEND with
+// Invalidate and LOCAL_INV fence the operations under way on the old
+// rkey (a multi-packet RDMA WRITE, whose rkey only its FIRST packet
+// carries, and the responses of an RDMA READ), which then fail with a
+// remote access error and never touch a buffer bound later (mr.go).
 package soft

@@ -119,7 +119,14 @@ func TestCQHandlerEcho(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := openPair(t, Config{SendFaults: tc.faults}, Config{SendFaults: tc.faults})
-			ea, eb := connect(t, a, b, qpOpts{psnA: 0xfffff0, psnB: 5, timeout: 10})
+			// The default timeout without faults (a retry there is
+			// spurious), the loss tests' with them: 4.2 ms ran out of
+			// retries on a loaded machine.
+			o := qpOpts{psnA: 0xfffff0, psnB: 5}
+			if tc.faults != nil {
+				o.timeout = lossTimeout
+			}
+			ea, eb := connect(t, a, b, o)
 			const window, msg = 16, 600
 			srv := newEchoServer(t, eb, 2*window, msg)
 

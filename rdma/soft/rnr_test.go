@@ -319,6 +319,19 @@ func TestRNRBurst(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := openPairAt(t, Config{Addr: addrRNRA}, Config{Addr: addrRNRB})
 			m := rnrMix{n: n, depth: 31, rbufs: tc.rbufs, repostEvery: tc.every, stall: 3 * time.Second, limit: 15 * time.Second}
+			if raceEnabled {
+				// 600 commands took 22 s with two CPU burners; a 655 ms
+				// RNR timer (the "cm" case's old fault) is caught by
+				// the attribute check below and the run without -race.
+				m.limit = 45 * time.Second
+				// Every RNR NAK makes the host resend its window (go-back-N:
+				// 9400 resent packets in a run): the target's receive
+				// goroutine, swamped, took ACKs to its own requests later
+				// than eight 67 ms timeouts once in nine runs.
+				if tc.o.timeout != 0 {
+					tc.o.timeout = 16
+				}
+			}
 			var ea, eb *end
 			if tc.cm {
 				ea, eb, _, _ = cmConnect(t, a, b, 4420, m.opts(tc.o))
