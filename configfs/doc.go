@@ -30,6 +30,7 @@
 //	  service          = 4420        # addr_trsvcid: 1..65535, default 4420
 //	  treq             = "not specified" # addr_treq: or "required", "not required"
 //	  inline_data_size = 8192        # param_inline_data_size: 0..16384, default 8192
+//	  connect_timeout  = 10          # seconds from CM REQ to Fabrics Connect (nvmetd only)
 //	  portid           = 1           # addr_portid: the discovery log's PORTID
 //	  subsystems       = ["nqn…"]    # optional: the same links as a subsystem's ports
 //	}

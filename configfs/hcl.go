@@ -274,6 +274,10 @@ func (d *hclDecoder) port(b *hcl.Block) *Port {
 			if n, ok := d.integer(p.src, path, a, 0, MaxTOS); ok {
 				p.TOS = int(n)
 			}
+		case "connect_timeout":
+			if n, ok := d.integer(p.src, path, a, 1, MaxConnectTimeout); ok {
+				p.ConnectTimeout = int(n)
+			}
 		case "address":
 			p.Traddr, _ = d.str(p.src, path, a)
 		case "address_family":
@@ -551,6 +555,9 @@ func (t *Tree) HCL() []byte {
 		}
 		if p.TOS >= 0 {
 			b.SetAttributeValue("tos", cty.NumberIntVal(int64(p.TOS)))
+		}
+		if p.ConnectTimeout > 0 {
+			b.SetAttributeValue("connect_timeout", cty.NumberIntVal(int64(p.ConnectTimeout)))
 		}
 		if p.Traddr != "" {
 			b.SetAttributeValue("address", cty.StringVal(p.Traddr))

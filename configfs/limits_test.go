@@ -57,3 +57,46 @@ func TestSubsystemLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestPortConnectTimeout: connect_timeout is read, range-checked, written
+// back (HCL and nvmetcli JSON's nvmeof block) and restarts the listener
+// when it changes.
+func TestPortConnectTimeout(t *testing.T) {
+	const port = `port "rdma0" {
+  transport = "rdma"
+  address   = "127.0.0.1"
+%s
+}
+`
+	tr, err := ParseHCL([]byte(strings.ReplaceAll(port, "%s", "  connect_timeout = 3")), "t.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.Port("rdma0").ConnectTimeout; got != 3 {
+		t.Fatalf("connect_timeout %d, want 3", got)
+	}
+	again, err := ParseHCL(tr.HCL(), "again.hcl")
+	if err != nil || again.Port("rdma0").ConnectTimeout != 3 {
+		t.Fatalf("written back: %v\n%s", err, tr.HCL())
+	}
+	js, err := tr.NvmetcliJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromJSON, err := ParseNvmetcliJSON(js, "saved.json")
+	if err != nil || fromJSON.Port("rdma0").ConnectTimeout != 3 {
+		t.Fatalf("through nvmetcli JSON: %v\n%s", err, js)
+	}
+	plain, err := ParseHCL([]byte(strings.ReplaceAll(port, "%s", "")), "plain.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := Diff(plain, tr); len(ch.Ports) != 1 || !ch.Ports[0].Listener {
+		t.Fatalf("Diff without and with connect_timeout: %+v", ch.Ports)
+	}
+	for _, bad := range []string{"  connect_timeout = 0", "  connect_timeout = 3601"} {
+		if _, err := ParseHCL([]byte(strings.ReplaceAll(port, "%s", bad)), "bad.hcl"); err == nil {
+			t.Errorf("%q accepted", strings.TrimSpace(bad))
+		}
+	}
+}

@@ -49,6 +49,8 @@ type nvmeofPort struct {
 	Name     string   `json:"name,omitempty"`
 	Provider string   `json:"provider,omitempty"`
 	TOS      *jsonInt `json:"tos,omitempty"`
+	// ConnectTimeout is connect_timeout in seconds.
+	ConnectTimeout *jsonInt `json:"connect_timeout,omitempty"`
 }
 
 type nvmetcliSubsystem struct {
@@ -269,6 +271,13 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 				p.TOS = int(*x.TOS)
 			}
 		}
+		if x := jp.Nvmeof; x != nil && x.ConnectTimeout != nil {
+			if *x.ConnectTimeout < 1 || *x.ConnectTimeout > MaxConnectTimeout {
+				c.add(nil, nil, path, "connect_timeout", "%d is not from 1 to %d", int64(*x.ConnectTimeout), MaxConnectTimeout)
+			} else {
+				p.ConnectTimeout = int(*x.ConnectTimeout)
+			}
+		}
 		p.Trtype = string(jp.Addr["trtype"])
 		p.Adrfam = string(jp.Addr["adrfam"])
 		p.Traddr = string(jp.Addr["traddr"])
@@ -395,6 +404,10 @@ func (t *Tree) NvmetcliJSON() ([]byte, error) {
 		if p.TOS >= 0 {
 			tos := jsonInt(p.TOS)
 			x.TOS = &tos
+		}
+		if p.ConnectTimeout > 0 {
+			ct := jsonInt(p.ConnectTimeout)
+			x.ConnectTimeout = &ct
 		}
 		if x != (nvmeofPort{}) {
 			jp.Nvmeof = &x

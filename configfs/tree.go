@@ -35,6 +35,9 @@ const (
 // MaxTOS is the largest tos: the IP type of service is one byte.
 const MaxTOS = 255
 
+// MaxConnectTimeout bounds connect_timeout (seconds).
+const MaxConnectTimeout = 3600
+
 // Transport requirements (addr_treq values, as the kernel names them).
 const (
 	TreqNotSpecified = "not specified"
@@ -120,6 +123,10 @@ type Port struct {
 	// TOS is the IP type of service (DSCP << 2 | ECN, 0..255) of the
 	// port's RDMA connections; negative leaves the provider's default.
 	TOS int
+	// ConnectTimeout is how many seconds a queue may take from its CM
+	// REQ to a successful Fabrics Connect before the port closes it
+	// (nvmetd only; Linux has none); 0: the transport's 10.
+	ConnectTimeout int
 	// Subsystems lists the NQNs of the subsystems exported here
 	// (ports/<id>/subsystems/ symlinks).
 	Subsystems []string

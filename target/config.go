@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
@@ -28,6 +29,9 @@ type PortListener struct {
 	Device         string
 	TOS            int
 	InlineDataSize int
+	// ConnectTimeout bounds a queue's time from CM REQ to Fabrics
+	// Connect (0: the transport's default).
+	ConnectTimeout time.Duration
 }
 
 // ConfigChanges says what ApplyConfig did to ports.
@@ -314,7 +318,8 @@ type nsKey struct {
 
 func portListener(p *configfs.Port, cfg PortConfig) PortListener {
 	return PortListener{Name: p.ID, ID: cfg.ID, Address: cfg.Address,
-		Provider: p.Provider, Device: p.Device, TOS: p.TOS, InlineDataSize: cfg.InlineDataSize}
+		Provider: p.Provider, Device: p.Device, TOS: p.TOS, InlineDataSize: cfg.InlineDataSize,
+		ConnectTimeout: time.Duration(p.ConnectTimeout) * time.Second}
 }
 
 // sameBlockDevice reports whether two versions of a namespace use the

@@ -103,4 +103,7 @@ func TestSubsystemLimitsFromConfig(t *testing.T) {
 	if c.MaxIOQueues != 4 || c.MaxControllers != 2 {
 		t.Fatalf("MaxIOQueues %d, MaxControllers %d, want 4 and 2", c.MaxIOQueues, c.MaxControllers)
 	}
+	if pl := portListener(&configfs.Port{ID: "rdma0", ConnectTimeout: 3}, PortConfig{}); pl.ConnectTimeout != 3*time.Second {
+		t.Fatalf("port connect timeout %v, want 3s", pl.ConnectTimeout)
+	}
 }

@@ -232,6 +232,7 @@ func (s *Server) startPort(pl target.PortListener, key *deviceKey) error {
 			Device:         dev,
 			ServiceID:      pl.Address.ServiceID,
 			InlineDataSize: pl.InlineDataSize,
+			ConnectTimeout: pl.ConnectTimeout,
 			Logger:         s.log.Named("rdma"),
 		})
 		if err != nil {
