@@ -412,11 +412,13 @@ func inPlace(segs []seg, off, n int) ([]byte, bool) {
 			return nil, false
 		}
 		s.m.enterLocal()
-		defer s.m.leave()
-		if !s.m.valid.Load() || s.off+s.n > len(s.m.buf) {
-			return nil, false
+		ok := s.m.valid.Load() && s.off+s.n <= len(s.m.buf)
+		var b []byte
+		if ok {
+			b = s.m.buf[s.off+off : s.off+off+n]
 		}
-		return s.m.buf[s.off+off : s.off+off+n], true
+		s.m.leave() // no defer: in a loop it would be allocated
+		return b, ok
 	}
 	return nil, false
 }
