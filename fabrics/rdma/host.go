@@ -119,12 +119,14 @@ type hostSlot struct {
 	// keyed command binds one of them to exactly its buffer under a fresh
 	// rkey, and the rkey dies when the command completes: the target
 	// never reaches other commands' memory nor this one's afterwards.
-	// Without, both cover the slot's bounce buffer data for good.
-	rmr, wmr rdma.MR
-	data     []byte // bounce buffer (without remap)
-	cur      rdma.MR
-	rkey     uint32 // cur's rkey as the command carries it
-	n        int    // the keyed transfer's length
+	// Without, both cover the slot's bounce buffer data for good. xmr
+	// allows both, for a command whose data goes either way or whose
+	// direction is not said (passthrough commands).
+	rmr, wmr, xmr rdma.MR
+	data          []byte // bounce buffer (without remap)
+	cur           rdma.MR
+	rkey          uint32 // cur's rkey as the command carries it
+	n             int    // the keyed transfer's length
 }
 
 // cidGenShift places a command's generation in the top 4 bits of its
@@ -249,7 +251,7 @@ func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams) (
 	return q, nil
 }
 
-// regData registers each slot's two data regions (see hostSlot) over its
+// regData registers each slot's data regions (see hostSlot) over its
 // bounce buffer of maxXfer bytes. If the provider can remap and
 // invalidate them, they start invalidated and q.remap is set; otherwise
 // they stay as registered (rdma/ibverbs: a plain registration has one
@@ -268,8 +270,11 @@ func (q *hostQueue) regData(maxXfer int) error {
 		if s.wmr, err = q.pd.RegMR(s.data, rdma.AccessLocalWrite|rdma.AccessRemoteWrite); err != nil {
 			return fmt.Errorf("register %d bytes: %w", len(s.data), err)
 		}
+		if s.xmr, err = q.pd.RegMR(s.data, rdma.AccessLocalWrite|rdma.AccessRemoteRead|rdma.AccessRemoteWrite); err != nil {
+			return fmt.Errorf("register %d bytes: %w", len(s.data), err)
+		}
 		if q.remap {
-			q.remap = canRemap(s.rmr) && canRemap(s.wmr)
+			q.remap = canRemap(s.rmr) && canRemap(s.wmr) && canRemap(s.xmr)
 		}
 	}
 	if !q.remap {
@@ -299,6 +304,9 @@ func (q *hostQueue) destroy() {
 		}
 		if s.wmr != nil {
 			s.wmr.Deregister()
+		}
+		if s.xmr != nil {
+			s.xmr.Deregister()
 		}
 	}
 	q.verbs.destroy()
@@ -428,7 +436,7 @@ func (q *hostQueue) mapData(s *hostSlot, cmd *fabrics.HostCommand, sgl fabrics.S
 	case fabrics.DirCtrlToHost:
 		m = s.wmr
 	default:
-		return fmt.Errorf("data direction %d: %w", cmd.Direction, rdma.ErrNotSupported)
+		m = s.xmr
 	}
 	n := len(cmd.Data)
 	if q.remap {
@@ -440,7 +448,7 @@ func (q *hostQueue) mapData(s *hostSlot, cmd *fabrics.HostCommand, sgl fabrics.S
 		sgl.PutKeyed(m.Addr(), uint32(n), rkey, true)
 		return nil
 	}
-	if cmd.Direction == fabrics.DirHostToCtrl {
+	if m != s.wmr {
 		copy(s.data, cmd.Data)
 	}
 	s.cur, s.rkey, s.n = m, m.RKey(), n
@@ -465,7 +473,7 @@ func (q *hostQueue) unmapData(s *hostSlot, remoteInvalidated bool) {
 		}
 		return
 	}
-	if m == s.wmr && s.cmd != nil {
+	if s.cmd != nil && (m == s.wmr || s.cmd.Direction == fabrics.DirBidirectional) {
 		copy(s.cmd.Data, s.data[:s.n])
 	}
 }
