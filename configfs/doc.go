@@ -31,6 +31,8 @@
 //	  treq             = "not specified" # addr_treq: or "required", "not required"
 //	  inline_data_size = 8192        # param_inline_data_size: 0..16384, default 8192
 //	  connect_timeout  = 10          # seconds from CM REQ to Fabrics Connect (nvmetd only)
+//	  max_pending      = 256         # queues between CM REQ and Connect (nvmetd only)
+//	  max_pending_per_host = 128     # the same per host address (nvmetd only)
 //	  portid           = 1           # addr_portid: the discovery log's PORTID
 //	  subsystems       = ["nqn…"]    # optional: the same links as a subsystem's ports
 //	}

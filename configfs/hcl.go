@@ -278,6 +278,14 @@ func (d *hclDecoder) port(b *hcl.Block) *Port {
 			if n, ok := d.integer(p.src, path, a, 1, MaxConnectTimeout); ok {
 				p.ConnectTimeout = int(n)
 			}
+		case "max_pending":
+			if n, ok := d.integer(p.src, path, a, 1, MaxPending); ok {
+				p.MaxPending = int(n)
+			}
+		case "max_pending_per_host":
+			if n, ok := d.integer(p.src, path, a, 1, MaxPending); ok {
+				p.MaxPendingPerHost = int(n)
+			}
 		case "address":
 			p.Traddr, _ = d.str(p.src, path, a)
 		case "address_family":
@@ -558,6 +566,12 @@ func (t *Tree) HCL() []byte {
 		}
 		if p.ConnectTimeout > 0 {
 			b.SetAttributeValue("connect_timeout", cty.NumberIntVal(int64(p.ConnectTimeout)))
+		}
+		if p.MaxPending > 0 {
+			b.SetAttributeValue("max_pending", cty.NumberIntVal(int64(p.MaxPending)))
+		}
+		if p.MaxPendingPerHost > 0 {
+			b.SetAttributeValue("max_pending_per_host", cty.NumberIntVal(int64(p.MaxPendingPerHost)))
 		}
 		if p.Traddr != "" {
 			b.SetAttributeValue("address", cty.StringVal(p.Traddr))

@@ -58,9 +58,9 @@ func TestSubsystemLimits(t *testing.T) {
 	}
 }
 
-// TestPortConnectTimeout: connect_timeout is read, range-checked, written
-// back (HCL and nvmetcli JSON's nvmeof block) and restarts the listener
-// when it changes.
+// TestPortConnectTimeout: connect_timeout, max_pending and
+// max_pending_per_host are read, range-checked, written back (HCL and
+// nvmetcli JSON's nvmeof block) and restart the listener when changed.
 func TestPortConnectTimeout(t *testing.T) {
 	const port = `port "rdma0" {
   transport = "rdma"
@@ -68,25 +68,31 @@ func TestPortConnectTimeout(t *testing.T) {
 %s
 }
 `
-	tr, err := ParseHCL([]byte(strings.ReplaceAll(port, "%s", "  connect_timeout = 3")), "t.hcl")
+	tr, err := ParseHCL([]byte(strings.ReplaceAll(port, "%s", "  connect_timeout = 3\n  max_pending = 20\n  max_pending_per_host = 10")), "t.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := tr.Port("rdma0").ConnectTimeout; got != 3 {
-		t.Fatalf("connect_timeout %d, want 3", got)
+	want := func(what string, p *Port) {
+		t.Helper()
+		if p.ConnectTimeout != 3 || p.MaxPending != 20 || p.MaxPendingPerHost != 10 {
+			t.Fatalf("%s: connect_timeout %d, max_pending %d, max_pending_per_host %d, want 3, 20, 10", what, p.ConnectTimeout, p.MaxPending, p.MaxPendingPerHost)
+		}
 	}
+	want("parsed", tr.Port("rdma0"))
 	again, err := ParseHCL(tr.HCL(), "again.hcl")
-	if err != nil || again.Port("rdma0").ConnectTimeout != 3 {
+	if err != nil {
 		t.Fatalf("written back: %v\n%s", err, tr.HCL())
 	}
+	want("written back", again.Port("rdma0"))
 	js, err := tr.NvmetcliJSON()
 	if err != nil {
 		t.Fatal(err)
 	}
 	fromJSON, err := ParseNvmetcliJSON(js, "saved.json")
-	if err != nil || fromJSON.Port("rdma0").ConnectTimeout != 3 {
+	if err != nil {
 		t.Fatalf("through nvmetcli JSON: %v\n%s", err, js)
 	}
+	want("through nvmetcli JSON", fromJSON.Port("rdma0"))
 	plain, err := ParseHCL([]byte(strings.ReplaceAll(port, "%s", "")), "plain.hcl")
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +100,7 @@ func TestPortConnectTimeout(t *testing.T) {
 	if ch := Diff(plain, tr); len(ch.Ports) != 1 || !ch.Ports[0].Listener {
 		t.Fatalf("Diff without and with connect_timeout: %+v", ch.Ports)
 	}
-	for _, bad := range []string{"  connect_timeout = 0", "  connect_timeout = 3601"} {
+	for _, bad := range []string{"  connect_timeout = 0", "  connect_timeout = 3601", "  max_pending = 0", "  max_pending_per_host = 65537"} {
 		if _, err := ParseHCL([]byte(strings.ReplaceAll(port, "%s", bad)), "bad.hcl"); err == nil {
 			t.Errorf("%q accepted", strings.TrimSpace(bad))
 		}

@@ -51,6 +51,10 @@ type nvmeofPort struct {
 	TOS      *jsonInt `json:"tos,omitempty"`
 	// ConnectTimeout is connect_timeout in seconds.
 	ConnectTimeout *jsonInt `json:"connect_timeout,omitempty"`
+	// MaxPending and MaxPendingPerHost are max_pending and
+	// max_pending_per_host.
+	MaxPending        *jsonInt `json:"max_pending,omitempty"`
+	MaxPendingPerHost *jsonInt `json:"max_pending_per_host,omitempty"`
 }
 
 type nvmetcliSubsystem struct {
@@ -278,6 +282,22 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 				p.ConnectTimeout = int(*x.ConnectTimeout)
 			}
 		}
+		if x := jp.Nvmeof; x != nil {
+			for _, f := range []struct {
+				name string
+				v    *jsonInt
+				dst  *int
+			}{{"max_pending", x.MaxPending, &p.MaxPending}, {"max_pending_per_host", x.MaxPendingPerHost, &p.MaxPendingPerHost}} {
+				if f.v == nil {
+					continue
+				}
+				if *f.v < 1 || *f.v > MaxPending {
+					c.add(nil, nil, path, f.name, "%d is not from 1 to %d", int64(*f.v), MaxPending)
+					continue
+				}
+				*f.dst = int(*f.v)
+			}
+		}
 		p.Trtype = string(jp.Addr["trtype"])
 		p.Adrfam = string(jp.Addr["adrfam"])
 		p.Traddr = string(jp.Addr["traddr"])
@@ -408,6 +428,14 @@ func (t *Tree) NvmetcliJSON() ([]byte, error) {
 		if p.ConnectTimeout > 0 {
 			ct := jsonInt(p.ConnectTimeout)
 			x.ConnectTimeout = &ct
+		}
+		if p.MaxPending > 0 {
+			n := jsonInt(p.MaxPending)
+			x.MaxPending = &n
+		}
+		if p.MaxPendingPerHost > 0 {
+			n := jsonInt(p.MaxPendingPerHost)
+			x.MaxPendingPerHost = &n
 		}
 		if x != (nvmeofPort{}) {
 			jp.Nvmeof = &x

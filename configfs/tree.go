@@ -38,6 +38,9 @@ const MaxTOS = 255
 // MaxConnectTimeout bounds connect_timeout (seconds).
 const MaxConnectTimeout = 3600
 
+// MaxPending bounds max_pending and max_pending_per_host.
+const MaxPending = 65536
+
 // Transport requirements (addr_treq values, as the kernel names them).
 const (
 	TreqNotSpecified = "not specified"
@@ -127,6 +130,10 @@ type Port struct {
 	// REQ to a successful Fabrics Connect before the port closes it
 	// (nvmetd only; Linux has none); 0: the transport's 10.
 	ConnectTimeout int
+	// MaxPending and MaxPendingPerHost bound the queues between CM REQ
+	// and Fabrics Connect, in total and per host address (nvmetd only);
+	// 0: the transport's 256 and 128.
+	MaxPending, MaxPendingPerHost int
 	// Subsystems lists the NQNs of the subsystems exported here
 	// (ports/<id>/subsystems/ symlinks).
 	Subsystems []string

@@ -161,7 +161,8 @@ func (es Errors) sortByPosition() {
 var (
 	treeHCLNames = map[string]string{"log_level": "log_level"}
 	portHCLNames = map[string]string{
-		"addr_trtype": "transport", "provider": "provider", "device": "device", "tos": "tos", "connect_timeout": "connect_timeout", "addr_traddr": "address",
+		"addr_trtype": "transport", "provider": "provider", "device": "device", "tos": "tos", "connect_timeout": "connect_timeout",
+		"max_pending": "max_pending", "max_pending_per_host": "max_pending_per_host", "addr_traddr": "address",
 		"addr_adrfam": "address_family", "addr_trsvcid": "service", "addr_treq": "treq",
 		"param_inline_data_size": "inline_data_size", "addr_portid": "portid", "subsystems": "subsystems",
 	}

@@ -32,6 +32,9 @@ type PortListener struct {
 	// ConnectTimeout bounds a queue's time from CM REQ to Fabrics
 	// Connect (0: the transport's default).
 	ConnectTimeout time.Duration
+	// MaxPending and MaxPendingPerHost bound the queues between CM REQ
+	// and Fabrics Connect (0: the transport's defaults).
+	MaxPending, MaxPendingPerHost int
 }
 
 // ConfigChanges says what ApplyConfig did to ports.
@@ -319,7 +322,7 @@ type nsKey struct {
 func portListener(p *configfs.Port, cfg PortConfig) PortListener {
 	return PortListener{Name: p.ID, ID: cfg.ID, Address: cfg.Address,
 		Provider: p.Provider, Device: p.Device, TOS: p.TOS, InlineDataSize: cfg.InlineDataSize,
-		ConnectTimeout: time.Duration(p.ConnectTimeout) * time.Second}
+		ConnectTimeout: time.Duration(p.ConnectTimeout) * time.Second, MaxPending: p.MaxPending, MaxPendingPerHost: p.MaxPendingPerHost}
 }
 
 // sameBlockDevice reports whether two versions of a namespace use the

@@ -103,7 +103,8 @@ func TestSubsystemLimitsFromConfig(t *testing.T) {
 	if c.MaxIOQueues != 4 || c.MaxControllers != 2 {
 		t.Fatalf("MaxIOQueues %d, MaxControllers %d, want 4 and 2", c.MaxIOQueues, c.MaxControllers)
 	}
-	if pl := portListener(&configfs.Port{ID: "rdma0", ConnectTimeout: 3}, PortConfig{}); pl.ConnectTimeout != 3*time.Second {
-		t.Fatalf("port connect timeout %v, want 3s", pl.ConnectTimeout)
+	pl := portListener(&configfs.Port{ID: "rdma0", ConnectTimeout: 3, MaxPending: 20, MaxPendingPerHost: 10}, PortConfig{})
+	if pl.ConnectTimeout != 3*time.Second || pl.MaxPending != 20 || pl.MaxPendingPerHost != 10 {
+		t.Fatalf("port listener %+v, want connect timeout 3s, pending limits 20 and 10", pl)
 	}
 }

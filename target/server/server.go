@@ -229,11 +229,13 @@ func (s *Server) startPort(pl target.PortListener, key *deviceKey) error {
 		}
 		dev := s.deviceOf(*key)
 		rl, err := nvmerdma.Listen(nvmerdma.TargetConfig{
-			Device:         dev,
-			ServiceID:      pl.Address.ServiceID,
-			InlineDataSize: pl.InlineDataSize,
-			ConnectTimeout: pl.ConnectTimeout,
-			Logger:         s.log.Named("rdma"),
+			Device:            dev,
+			ServiceID:         pl.Address.ServiceID,
+			InlineDataSize:    pl.InlineDataSize,
+			ConnectTimeout:    pl.ConnectTimeout,
+			MaxPending:        pl.MaxPending,
+			MaxPendingPerHost: pl.MaxPendingPerHost,
+			Logger:            s.log.Named("rdma"),
 		})
 		if err != nil {
 			s.releaseDevice(*key)
