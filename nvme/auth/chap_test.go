@@ -3,6 +3,7 @@ package auth
 import (
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -66,6 +67,9 @@ func TestHostControllerMatrix(t *testing.T) {
 					}
 					if c.Outcome() != Succeeded || c.Err() != nil {
 						t.Fatalf("controller %v: %v", c.Outcome(), c.Err())
+					}
+					if c.Bidirectional() != bidi {
+						t.Errorf("Bidirectional() = %v after success, want %v", c.Bidirectional(), bidi)
 					}
 					if c.Hash() != hash || c.DHGroup() != group || h.Hash() != hash || h.DHGroup() != group {
 						t.Errorf("negotiated %v/%v, host saw %v/%v", c.Hash(), c.DHGroup(), h.Hash(), h.DHGroup())
@@ -259,5 +263,28 @@ func BenchmarkTransaction(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestHostFailureNamesState: a Failure1 in place of Success1 (the
+// controller refused the host's response) is reported as such, not as
+// arriving in place of the Challenge.
+func TestHostFailureNamesState(t *testing.T) {
+	hk := mustKey(t, HashNone, 32)
+	c, err := NewController(ControllerConfig{HostNQN: testHostNQN, SubsysNQN: testSubNQN, HostKey: mustKey(t, HashNone, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHost(HostConfig{HostNQN: testHostNQN, SubsysNQN: testSubNQN, Key: hk, TID: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = run(t, h, c)
+	var e *Error
+	if !errors.As(err, &e) || !e.Remote {
+		t.Fatalf("wrong key: %v, want a remote *Error", err)
+	}
+	if want := MsgSuccess1.String(); !strings.Contains(e.Msg, want) {
+		t.Errorf("failure %q does not say it came in place of %s", e.Msg, want)
 	}
 }

@@ -70,6 +70,7 @@ type Controller struct {
 	c1    []byte
 	s1    uint32
 	c2    []byte
+	bidi  bool // the host asked for bidirectional authentication (kept after clear)
 	s2    uint32
 	fail  *Error
 	res   Outcome
@@ -110,7 +111,7 @@ func (c *Controller) DHGroup() DHGroupID { return c.group }
 
 // Bidirectional reports whether the host asked the controller to
 // authenticate itself.
-func (c *Controller) Bidirectional() bool { return c.c2 != nil }
+func (c *Controller) Bidirectional() bool { return c.bidi }
 
 // failure1 ends the transaction; the next Receive returns AUTH_Failure1.
 func (c *Controller) failure1(e *Error) {
@@ -171,7 +172,7 @@ func (c *Controller) Send(msg []byte) {
 
 func (c *Controller) restart() {
 	c.clear()
-	c.fail, c.res, c.step = nil, Pending, MsgNegotiate
+	c.fail, c.res, c.step, c.bidi = nil, Pending, MsgNegotiate, false
 	c.hash, c.group, c.tid = 0, 0, 0
 }
 
@@ -255,7 +256,7 @@ func (c *Controller) reply(msg []byte) {
 	}
 	c.s2 = r.SeqNum()
 	if r.CValid() && c.s2 != 0 {
-		c.c2 = append([]byte(nil), r.C()...)
+		c.c2, c.bidi = append([]byte(nil), r.C()...), true
 	}
 	c.step = MsgSuccess1
 }

@@ -102,15 +102,16 @@ func (h *Host) Handle(msg []byte) ([]byte, error) {
 	if err != nil {
 		return h.failure2(failf(ReasonIncorrectPayload, "%v", err))
 	}
+	want := h.expect()
 	if hd.Type() == TypeCommon && hd.ID() == MsgFailure1 {
 		f, _ := ParseFailure(msg)
 		h.state = 0
-		return nil, &Error{Reason: f.Reason(), Remote: true, Msg: fmt.Sprintf("controller sent AUTH_Failure1 awaiting %v", h.expect())}
+		return nil, &Error{Reason: f.Reason(), Remote: true, Msg: fmt.Sprintf("controller sent AUTH_Failure1 awaiting %v", want)}
 	}
 	if hd.Type() != TypeDHCHAP || hd.ID() != h.state {
 		// The kernel host gives up without a Failure2 here.
 		h.state = 0
-		return nil, failf(ReasonIncorrectProtocol, "got type 0x%02x %v, expected %v", uint8(hd.Type()), hd.ID(), h.expect())
+		return nil, failf(ReasonIncorrectProtocol, "got type 0x%02x %v, expected %v", uint8(hd.Type()), hd.ID(), want)
 	}
 	if hd.TID() != h.cfg.TID {
 		h.state = 0
