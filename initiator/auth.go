@@ -47,6 +47,10 @@ type AuthError struct {
 	// Bidirectional is set when the host asked the controller to prove
 	// its key too.
 	Bidirectional bool
+	// AfterResponse is set when the exchange broke off after the host had
+	// sent its response (DH-HMAC-CHAP_Reply): Linux nvmet tears the queue
+	// down there when it refuses the key, so the cause is likely the key.
+	AfterResponse bool
 	// Err says why: an *auth.Error (Reason, and Remote when the
 	// controller reported it), a *CommandError or a timeout.
 	Err error
@@ -65,6 +69,8 @@ func (e *AuthError) Error() string {
 		case !ae.Remote && ae.Reason == auth.ReasonFailed:
 			what = ": the controller did not prove its key (wrong --dhchap-ctrl-secret?)"
 		}
+	} else if e.AfterResponse {
+		what = ": the controller ended the exchange after the host's response (wrong --dhchap-secret for this host NQN?)"
 	}
 	return fmt.Sprintf("initiator: connect %s qid %d: %v%s: %v", e.Addr, e.QID, ErrAuthFailed, what, e.Err)
 }
@@ -98,11 +104,12 @@ func (c *Controller) authenticate(ctx context.Context, q *queue, authreq uint16)
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.CommandTimeout)
 	defer cancel()
+	replied := false
 	fail := func(err error) error {
 		if ctx.Err() != nil && !errors.Is(err, ErrTimeout) {
 			err = fmt.Errorf("%w (the exchange is bounded by %v: %w)", err, o.CommandTimeout, ErrTimeout)
 		}
-		return &AuthError{Addr: c.addr, QID: q.qid, Bidirectional: o.CtrlKey != nil, Err: err}
+		return &AuthError{Addr: c.addr, QID: q.qid, Bidirectional: o.CtrlKey != nil, AfterResponse: replied, Err: err}
 	}
 	if err := c.authSend(ctx, q, h.Negotiate()); err != nil {
 		return fail(err)
@@ -120,6 +127,7 @@ func (c *Controller) authenticate(ctx context.Context, q *queue, authreq uint16)
 			if err := c.authSend(ctx, q, out); err != nil && herr == nil {
 				return fail(err)
 			}
+			replied = replied || (herr == nil && auth.Header(out).ID() == auth.MsgReply)
 		}
 		if herr != nil {
 			return fail(herr)

@@ -39,6 +39,9 @@ type authTarget struct {
 	// holdReceive keeps every Authentication Receive unanswered until the
 	// queue closes.
 	holdReceive bool
+	// dropOnFailure closes the queue instead of answering AUTH_Failure1
+	// once the host's response failed, as Linux nvmet does.
+	dropOnFailure bool
 	// replay, when set, answers from a capture instead of auth.Controller:
 	// per queue ID the messages in order; what the host sends must equal
 	// the captured host's messages (mismatches lists the differences).
@@ -190,6 +193,12 @@ func (a *authHandler) HandleCommand(r *fabrics.Request) {
 			if at.holdReceive {
 				q.held = append(q.held, r)
 				q.mu.Unlock()
+				return
+			}
+			if at.dropOnFailure && q.ctrl != nil && q.ctrl.Err() != nil {
+				q.held = append(q.held, r)
+				q.mu.Unlock()
+				go q.TargetQueue.Close()
 				return
 			}
 			var b []byte
@@ -459,6 +468,8 @@ func TestAuthRefused(t *testing.T) {
 			is: ErrAuthFailed, want: "the controller refused the host's response", remote: true},
 		{name: "wrong key, ffdhe2048", at: &authTarget{hostKey: host, dhgroup: auth.FFDHE2048}, opts: Options{DHChapSecret: other.Encode()},
 			is: ErrAuthFailed, want: "wrong --dhchap-secret", remote: true},
+		{name: "wrong key, queue closed as Linux does", at: &authTarget{hostKey: host, dropOnFailure: true}, opts: Options{HostKey: other},
+			is: ErrAuthFailed, want: "the controller ended the exchange after the host's response"},
 		{name: "wrong controller key", at: &authTarget{hostKey: host, ctrlKey: ctrl}, opts: Options{HostKey: host, CtrlKey: other},
 			is: ErrAuthFailed, want: "the controller did not prove its key", local: true},
 		{name: "controller has no controller key", at: &authTarget{hostKey: host}, opts: Options{HostKey: host, CtrlKey: ctrl},
