@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -47,8 +46,7 @@ func (r *fuzzReq) Reject(pd []byte) error {
 // pending count or a buffer behind, or be rejected without a status.
 func FuzzCMREQ(f *testing.F) {
 	// Each fuzzing worker is a process with a device of its own.
-	pid := os.Getpid()
-	to := netip.AddrFrom4([4]byte{127, 21, byte(pid >> 8), byte(pid)})
+	to := pidAddr(21)
 	dev := openSoft(f, to)
 	cfg := TargetConfig{Device: dev, ServiceID: 4420, MaxPendingPerHost: 1, Logger: hclog.NewNullLogger()}
 	if err := cfg.normalize(); err != nil {

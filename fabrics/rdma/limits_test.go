@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -39,16 +40,22 @@ func fabricsConnect(t testing.TB, ctx context.Context, hq fabrics.HostQueue) {
 	}
 }
 
-// Loopback addresses of the tests of the pre-Connect limits (distinct
-// from transport_test.go's).
+// Loopback addresses of the tests of the pre-Connect limits: 127.R.P.P,
+// R a role, P.P from the process ID, so that two test processes of this
+// package (another checkout's, say) do not meet.
 var (
-	limitTargetAddr = netip.MustParseAddr("127.0.20.11")
-	limitHostAddr   = netip.MustParseAddr("127.0.20.12")
-	limitHost2Addr  = netip.MustParseAddr("127.0.20.13")
-	limitSpoofAddr  = netip.MustParseAddr("127.0.20.14")
-	probeTargetAddr = netip.MustParseAddr("127.0.20.15")
-	probeHostAddr   = netip.MustParseAddr("127.0.20.16")
+	limitTargetAddr = pidAddr(22)
+	limitHostAddr   = pidAddr(23)
+	limitHost2Addr  = pidAddr(24)
+	limitSpoofAddr  = pidAddr(25)
+	probeTargetAddr = pidAddr(26)
+	probeHostAddr   = pidAddr(27)
 )
+
+func pidAddr(role byte) netip.Addr {
+	pid := os.Getpid()
+	return netip.AddrFrom4([4]byte{127, role, byte(pid >> 8), byte(pid)})
+}
 
 // spoofer sends CM REQs by hand from a GSI QP of its own: REQs whose
 // requester never answers the REP (no RTU, no Connect), as datagrams
