@@ -1655,9 +1655,11 @@ func TestSoftE2EBadSGL(t *testing.T) {
 	}
 
 	// Capsules after which the target drops the queue: no response, the
-	// connection ends, the other queues keep working. Each gets a queue
-	// of its own: admin queues of new, enabled controllers, or I/O queues
-	// 2 and 3 of the first controller.
+	// connection ends, the other controllers keep working. Each gets a
+	// controller of its own (admin queue, and for an I/O case I/O queue
+	// 2 or 3 of it). A transport error on an I/O queue is its
+	// controller's fatal error, as Linux's nvmet_rdma_error_comp makes
+	// it: the admin queue of that controller goes too.
 	for _, tc := range []struct {
 		name    string
 		qid     uint16
@@ -1689,14 +1691,14 @@ func TestSoftE2EBadSGL(t *testing.T) {
 		}, "remote access error"},
 	} {
 		t.Run("dropped/"+tc.name, func(t *testing.T) {
-			var v *verbsQueue
-			if tc.qid == 0 {
-				v = dialVerbs(t, ctx, e.hdev, 0, 32)
-				v.connect(t, ctx, fabrics.CntlIDDynamic, false)
-				v.enable(t, ctx)
-			} else {
+			v := dialVerbs(t, ctx, e.hdev, 0, 32)
+			own := v.connect(t, ctx, fabrics.CntlIDDynamic, false)
+			v.enable(t, ctx)
+			var adm *verbsQueue // the dropped I/O queue's admin queue
+			if tc.qid != 0 {
+				adm = v
 				v = dialVerbs(t, ctx, e.hdev, tc.qid, 16)
-				v.connect(t, ctx, cntlid, true)
+				v.connect(t, ctx, own, true)
 			}
 			closed := fmt.Sprintf("queue closed: host=%s qid=%d reason=\"nvme-rdma: queue %d: ", softHostAddr, tc.qid, tc.qid)
 			closes := func() (n int) {
@@ -1720,6 +1722,12 @@ func TestSoftE2EBadSGL(t *testing.T) {
 				t.Errorf("the target's log does not say it closed queue %d for %q", tc.qid, tc.reason)
 			}
 			v.close()
+			if adm != nil {
+				if err := adm.expectDropped(dctx); err != nil {
+					t.Errorf("controller %d's admin queue after its I/O queue %d failed: %v", own, tc.qid, err)
+				}
+				adm.close()
+			}
 			// The first controller's queues are unharmed.
 			r, err := aq.roundTrip(ctx, aq.capsule(withSGL(propGetSQE(fabrics.PropCSTS), 1, noData), nil))
 			if err != nil || r.cqe.Status() != 0 || !fabrics.CSTS(r.cqe.DW0()).RDY() {
