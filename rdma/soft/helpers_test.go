@@ -275,28 +275,6 @@ func poll(t testing.TB, cq rdma.CQ, n int, timeout time.Duration) []rdma.WorkCom
 	return out
 }
 
-// expectNone checks that cq stays empty for d: it fails as soon as a
-// completion arrives (the CQ's notification), else when d is over.
-func expectNone(t testing.TB, cq rdma.CQ, d time.Duration) {
-	t.Helper()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		var wc [1]rdma.WorkCompletion
-		if cq.Poll(wc[:]) != 0 {
-			t.Fatalf("unexpected completion %+v", wc[0])
-		}
-		select {
-		case <-cq.Notify():
-		case <-timer.C:
-			if cq.Poll(wc[:]) != 0 {
-				t.Fatalf("unexpected completion %+v", wc[0])
-			}
-			return
-		}
-	}
-}
-
 // fill writes a pattern derived from seed into b.
 func fill(b []byte, seed int) {
 	x := uint32(seed)*2654435761 + 1
