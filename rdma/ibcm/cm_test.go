@@ -603,11 +603,14 @@ func TestConnectCancelled(t *testing.T) {
 		p := newPair(t, testOpts(), testOpts())
 		l, _ := p.srv.Listen(4420)
 		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
 		go func() {
-			time.Sleep(10 * time.Millisecond)
-			cancel()
+			_, err := p.cli.Connect(ctx, p.srvAddr, 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{})
+			errc <- err
 		}()
-		_, err := p.cli.Connect(ctx, p.srvAddr, 4420, p.cliDev.newRCQP(), nil, rdma.ConnParam{})
+		synctest.Wait() // the REQ is queued at the listener; Connect waits for the REP
+		cancel()
+		err := <-errc
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("Connect: %v", err)
 		}
