@@ -174,6 +174,9 @@ const (
 	AccessRemoteWrite  Access = 1 << 1 // peers may RDMA WRITE (requires LocalWrite)
 	AccessRemoteRead   Access = 1 << 2 // peers may RDMA READ
 	AccessRemoteAtomic Access = 1 << 3 // peers may issue atomics (requires LocalWrite)
+	// AccessMWBind lets memory windows be bound to the region
+	// (IBV_ACCESS_MW_BIND); the region itself needs no remote rights.
+	AccessMWBind Access = 1 << 4
 )
 
 // String lists the rights.
@@ -194,7 +197,8 @@ func (a Access) String() string {
 	add(AccessRemoteWrite, "RemoteWrite")
 	add(AccessRemoteRead, "RemoteRead")
 	add(AccessRemoteAtomic, "RemoteAtomic")
-	if rest := a &^ (AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic); rest != 0 {
+	add(AccessMWBind, "MWBind")
+	if rest := a &^ (AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead | AccessRemoteAtomic | AccessMWBind); rest != 0 {
 		if s != "" {
 			s += "|"
 		}
@@ -257,3 +261,31 @@ type RemappableMR interface {
 	// unmoved until it remaps again or deregisters.
 	Remap(buf []byte) (uint32, error)
 }
+
+// MW is a type-2 memory window (ibv_alloc_mw with IBV_MW_TYPE_2): an
+// rkey of its own over a range of a region, which a BIND_MW work request
+// (SendWR.Bind) sets, on the send queue, in order with the requests
+// around it. The window accepts remote access only on the QP that bound
+// it, with the rights of the bind, until it is invalidated: by a
+// LOCAL_INV naming its rkey, or by the peer's SEND with Invalidate. A
+// type-2 window must be invalidated before it is bound again, each bind
+// with a new key byte (IncRKey).
+type MW interface {
+	// RKey returns the rkey of the latest bind posted (the one the
+	// window was allocated with before any): the next bind takes
+	// IncRKey of it.
+	RKey() uint32
+	// Dealloc releases the window; a bound window stops accepting access.
+	Dealloc() error
+}
+
+// MWAllocator is implemented by the PD of a provider that has type-2
+// memory windows (rdma/ibverbs). AllocMW fails with an error wrapping
+// ErrNotSupported when the device has none.
+type MWAllocator interface {
+	AllocMW() (MW, error)
+}
+
+// IncRKey returns rkey with its low 8 bits, the key a consumer chooses,
+// advanced by one (ibv_inc_rkey): the rkey a window's next bind takes.
+func IncRKey(rkey uint32) uint32 { return rkey&^0xff | (rkey+1)&0xff }

@@ -23,7 +23,7 @@ const (
 	WRAtomicCmpSwp     WROpcode = 5 // (not implemented by every provider)
 	WRAtomicFetchAdd   WROpcode = 6 // (not implemented by every provider)
 	WRLocalInv         WROpcode = 7 // invalidate the local MR whose rkey is InvalidateRKey
-	WRBindMW           WROpcode = 8 // (not implemented by every provider)
+	WRBindMW           WROpcode = 8 // bind a memory window (Bind): providers with MWAllocator PDs
 	WRSendWithInv      WROpcode = 9 // SEND that invalidates InvalidateRKey at the peer
 )
 
@@ -87,6 +87,27 @@ type SendWR struct {
 	AH         AH
 	RemoteQPN  uint32
 	RemoteQKey uint32
+	// Bind is the operation of a WRBindMW request; the request carries
+	// no SGL.
+	Bind MWBind
+}
+
+// MWBind binds a type-2 memory window (struct ibv_mw_bind with its
+// ibv_mw_bind_info): MW takes rkey RKey over Length bytes at Addr of MR,
+// with the remote rights Access. The provider makes RKey the window's
+// RKey when the request is posted.
+type MWBind struct {
+	MW MW
+	// RKey is the window's new rkey: IncRKey(MW.RKey()).
+	RKey uint32
+	// MR is the region the window lies in, registered with AccessMWBind
+	// (and LocalWrite when Access holds RemoteWrite).
+	MR MR
+	// Addr is the virtual address of the window's first byte, within MR.
+	Addr   uint64
+	Length uint64
+	// Access is the remote rights (RemoteRead, RemoteWrite, RemoteAtomic).
+	Access Access
 }
 
 // RecvWR is a receive work request (struct ibv_recv_wr): where the data of

@@ -51,6 +51,7 @@ type Info struct {
 	MTU       rdma.MTU // the port's active MTU
 	LinkLayer string   // "Ethernet" (RoCE) or "InfiniBand"
 	Netdev    string   // the network interface of the GID entry, if known
+	VendorID  uint32   // the device's IEEE vendor ID (0xffffff: the kernel's rxe)
 }
 
 // Device is an open ibverbs device port.

@@ -195,7 +195,7 @@ func (c *cq) drainCount() int {
 			total += n
 			continue
 		}
-		n := int(C.nv_poll_cq(c.cq, cqBatch, c.evWC, c.evGWC))
+		n := int(C.nv_poll_cq(c.cq, cqBatch, c.evWC, c.evGWC, c.dev.rxe))
 		if n <= 0 {
 			return total
 		}
@@ -275,7 +275,7 @@ func (c *cq) Poll(wc []rdma.WorkCompletion) int {
 	if k == len(wc) {
 		return k
 	}
-	n := int(C.nv_poll_cq(c.cq, C.int(min(len(wc)-k, cqBatch)), c.wc, c.gwc))
+	n := int(C.nv_poll_cq(c.cq, C.int(min(len(wc)-k, cqBatch)), c.wc, c.gwc, c.dev.rxe))
 	for i := 0; i < n; i++ {
 		c.convert(&wc[k+i], &c.gwcs[i])
 	}
@@ -315,7 +315,7 @@ func (c *cq) lookAhead() bool {
 	if c.isDead() {
 		return false
 	}
-	if C.nv_poll_cq(c.cq, 1, c.wc, c.gwc) != 1 {
+	if C.nv_poll_cq(c.cq, 1, c.wc, c.gwc, c.dev.rxe) != 1 {
 		return false
 	}
 	var w rdma.WorkCompletion

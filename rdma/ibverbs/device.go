@@ -116,6 +116,10 @@ type device struct {
 	port rdma.PortAttr
 	attr rdma.DeviceAttr
 
+	// rxe is 1 on an rxe device (vendor ID 0xffffff), whose receive
+	// completions need their flags translated (see nv_poll_cq).
+	rxe C.int
+
 	mu     sync.Mutex
 	cm     *connManager
 	closed bool
@@ -191,6 +195,9 @@ func Open(cfg Config) (Device, error) {
 	return nil, fmt.Errorf("ibverbs: %w has %s in its GID table (devices: %v; is the address on the device's network interface?)", ErrNoDevice, cfg.Addr, names)
 }
 
+// rxeVendorID is the vendor ID the kernel's rxe reports (RXE_VENDOR_ID).
+const rxeVendorID = 0xffffff
+
 func newDevice(cfg Config, log hclog.Logger, ctx *C.struct_ibv_context, info DeviceInfo, p PortInfo, g GIDEntry) (*device, error) {
 	var da C.struct_ibv_device_attr
 	if r := C.ibv_query_device(ctx, &da); r != 0 {
@@ -206,7 +213,7 @@ func newDevice(cfg Config, log hclog.Logger, ctx *C.struct_ibv_context, info Dev
 		log: log.With("device", info.Name),
 		ctx: ctx,
 		info: Info{Name: info.Name, Port: p.Port, GIDIndex: g.Index, GIDType: g.Type, MTU: rdma.MTU(pa.active_mtu),
-			LinkLayer: p.LinkLayer, Netdev: g.Netdev},
+			LinkLayer: p.LinkLayer, Netdev: g.Netdev, VendorID: uint32(da.vendor_id)},
 		port: rdma.PortAttr{
 			State:      rdma.PortState(pa.state),
 			MaxMTU:     rdma.MTU(pa.max_mtu),
@@ -224,6 +231,9 @@ func newDevice(cfg Config, log hclog.Logger, ctx *C.struct_ibv_context, info Dev
 			MaxQPRdAtom:     int(da.max_qp_rd_atom),
 			MaxQPInitRdAtom: int(da.max_qp_init_rd_atom),
 		},
+	}
+	if da.vendor_id == rxeVendorID {
+		d.rxe = 1
 	}
 	d.attr.MaxInlineData = probeInline(ctx)
 	if d.port.State != rdma.PortActive {
@@ -356,6 +366,17 @@ func (p *pd) RegMR(buf []byte, access rdma.Access) (rdma.MR, error) {
 	return &mr{mr: m, buf: buf, access: access}, nil
 }
 
+var _ rdma.MWAllocator = (*pd)(nil)
+
+// AllocMW implements rdma.MWAllocator: a type-2 memory window.
+func (p *pd) AllocMW() (rdma.MW, error) {
+	m, err := C.nv_alloc_mw(p.pd)
+	if m == nil {
+		return nil, fmt.Errorf("ibverbs: %s: ibv_alloc_mw (type 2): %w", p.dev.info.Name, errnoErr(err))
+	}
+	return &mw{mw: m}, nil
+}
+
 // CreateQP implements rdma.PD.
 func (p *pd) CreateQP(attr *rdma.QPInitAttr) (rdma.QP, error) {
 	return newQP(p, attr)
@@ -433,6 +454,31 @@ func (m *mr) Deregister() error {
 	}
 	m.dead = true
 	m.buf = nil
+	return nil
+}
+
+// mw is a type-2 memory window. Its rkey lives in the C struct, which
+// PostSend updates on each bind it posts.
+type mw struct {
+	mw   *C.struct_ibv_mw
+	mu   sync.Mutex
+	dead bool
+}
+
+// RKey implements rdma.MW.
+func (m *mw) RKey() uint32 { return uint32(m.mw.rkey) }
+
+// Dealloc implements rdma.MW.
+func (m *mw) Dealloc() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dead {
+		return nil
+	}
+	if r := C.nv_dealloc_mw(m.mw); r != 0 {
+		return fmt.Errorf("ibverbs: ibv_dealloc_mw: %w", errnoErr(syscall.Errno(r)))
+	}
+	m.dead = true
 	return nil
 }
 

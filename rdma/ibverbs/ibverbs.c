@@ -4,11 +4,16 @@
 
 
 // nv_poll_cq polls up to n completions into out (wc is scratch of n).
-int nv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc, struct gwc *out) {
+// rxe: the CQ is an rxe device's, whose user completions carry the
+// kernel's wc_flags: there IB_WC_WITH_INVALIDATE is 1 << 2, which
+// libibverbs reads as IBV_WC_IP_CSUM_OK (rxe never sets that one).
+int nv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc, struct gwc *out, int rxe) {
 	int r = ibv_poll_cq(cq, n, wc);
 	for (int i = 0; i < r; i++) {
 		struct ibv_wc *w = &wc[i];
 		struct gwc *g = &out[i];
+		if (rxe && w->status == IBV_WC_SUCCESS && (w->opcode & IBV_WC_RECV) && (w->wc_flags & IBV_WC_IP_CSUM_OK))
+			w->wc_flags = (w->wc_flags & ~IBV_WC_IP_CSUM_OK) | IBV_WC_WITH_INV;
 		g->wr_id = w->wr_id;
 		g->status = w->status;
 		g->opcode = w->opcode;
@@ -46,6 +51,14 @@ int nv_post_send(struct ibv_qp *qp, struct gsend *g, int n, struct ibv_sge *sge,
 		case IBV_WR_LOCAL_INV:
 			w->invalidate_rkey = g[i].inv_rkey;
 			break;
+		case IBV_WR_BIND_MW:
+			w->bind_mw.mw = g[i].mw;
+			w->bind_mw.rkey = g[i].bind_rkey;
+			w->bind_mw.bind_info.mr = g[i].bind_mr;
+			w->bind_mw.bind_info.addr = g[i].bind_addr;
+			w->bind_mw.bind_info.length = g[i].bind_len;
+			w->bind_mw.bind_info.mw_access_flags = g[i].bind_access;
+			continue;
 		}
 		w->wr.rdma.remote_addr = g[i].remote_addr;
 		w->wr.rdma.rkey = g[i].rkey;
@@ -53,8 +66,17 @@ int nv_post_send(struct ibv_qp *qp, struct gsend *g, int n, struct ibv_sge *sge,
 	struct ibv_send_wr *badwr = NULL;
 	int r = ibv_post_send(qp, wr, &badwr);
 	*bad = r && badwr ? (int)(badwr - wr) : (r ? 0 : n);
+	// A type-2 window's ibv_mw.rkey is the consumer's to keep: providers
+	// name the window by it in the next bind (rxe's mw_rkey, mlx5's imm),
+	// so it follows each bind posted, as ibv_bind_mw does for type 1.
+	for (int i = 0; i < *bad; i++)
+		if (g[i].opcode == IBV_WR_BIND_MW)
+			g[i].mw->rkey = g[i].bind_rkey;
 	return r;
 }
+
+struct ibv_mw *nv_alloc_mw(struct ibv_pd *pd) { return ibv_alloc_mw(pd, IBV_MW_TYPE_2); }
+int nv_dealloc_mw(struct ibv_mw *mw) { return ibv_dealloc_mw(mw); }
 
 int nv_post_recv(struct ibv_qp *qp, uint64_t *wrid, uint32_t *nsge, int n, struct ibv_sge *sge, struct ibv_recv_wr *wr, int *bad) {
 	int off = 0;

@@ -21,11 +21,16 @@ struct gwc {
 };
 
 // gsend is a send work request without unions; its SGEs are
-// sge[sge_off : sge_off+num_sge] of the array passed with it.
+// sge[sge_off : sge_off+num_sge] of the array passed with it. The bind_*
+// fields and mw are a BIND_MW's (bind_rkey: the window's new rkey).
 struct gsend {
 	uint64_t wr_id;
 	uint64_t remote_addr;
 	uint32_t rkey, imm, inv_rkey, opcode, flags, num_sge, sge_off;
+	uint32_t bind_rkey, bind_access;
+	uint64_t bind_addr, bind_len;
+	struct ibv_mw *mw;
+	struct ibv_mr *bind_mr;
 };
 
 // gevent is an rdma_cm event copied out of librdmacm's memory.
@@ -38,10 +43,12 @@ struct gevent {
 	uint32_t qp_num;
 };
 
-int nv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc, struct gwc *out);
+int nv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc, struct gwc *out, int rxe);
 int nv_post_send(struct ibv_qp *qp, struct gsend *g, int n, struct ibv_sge *sge, struct ibv_send_wr *wr, int *bad);
 int nv_post_recv(struct ibv_qp *qp, uint64_t *wrid, uint32_t *nsge, int n, struct ibv_sge *sge, struct ibv_recv_wr *wr, int *bad);
 int nv_req_notify(struct ibv_cq *cq);
+struct ibv_mw *nv_alloc_mw(struct ibv_pd *pd);
+int nv_dealloc_mw(struct ibv_mw *mw);
 int nv_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);
 int nv_query_gid(struct ibv_context *ctx, uint32_t port, uint32_t index, struct ibv_gid_entry *e);
 int nv_set_nonblock(int fd);

@@ -263,12 +263,29 @@ func (q *qp) PostSend(wr *rdma.SendWR) error {
 				}
 				return &rdma.PostError{Index: base, Err: fmt.Errorf("ibverbs: %d SGEs, QP takes %d: %w", len(wr.SGL), q.cap.MaxSendSGE, rdma.ErrInvalidArgument)}
 			}
-			// rdma.SendWR carries no atomic operands or memory window.
-			if op := wr.Opcode; op == rdma.WRAtomicCmpSwp || op == rdma.WRAtomicFetchAdd || op == rdma.WRBindMW {
+			// rdma.SendWR carries no atomic operands.
+			if op := wr.Opcode; op == rdma.WRAtomicCmpSwp || op == rdma.WRAtomicFetchAdd {
 				if n > 0 {
 					break
 				}
 				return &rdma.PostError{Index: base, Err: fmt.Errorf("ibverbs: %v: %w", op, rdma.ErrNotSupported)}
+			}
+			g := &q.sg[n]
+			g.mw, g.bind_mr = nil, nil
+			if wr.Opcode == rdma.WRBindMW {
+				w, ok1 := wr.Bind.MW.(*mw)
+				m, ok2 := wr.Bind.MR.(*mr)
+				if !ok1 || !ok2 || w == nil || m == nil || len(wr.SGL) != 0 {
+					if n > 0 {
+						break
+					}
+					return &rdma.PostError{Index: base, Err: fmt.Errorf("ibverbs: BIND_MW without an ibverbs window and region, or with an SGL: %w", rdma.ErrInvalidArgument)}
+				}
+				g.mw, g.bind_mr = w.mw, m.mr
+				g.bind_rkey = C.uint32_t(wr.Bind.RKey)
+				g.bind_addr = C.uint64_t(wr.Bind.Addr)
+				g.bind_len = C.uint64_t(wr.Bind.Length)
+				g.bind_access = C.uint32_t(wr.Bind.Access)
 			}
 			if nsge+len(wr.SGL) > len(q.ssge) {
 				if n == 0 {
@@ -276,7 +293,6 @@ func (q *qp) PostSend(wr *rdma.SendWR) error {
 				}
 				break
 			}
-			g := &q.sg[n]
 			g.wr_id = C.uint64_t(wr.WRID)
 			g.remote_addr = C.uint64_t(wr.RemoteAddr)
 			g.rkey = C.uint32_t(wr.RKey)

@@ -158,6 +158,12 @@ func (e *env) tests() []test {
 	add("Read/Outstanding", testReadOutstanding)
 	add("Mixed/Ordering", testMixedOrdering)
 	add("LocalInv", testLocalInv)
+	add("MW/ReadWrite", testMWReadWrite)
+	add("MW/WrongDirection", testMWWrongDirection)
+	add("MW/Outside", testMWOutside)
+	add("MW/LocalInv", testMWLocalInv)
+	add("MW/SendWithInvalidate", testMWSendWithInvalidate)
+	add("MW/Rebind", testMWRebind)
 	add("Atomic/FetchAdd", testAtomicFetchAdd)
 
 	for _, c := range remoteAccessCases() {
