@@ -126,3 +126,20 @@ func TestNames(t *testing.T) {
 		t.Error("PostError does not unwrap")
 	}
 }
+
+// TestIncRKey: the key byte advances and wraps; the index bits stay.
+func TestIncRKey(t *testing.T) {
+	for _, c := range []struct{ in, want uint32 }{
+		{0x00001200, 0x00001201},
+		{0x123456fe, 0x123456ff},
+		{0x123456ff, 0x12345600},
+		{0xffffffff, 0xffffff00},
+	} {
+		if got := IncRKey(c.in); got != c.want {
+			t.Errorf("IncRKey(%#x) = %#x, want %#x", c.in, got, c.want)
+		}
+	}
+	if got := (AccessLocalWrite | AccessMWBind | 1<<9).String(); got != "LocalWrite|MWBind|0x200" {
+		t.Errorf("Access.String = %q", got)
+	}
+}
