@@ -105,9 +105,10 @@ type hostSlot struct {
 	sendSGE [1]rdma.SGE
 	sendWR  rdma.SendWR
 	// Under the queue's lock: the SEND completed; the CQE was taken for
-	// the command; the CQE was processed (data unmapped).
-	sent, answered, replied bool
-	gen                     uint16 // CID generation of the command (under the queue's lock)
+	// the command; the CQE was processed (data unmapped); a LOCAL_INV of
+	// the command's window is outstanding.
+	sent, answered, replied, invalidating bool
+	gen                                   uint16 // CID generation of the command (under the queue's lock)
 	// armed is set once Submit has set the slot up for its command,
 	// before the SEND: a CQE for a slot that is not armed is stray.
 	armed atomic.Bool
@@ -123,11 +124,28 @@ type hostSlot struct {
 	// allows both, for a command whose data goes either way or whose
 	// direction is not said (passthrough commands).
 	rmr, wmr, xmr rdma.MR
-	data          []byte // bounce buffer (without remap)
-	cur           rdma.MR
-	rkey          uint32 // cur's rkey as the command carries it
-	n             int    // the keyed transfer's length
+	// With windows (a device that cannot remap but has type-2 memory
+	// windows: rdma/ibverbs), bmr covers the bounce buffer with no remote
+	// rights of its own and each keyed command binds mw to exactly its
+	// bytes of it, with the rights of its direction, under a fresh rkey:
+	// bindWR, chained before sendWR. invWR invalidates the window when
+	// the target did not.
+	bmr    rdma.MR
+	mw     rdma.MW
+	bindWR rdma.SendWR
+	invWR  rdma.SendWR
+	data   []byte // bounce buffer (without remap)
+	cur    rdma.MR
+	rkey   uint32 // cur's rkey (with windows: mw's) as the command carries it
+	n      int    // the keyed transfer's length
 }
+
+// WRIDs of the host's memory-window requests (the kinds of target.go
+// go up to 5).
+const (
+	wrHostInv  = 6 << 56 // LOCAL_INV of a slot's window
+	wrHostBind = 7 << 56 // BIND_MW of a slot's window (unsignaled: only failures complete)
+)
 
 // cidGenShift places a command's generation in the top 4 bits of its
 // CID, above the slot index (as Linux's nvme_cid): a CQE that names an
@@ -164,6 +182,9 @@ type hostQueue struct {
 	// remap: the slots' regions are remapped to each command's buffer
 	// and invalidated after it (see hostSlot).
 	remap bool
+	// windows: each keyed command binds its slot's memory window to its
+	// bytes of the bounce buffer, invalidated after it (see hostSlot).
+	windows bool
 	// stray counts the CQEs dropped because they name no outstanding
 	// command (a slot not in use, an earlier generation, a repeat).
 	stray atomic.Uint64
@@ -196,7 +217,13 @@ func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams) (
 	if q.pd, err = dev.AllocPD(); err != nil {
 		return nil, fmt.Errorf("allocate PD: %w", err)
 	}
-	if q.cq, err = dev.CreateCQ(depth + p.RQSize + 1); err != nil {
+	// With memory windows a command may have a BIND_MW, its SEND and a
+	// LOCAL_INV on the send queue.
+	sendWRs := depth + 1
+	if _, ok := q.pd.(rdma.MWAllocator); ok {
+		sendWRs = 3*depth + 1
+	}
+	if q.cq, err = dev.CreateCQ(sendWRs + p.RQSize); err != nil {
 		q.destroy()
 		return nil, fmt.Errorf("create CQ: %w", err)
 	}
@@ -204,7 +231,7 @@ func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams) (
 		Type:   rdma.QPTypeRC,
 		SendCQ: q.cq,
 		RecvCQ: q.cq,
-		Cap:    rdma.QPCap{MaxSendWR: depth + 1, MaxRecvWR: p.RQSize, MaxSendSGE: 1, MaxRecvSGE: 1},
+		Cap:    rdma.QPCap{MaxSendWR: sendWRs, MaxRecvWR: p.RQSize, MaxSendSGE: 1, MaxRecvSGE: 1},
 	})
 	if err != nil {
 		q.destroy()
@@ -252,13 +279,18 @@ func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams) (
 }
 
 // regData registers each slot's data regions (see hostSlot) over its
-// bounce buffer of maxXfer bytes. If the provider can remap and
-// invalidate them, they start invalidated and q.remap is set; otherwise
-// they stay as registered (rdma/ibverbs: a plain registration has one
-// rkey for good), which still confines the target to the slot's bounce
-// buffer, readable or writable as the command's direction needs.
+// bounce buffer of maxXfer bytes. On a PD with memory windows, each slot
+// gets a window over a region without remote rights and q.windows is set.
+// Otherwise, if the provider can remap and invalidate the regions, they
+// start invalidated and q.remap is set; failing both they stay as
+// registered (a plain registration has one rkey for good), which still
+// confines the target to the slot's bounce buffer, readable or writable
+// as the command's direction needs.
 func (q *hostQueue) regData(maxXfer int) error {
 	dmem := make([]byte, maxXfer*len(q.slots))
+	if ok, err := q.regWindows(dmem, maxXfer); ok || err != nil {
+		return err
+	}
 	q.remap = true
 	for i := range q.slots {
 		s := &q.slots[i]
@@ -283,6 +315,42 @@ func (q *hostQueue) regData(maxXfer int) error {
 	return nil
 }
 
+// regWindows sets the slots up for memory windows (see hostSlot), if the
+// PD has them: ok reports that it did. A device without windows leaves
+// nothing behind.
+func (q *hostQueue) regWindows(dmem []byte, maxXfer int) (ok bool, err error) {
+	mwa, has := q.pd.(rdma.MWAllocator)
+	if !has {
+		return false, nil
+	}
+	for i := range q.slots {
+		s := &q.slots[i]
+		if s.mw, err = mwa.AllocMW(); err != nil {
+			if i == 0 {
+				q.log.Debug("device has no memory windows", "error", err)
+				return false, nil
+			}
+			return false, fmt.Errorf("allocate memory window: %w", err)
+		}
+		s.data = dmem[i*maxXfer : (i+1)*maxXfer : (i+1)*maxXfer]
+		if s.bmr, err = q.pd.RegMR(s.data, rdma.AccessLocalWrite|rdma.AccessMWBind); err != nil {
+			if i == 0 {
+				s.mw.Dealloc()
+				s.mw = nil
+				q.log.Debug("device cannot bind memory windows to a region", "error", err)
+				return false, nil
+			}
+			return false, fmt.Errorf("register %d bytes: %w", len(s.data), err)
+		}
+		s.bindWR = rdma.SendWR{WRID: wrHostBind | uint64(i), Opcode: rdma.WRBindMW, Next: &s.sendWR,
+			Bind: rdma.MWBind{MW: s.mw, MR: s.bmr, Addr: s.bmr.Addr()}}
+		s.invWR = rdma.SendWR{WRID: wrHostInv | uint64(i), Opcode: rdma.WRLocalInv, Flags: rdma.SendSignaled}
+	}
+	q.windows = true
+	q.log.Debug("each keyed command binds a memory window to its bytes of the slot's bounce buffer")
+	return true, nil
+}
+
 // canRemap reports whether m can be remapped and invalidates it: the
 // first use it is put to is to have no valid rkey until a command needs
 // one.
@@ -292,13 +360,22 @@ func canRemap(m rdma.MR) bool {
 }
 
 // destroy releases the verbs objects, the slots' data regions included
-// (after the QP, before the PD).
+// (after the QP, before the PD); windows go first: a bound one holds its
+// QP and region.
 func (q *hostQueue) destroy() {
+	for i := range q.slots {
+		if s := &q.slots[i]; s.mw != nil {
+			s.mw.Dealloc()
+		}
+	}
 	if q.qp != nil {
 		q.qp.Destroy()
 	}
 	for i := range q.slots {
 		s := &q.slots[i]
+		if s.bmr != nil {
+			s.bmr.Deregister()
+		}
 		if s.rmr != nil {
 			s.rmr.Deregister()
 		}
@@ -388,7 +465,7 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 	q.free = q.free[:len(q.free)-1]
 	inline := q.inline
 	s := &q.slots[i]
-	s.cmd, s.sent, s.answered, s.replied = cmd, false, false, false
+	s.cmd, s.sent, s.answered, s.replied, s.invalidating = cmd, false, false, false, false
 	s.gen = (s.gen + 1) & (1<<(16-cidGenShift) - 1)
 	cid := uint16(i) | s.gen<<cidGenShift
 	q.mu.Unlock()
@@ -416,7 +493,18 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 	copy(s.capsule, cmd.SQE[:])
 	s.sendSGE[0].Length = uint32(length)
 	s.armed.Store(true)
-	if err := q.qp.PostSend(&s.sendWR); err != nil {
+	wr := &s.sendWR
+	if q.windows && s.cur != nil {
+		wr = &s.bindWR // the window's bind, then the SEND: the send queue keeps them in order
+	}
+	if err := q.qp.PostSend(wr); err != nil {
+		var pe *rdma.PostError
+		if wr == &s.bindWR && (!errors.As(err, &pe) || pe.Index > 0) {
+			// The window is bound but its command not sent: the queue
+			// cannot take the slot back (a bound window cannot be bound
+			// again before it is invalidated).
+			q.shutdown(fmt.Errorf("nvme-rdma: queue %d: post SEND after BIND_MW: %w", q.qid, err))
+		}
 		q.release(i)
 		return fmt.Errorf("nvme-rdma: queue %d: post SEND: %w", q.qid, err)
 	}
@@ -439,6 +527,25 @@ func (q *hostQueue) mapData(s *hostSlot, cmd *fabrics.HostCommand, sgl fabrics.S
 		m = s.xmr
 	}
 	n := len(cmd.Data)
+	if q.windows {
+		access := rdma.AccessRemoteRead | rdma.AccessRemoteWrite
+		switch cmd.Direction {
+		case fabrics.DirHostToCtrl:
+			access = rdma.AccessRemoteRead
+		case fabrics.DirCtrlToHost:
+			access = rdma.AccessRemoteWrite
+		}
+		if access&rdma.AccessRemoteRead != 0 {
+			copy(s.data, cmd.Data)
+		}
+		b := &s.bindWR.Bind
+		b.RKey = rdma.IncRKey(s.mw.RKey())
+		b.Length = uint64(n)
+		b.Access = access
+		s.cur, s.rkey, s.n = s.bmr, b.RKey, n
+		sgl.PutKeyed(s.bmr.Addr(), uint32(n), b.RKey, true)
+		return nil
+	}
 	if q.remap {
 		rkey, err := m.(rdma.RemappableMR).Remap(cmd.Data)
 		if err != nil {
@@ -458,13 +565,35 @@ func (q *hostQueue) mapData(s *hostSlot, cmd *fabrics.HostCommand, sgl fabrics.S
 
 // unmapData ends the target's access to the command's data: with remap,
 // the rkey is invalidated (unless the target did, by its SEND with
-// Invalidate); without, read data is copied out of the bounce buffer.
+// Invalidate); with windows, read data is copied out of the bounce
+// buffer and, unless the target invalidated the window, a LOCAL_INV is
+// posted, whose completion the command then awaits; without either, read
+// data is copied out.
 func (q *hostQueue) unmapData(s *hostSlot, remoteInvalidated bool) {
 	m := s.cur
 	if m == nil {
 		return
 	}
 	s.cur = nil
+	if q.windows {
+		if s.cmd != nil && s.cmd.Direction != fabrics.DirHostToCtrl {
+			copy(s.cmd.Data, s.data[:s.n])
+		}
+		if remoteInvalidated {
+			return
+		}
+		s.invWR.InvalidateRKey = s.rkey
+		q.mu.Lock()
+		s.invalidating = true
+		q.mu.Unlock()
+		if err := q.qp.PostSend(&s.invWR); err != nil {
+			q.mu.Lock()
+			s.invalidating = false
+			q.mu.Unlock()
+			q.shutdown(fmt.Errorf("nvme-rdma: queue %d: post LOCAL_INV of rkey %#x: %w", q.qid, s.rkey, err))
+		}
+		return
+	}
 	if q.remap {
 		if !remoteInvalidated {
 			if err := m.Invalidate(); err != nil {
@@ -534,7 +663,11 @@ func (q *hostQueue) complete(wc *rdma.WorkCompletion) {
 	switch wc.WRID & wrKind {
 	case wrSend:
 		if i < len(q.slots) {
-			q.finish(i, true)
+			q.finish(i, evSent)
+		}
+	case wrHostInv:
+		if i < len(q.slots) {
+			q.finish(i, evInvalidated)
 		}
 	case wrRecv:
 		if i >= len(q.recvWR) {
@@ -573,7 +706,7 @@ func (q *hostQueue) onCQE(b []byte, wc *rdma.WorkCompletion) {
 		return
 	}
 	inv := wc.Flags&rdma.WCWithInvalidate != 0
-	if inv && (s.cur == nil || !q.remap || wc.InvalidatedRKey != s.rkey) {
+	if inv && (s.cur == nil || !(q.remap || q.windows) || wc.InvalidatedRKey != s.rkey) {
 		// The target invalidated an rkey this command did not give it
 		// (nvme_rdma_process_nvme_rsp: "Bogus remote invalidation").
 		q.log.Error("bogus remote invalidation", "cid", cid, "rkey", wc.InvalidatedRKey)
@@ -585,21 +718,31 @@ func (q *hostQueue) onCQE(b []byte, wc *rdma.WorkCompletion) {
 	// response; its RDMA READs finished before it): end its access
 	// before the buffer goes back to the caller.
 	q.unmapData(s, inv)
-	q.finish(i, false)
+	q.finish(i, evReplied)
 }
 
-// finish completes a command once both its SEND and its CQE are done:
-// sent reports the SEND's completion, else the CQE has been processed.
-func (q *hostQueue) finish(i int, sent bool) {
+// Events of a command's slot that finish counts.
+const (
+	evSent        = iota // the SEND completed
+	evReplied            // the CQE was processed
+	evInvalidated        // the LOCAL_INV of the command's window completed
+)
+
+// finish completes a command once its SEND and its CQE are done, and the
+// LOCAL_INV of its window if one was posted: ev says which just did.
+func (q *hostQueue) finish(i int, ev int) {
 	s := &q.slots[i]
 	q.mu.Lock()
-	if sent {
+	switch ev {
+	case evSent:
 		s.sent = true
-	} else {
+	case evReplied:
 		s.replied = true
+	case evInvalidated:
+		s.invalidating = false
 	}
 	cmd := s.cmd
-	if !s.sent || !s.replied || cmd == nil {
+	if !s.sent || !s.replied || s.invalidating || cmd == nil {
 		q.mu.Unlock()
 		return
 	}
