@@ -255,9 +255,10 @@ type RemappableMR interface {
 	// Remap binds the region to buf, at most as long as the buffer the
 	// region was registered with; the address (Addr) stays, and a new
 	// rkey valid for remote access is returned (requests with an older
-	// rkey fail). The caller must not remap while remote operations on
-	// the old binding may still arrive (invalidate first and wait for the
-	// operations that used it to complete), and must keep buf alive and
+	// rkey fail). Remap, like Invalidate, Rekey and Deregister, fences
+	// remote operations in flight on the old binding: once it returns
+	// they can no longer touch either buffer, and their remaining packets
+	// fail with a remote access error. The caller must keep buf alive and
 	// unmoved until it remaps again or deregisters.
 	Remap(buf []byte) (uint32, error)
 }
