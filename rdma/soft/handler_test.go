@@ -147,16 +147,20 @@ func TestCQHandlerEcho(t *testing.T) {
 				fill(b[4:], k)
 			}
 			size := func(k int) int { return 8 + k%(msg-8) }
-			post := func(slot int) {
+			// prepare fills the slot of the next request (mu held).
+			prepare := func(slot int) {
 				k := next
 				next++
 				n := size(k)
 				payload(k, c.buf.Bytes()[(window+slot)*msg:(window+slot)*msg+n])
 				sendSGEs[slot].Length = uint32(n)
+			}
+			send := func(slot int) {
 				if err := ea.qp.PostSend(&sendWRs[slot]); err != nil {
 					c.fail(err)
 				}
 			}
+			post := func(slot int) { prepare(slot); send(slot) }
 			for i := range window {
 				recvSGEs[i] = sge(c.buf, i*msg, msg)
 				recvWRs[i] = rdma.RecvWR{WRID: uint64(i), SGL: recvSGEs[i : i+1]}
@@ -200,11 +204,16 @@ func TestCQHandlerEcho(t *testing.T) {
 				}
 			})
 			ea.scq.(rdma.HandlerCQ).SetHandler(c.onSends)
-			mu.Lock()
+			// The first window, without holding mu across PostSend: the
+			// provider may run the pending handlers (onAnswer, which
+			// takes mu) inside PostSend.
 			for range window {
-				post(next % window)
+				mu.Lock()
+				slot := next % window
+				prepare(slot)
+				mu.Unlock()
+				send(slot)
 			}
-			mu.Unlock()
 			select {
 			case <-done:
 			case err := <-c.errs:
