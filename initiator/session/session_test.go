@@ -32,6 +32,14 @@ func fakeDaemon(mode string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	// Programs the daemon runs must not inherit its lock: they would hold
+	// it after the daemon died.
+	for _, fd := range []int{lockFD, reportFD} {
+		if f, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || f&unix.FD_CLOEXEC == 0 {
+			rep.Send(Report{Error: fmt.Sprintf("inherited descriptor %d is not close-on-exec", fd)})
+			return 4
+		}
+	}
 	switch mode {
 	case "ok":
 		// Stay alive (holding the lock) until told to go by SIGUSR1

@@ -157,6 +157,11 @@ func Inherited(runDir, name string) (*Slot, *Reporter, error) {
 	if !sameFile(lock, lockPath(runDir, name)) {
 		return nil, nil, fmt.Errorf("session: descriptor 3 is not %s", lockPath(runDir, name))
 	}
+	// Inherited descriptors are not close-on-exec: a program the daemon
+	// runs (a mount helper that stays, say) would hold the lock, and the
+	// daemon would look alive after it died.
+	syscall.CloseOnExec(lockFD)
+	syscall.CloseOnExec(reportFD)
 	s := &Slot{Name: name, RunDir: runDir, Dir: filepath.Join(runDir, name), Lock: lock}
 	return s, &Reporter{f: rep}, nil
 }
