@@ -33,7 +33,8 @@ func Check(spec Spec) error {
 		}
 		return d.Close()
 	case KindMemory:
-		return checkMemory(spec.Size, spec.BlockSize)
+		_, err := checkMemory(spec.Size, spec.BlockSize)
+		return err
 	case KindNull:
 		_, err := sizeAndBlock(KindNull, spec.Size, spec.BlockSize)
 		return err

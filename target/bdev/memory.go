@@ -42,10 +42,7 @@ var _ Device = (*Memory)(nil)
 // multiple of the block size, at most PhysicalMemory; blockSize 0 means
 // DefaultBlockSize).
 func NewMemory(size int64, blockSize uint32) (*Memory, error) {
-	if err := checkMemory(size, blockSize); err != nil {
-		return nil, err
-	}
-	bs, err := sizeAndBlock(KindMemory, size, blockSize)
+	bs, err := checkMemory(size, blockSize)
 	if err != nil {
 		return nil, err
 	}
@@ -70,15 +67,17 @@ func PhysicalMemory() int64 {
 	return total * unit
 }
 
-// checkMemory checks a memory backend's size and block size.
-func checkMemory(size int64, blockSize uint32) error {
-	if _, err := sizeAndBlock(KindMemory, size, blockSize); err != nil {
-		return err
+// checkMemory checks a memory backend's size and block size and returns
+// the block size (sizeAndBlock).
+func checkMemory(size int64, blockSize uint32) (uint32, error) {
+	bs, err := sizeAndBlock(KindMemory, size, blockSize)
+	if err != nil {
+		return 0, err
 	}
 	if ram := PhysicalMemory(); ram > 0 && size > ram {
-		return &MemoryError{Size: size, Memory: ram}
+		return 0, &MemoryError{Size: size, Memory: ram}
 	}
-	return nil
+	return bs, nil
 }
 
 // MemoryError reports memory backends larger than the machine's memory.
