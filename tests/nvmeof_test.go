@@ -75,6 +75,9 @@ func binaries(t *testing.T) (nvmeof, nvmetd string) {
 }
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(unprivChildEnv); mode != "" {
+		os.Exit(unprivChild(mode))
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
