@@ -109,11 +109,7 @@ host %q {
 	})
 	defer keepOnFailure(t, res, capture)
 	script, tlog := res.Log("a/script.log"), res.Log("host-cmd.log")
-	for _, line := range strings.Split(script, "\n") {
-		if strings.HasPrefix(line, "PASS:") || strings.HasPrefix(line, "FAIL:") || strings.HasPrefix(line, "ELAPSED:") {
-			t.Log(line)
-		}
-	}
+	t.Log(passLines(script))
 	if res.Err != nil || !strings.Contains(script, "RESULT: PASS") {
 		t.Logf("guest script log:\n%s", tail(script, 120))
 		t.Logf("nvmetd log:\n%s", tail(tlog, 120))
@@ -184,11 +180,7 @@ func TestAuthInitiatorKernelTarget(t *testing.T) {
 	})
 	defer keepOnFailure(t, res, capture)
 	hostLog, guest := res.Log("host-test.log"), res.Log("a/script.log")
-	for _, line := range strings.Split(hostLog, "\n") {
-		if strings.HasPrefix(line, "PASS:") || strings.HasPrefix(line, "FAIL:") {
-			t.Log(line)
-		}
-	}
+	t.Log(passLines(hostLog))
 	if res.Err != nil || !strings.Contains(hostLog, "RESULT: PASS") {
 		t.Logf("guest:\n%s", tail(guest, 80))
 		t.Fatalf("our initiator with DH-HMAC-CHAP against the kernel target failed: %v\n%s", res.Err, tail(hostLog, 80))

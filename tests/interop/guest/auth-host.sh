@@ -15,7 +15,7 @@
 #   HOST1_NQN HOST1_KEY; HOST2_NQN HOST2_KEY HOST2_CTRL_KEY; HOST3_NQN;
 #   WRONG_KEY WRONG_CTRL_KEY; CASES (default "uni bidi missing ctrlkey wrong");
 #   REFUSE_WAIT_S=400 (bound on a refused connect); PATTERN_MB=1.
-# Prints PASS:/FAIL: lines, "ELAPSED: case seconds" and "RESULT: PASS|FAIL".
+# Prints PASS:/FAIL: lines, "INFO: CASE took N s" and "RESULT: PASS|FAIL".
 set -u
 TARGET_ADDR="${TARGET_ADDR:-${KPEER_PEER_ADDR:-192.0.2.1}}"
 TRSVCID="${TRSVCID:-4420}"
@@ -96,7 +96,7 @@ refused() {
   t0=$(date +%s)
   out=$(connect "$h" "$@"); rc=$?
   echo "$out"
-  echo "ELAPSED: $c $(( $(date +%s) - t0 ))"
+  echo "INFO: $c took $(( $(date +%s) - t0 )) s"
   if [ "$rc" = 0 ] && nsdev >/dev/null 2>&1; then
     failc "$c: connect succeeded"
     nvme disconnect -n "$NQN"
@@ -119,7 +119,7 @@ for c in $CASES; do
       else
         failc "uni: connect"
       fi
-      echo "ELAPSED: $c $(( $(date +%s) - t0 ))"
+      echo "INFO: $c took $(( $(date +%s) - t0 )) s"
       nvme disconnect -n "$NQN" || failc "uni: disconnect"
       ;;
     bidi)
@@ -129,7 +129,7 @@ for c in $CASES; do
       else
         failc "bidi: connect"
       fi
-      echo "ELAPSED: $c $(( $(date +%s) - t0 ))"
+      echo "INFO: $c took $(( $(date +%s) - t0 )) s"
       nvme disconnect -n "$NQN" || failc "bidi: disconnect"
       ;;
     missing) refused missing "$HOST3_NQN" ;;
