@@ -86,14 +86,10 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 
 	// Prepare: check the backends to open, so that nothing is created
 	// unless all can open; open them; then the caller's part.
-	type toOpen struct {
-		nqn string
-		ns  *configfs.Namespace
-	}
-	var opens []toOpen
+	var opens []nsRef
 	for _, nqn := range ch.SubsystemsAdded {
 		for _, ns := range tree.Subsystem(nqn).Namespaces {
-			opens = append(opens, toOpen{nqn, ns})
+			opens = append(opens, nsRef{nqn, ns})
 		}
 	}
 	for _, sc := range ch.Subsystems {
@@ -103,25 +99,18 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 			// A block device stays claimed (O_EXCL) by the running
 			// namespace until it goes: reopened in the commit.
 			if !onlyEnableDiffers(was, now) && !sameBlockDevice(was, now) {
-				opens = append(opens, toOpen{sc.NQN, now})
+				opens = append(opens, nsRef{sc.NQN, now})
 			}
 		}
 		for _, nsid := range sc.NamespacesAdded {
-			opens = append(opens, toOpen{sc.NQN, s.Namespace(nsid)})
+			opens = append(opens, nsRef{sc.NQN, s.Namespace(nsid)})
 		}
 	}
-	errs := []error{CheckMemory(tree)}
-	for _, o := range opens {
-		var me *bdev.MemoryError
-		if err := bdev.Check(nsSpec(o.ns)); err != nil && !errors.As(err, &me) { // CheckMemory's
-			errs = append(errs, tree.NamespaceError(o.nqn, o.ns, backendAttr(o.ns), err))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := checkBackends(tree, opens); err != nil {
 		t.log.Debug("configuration refused: nothing changed", "error", err)
 		return res, &NotAppliedError{Err: err}
 	}
-	errs = nil
+	var errs []error
 	devs := map[nsKey]bdev.Device{}
 	closeDevs := func() {
 		for _, d := range devs {
@@ -380,13 +369,30 @@ func CheckMemory(tree *configfs.Tree) error {
 // anything, and returns every error placed at its FILE:LINE. nvmetd
 // --check runs it.
 func CheckBackends(tree *configfs.Tree) error {
-	errs := []error{CheckMemory(tree)}
+	var all []nsRef
 	for _, s := range tree.Subsystems {
 		for _, ns := range s.Namespaces {
-			var me *bdev.MemoryError
-			if err := bdev.Check(nsSpec(ns)); err != nil && !errors.As(err, &me) { // CheckMemory's
-				errs = append(errs, tree.NamespaceError(s.NQN, ns, backendAttr(ns), err))
-			}
+			all = append(all, nsRef{s.NQN, ns})
+		}
+	}
+	return checkBackends(tree, all)
+}
+
+// nsRef is a namespace of tree's subsystem nqn.
+type nsRef struct {
+	nqn string
+	ns  *configfs.Namespace
+}
+
+// checkBackends checks the memory backends of tree together
+// (CheckMemory) and the backends of nss each (bdev.Check), and returns
+// every error placed at its FILE:LINE.
+func checkBackends(tree *configfs.Tree, nss []nsRef) error {
+	errs := []error{CheckMemory(tree)}
+	for _, o := range nss {
+		var me *bdev.MemoryError
+		if err := bdev.Check(nsSpec(o.ns)); err != nil && !errors.As(err, &me) { // CheckMemory's
+			errs = append(errs, tree.NamespaceError(o.nqn, o.ns, backendAttr(o.ns), err))
 		}
 	}
 	return errors.Join(errs...)
