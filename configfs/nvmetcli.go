@@ -268,31 +268,23 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 			p.Device = x.Device
 		}
 		path := "ports/" + p.ID
-		if x := jp.Nvmeof; x != nil && x.TOS != nil {
-			if *x.TOS < 0 || *x.TOS > MaxTOS {
-				c.add(nil, nil, path, "tos", "%d is not from 0 to %d", int64(*x.TOS), MaxTOS)
-			} else {
-				p.TOS = int(*x.TOS)
-			}
-		}
-		if x := jp.Nvmeof; x != nil && x.ConnectTimeout != nil {
-			if *x.ConnectTimeout < 1 || *x.ConnectTimeout > MaxConnectTimeout {
-				c.add(nil, nil, path, "connect_timeout", "%d is not from 1 to %d", int64(*x.ConnectTimeout), MaxConnectTimeout)
-			} else {
-				p.ConnectTimeout = int(*x.ConnectTimeout)
-			}
-		}
 		if x := jp.Nvmeof; x != nil {
 			for _, f := range []struct {
-				name string
-				v    *jsonInt
-				dst  *int
-			}{{"max_pending", x.MaxPending, &p.MaxPending}, {"max_pending_per_host", x.MaxPendingPerHost, &p.MaxPendingPerHost}} {
+				name   string
+				v      *jsonInt
+				lo, hi int64
+				dst    *int
+			}{
+				{"tos", x.TOS, 0, MaxTOS, &p.TOS},
+				{"connect_timeout", x.ConnectTimeout, 1, MaxConnectTimeout, &p.ConnectTimeout},
+				{"max_pending", x.MaxPending, 1, MaxPending, &p.MaxPending},
+				{"max_pending_per_host", x.MaxPendingPerHost, 1, MaxPending, &p.MaxPendingPerHost},
+			} {
 				if f.v == nil {
 					continue
 				}
-				if *f.v < 1 || *f.v > MaxPending {
-					c.add(nil, nil, path, f.name, "%d is not from 1 to %d", int64(*f.v), MaxPending)
+				if n := int64(*f.v); n < f.lo || n > f.hi {
+					c.add(nil, nil, path, f.name, "%d is not from %d to %d", n, f.lo, f.hi)
 					continue
 				}
 				*f.dst = int(*f.v)
