@@ -271,21 +271,13 @@ func (d *hclDecoder) port(b *hcl.Block) *Port {
 		case "device":
 			p.Device, _ = d.str(p.src, path, a)
 		case "tos":
-			if n, ok := d.integer(p.src, path, a, 0, MaxTOS); ok {
-				p.TOS = int(n)
-			}
+			intAttr(d, &p.TOS, p.src, path, a, 0, MaxTOS)
 		case "connect_timeout":
-			if n, ok := d.integer(p.src, path, a, 1, MaxConnectTimeout); ok {
-				p.ConnectTimeout = int(n)
-			}
+			intAttr(d, &p.ConnectTimeout, p.src, path, a, 1, MaxConnectTimeout)
 		case "max_pending":
-			if n, ok := d.integer(p.src, path, a, 1, MaxPending); ok {
-				p.MaxPending = int(n)
-			}
+			intAttr(d, &p.MaxPending, p.src, path, a, 1, MaxPending)
 		case "max_pending_per_host":
-			if n, ok := d.integer(p.src, path, a, 1, MaxPending); ok {
-				p.MaxPendingPerHost = int(n)
-			}
+			intAttr(d, &p.MaxPendingPerHost, p.src, path, a, 1, MaxPending)
 		case "address":
 			p.Traddr, _ = d.str(p.src, path, a)
 		case "address_family":
@@ -295,13 +287,9 @@ func (d *hclDecoder) port(b *hcl.Block) *Port {
 		case "treq":
 			p.Treq, _ = d.str(p.src, path, a)
 		case "inline_data_size":
-			if n, ok := d.integer(p.src, path, a, 0, MaxInlineDataSize); ok {
-				p.InlineDataSize = int(n)
-			}
+			intAttr(d, &p.InlineDataSize, p.src, path, a, 0, MaxInlineDataSize)
 		case "portid":
-			if n, ok := d.integer(p.src, path, a, 1, 0xffff); ok {
-				p.PortID = uint16(n)
-			}
+			intAttr(d, &p.PortID, p.src, path, a, 1, 0xffff)
 		case "subsystems":
 			p.Subsystems, _ = d.strList(p.src, path, a)
 		}
@@ -337,21 +325,13 @@ func (d *hclDecoder) subsystem(b *hcl.Block) (s *Subsystem, ports []string, port
 		case "version":
 			s.Version, _ = d.str(s.src, path, a)
 		case "cntlid_min":
-			if n, ok := d.integer(s.src, path, a, 1, DefaultCntlidMax); ok {
-				s.CntlidMin = uint16(n)
-			}
+			intAttr(d, &s.CntlidMin, s.src, path, a, 1, DefaultCntlidMax)
 		case "cntlid_max":
-			if n, ok := d.integer(s.src, path, a, 1, DefaultCntlidMax); ok {
-				s.CntlidMax = uint16(n)
-			}
+			intAttr(d, &s.CntlidMax, s.src, path, a, 1, DefaultCntlidMax)
 		case "qid_max":
-			if n, ok := d.integer(s.src, path, a, 1, MaxQIDMax); ok {
-				s.QIDMax = int(n)
-			}
+			intAttr(d, &s.QIDMax, s.src, path, a, 1, MaxQIDMax)
 		case "max_controllers":
-			if n, ok := d.integer(s.src, path, a, 1, DefaultCntlidMax); ok {
-				s.MaxControllers = int(n)
-			}
+			intAttr(d, &s.MaxControllers, s.src, path, a, 1, DefaultCntlidMax)
 		}
 	}
 	for _, nb := range content.Blocks {
@@ -383,9 +363,7 @@ func (d *hclDecoder) namespace(b *hcl.Block, subsysPath string) *Namespace {
 		case "size":
 			ns.Size, _ = d.size(ns.src, path, a)
 		case "block_size":
-			if n, ok := d.integer(ns.src, path, a, 0, 1<<31); ok {
-				ns.BlockSize = uint32(n)
-			}
+			intAttr(d, &ns.BlockSize, ns.src, path, a, 0, 1<<31)
 		case "grow":
 			ns.Grow, _ = d.boolean(ns.src, path, a)
 		case "uuid":
@@ -498,19 +476,20 @@ func (d *hclDecoder) strList(src *source, path string, a *hcl.Attribute) ([]stri
 	return out, true
 }
 
-// integer decodes a whole number in [lo, hi].
-func (d *hclDecoder) integer(src *source, path string, a *hcl.Attribute, lo, hi int64) (int64, bool) {
+// intAttr decodes a whole number in [lo, hi] into *dst, which it leaves
+// alone when a is not one.
+func intAttr[T ~int | ~uint16 | ~uint32](d *hclDecoder, dst *T, src *source, path string, a *hcl.Attribute, lo, hi int64) {
 	v, ok := d.convert(src, path, a, cty.Number, "a number")
 	if !ok {
-		return 0, false
+		return
 	}
 	bf := v.AsBigFloat()
 	n, acc := bf.Int64()
 	if !bf.IsInt() || acc != big.Exact || n < lo || n > hi {
 		d.attrErr(src, path, a, "%s is not a whole number from %d to %d", bf.Text('g', 20), lo, hi)
-		return 0, false
+		return
 	}
-	return n, true
+	*dst = T(n)
 }
 
 // size decodes a size: a number of bytes or a string for ParseSize.
