@@ -74,35 +74,41 @@ func (h *Host) authEqual(o *Host) bool {
 		h.EffectiveDHCHAPHash() == o.EffectiveDHCHAPHash() && h.EffectiveDHCHAPDHGroup() == o.EffectiveDHCHAPDHGroup()
 }
 
+// setAuth sets the host's DH-HMAC-CHAP attribute name (a kernel file
+// name: dhchap_key, dhchap_ctrl_key, dhchap_hash, dhchap_dhgroup) to v;
+// it ignores other names.
+func (h *Host) setAuth(name, v string) {
+	switch name {
+	case "dhchap_key":
+		h.DHCHAPKey = Secret(strings.TrimSpace(v))
+	case "dhchap_ctrl_key":
+		h.DHCHAPCtrlKey = Secret(strings.TrimSpace(v))
+	case "dhchap_hash":
+		h.DHCHAPHash = v
+	case "dhchap_dhgroup":
+		h.DHCHAPDHGroup = v
+	}
+}
+
 // hostBody decodes a host block's attributes.
 func (d *hclDecoder) hostBody(h *Host, content *hcl.BodyContent) {
 	path := "hosts/" + h.NQN
 	for name, a := range content.Attributes {
+		v, ok := d.str(h.src, path, a)
+		if !ok {
+			continue
+		}
 		switch name {
-		case "dhchap_key", "dhchap_ctrl_key":
-			v, ok := d.str(h.src, path, a)
-			if !ok {
-				continue
+		case "dhchap_key_file":
+			if key, ok := d.keyFile(h.src, path, a, v); ok {
+				h.DHCHAPKeyFile, h.DHCHAPKey = v, key
 			}
-			if name == "dhchap_key" {
-				h.DHCHAPKey = Secret(strings.TrimSpace(v))
-			} else {
-				h.DHCHAPCtrlKey = Secret(strings.TrimSpace(v))
+		case "dhchap_ctrl_key_file":
+			if key, ok := d.keyFile(h.src, path, a, v); ok {
+				h.DHCHAPCtrlKeyFile, h.DHCHAPCtrlKey = v, key
 			}
-		case "dhchap_key_file", "dhchap_ctrl_key_file":
-			file, key, ok := d.keyFile(h.src, path, a)
-			if !ok {
-				continue
-			}
-			if name == "dhchap_key_file" {
-				h.DHCHAPKeyFile, h.DHCHAPKey = file, key
-			} else {
-				h.DHCHAPCtrlKeyFile, h.DHCHAPCtrlKey = file, key
-			}
-		case "dhchap_hash":
-			h.DHCHAPHash, _ = d.str(h.src, path, a)
-		case "dhchap_dhgroup":
-			h.DHCHAPDHGroup, _ = d.str(h.src, path, a)
+		default:
+			h.setAuth(name, v)
 		}
 	}
 	if content.Attributes["dhchap_key"] != nil && content.Attributes["dhchap_key_file"] != nil {
@@ -113,14 +119,10 @@ func (d *hclDecoder) hostBody(h *Host, content *hcl.BodyContent) {
 	}
 }
 
-// keyFile reads a secret file named by attribute a, relative to the
-// configuration file's directory. A file that group or others may read
-// or write is refused, as ssh refuses such private keys.
-func (d *hclDecoder) keyFile(src *source, path string, a *hcl.Attribute) (string, Secret, bool) {
-	file, ok := d.str(src, path, a)
-	if !ok {
-		return "", "", false
-	}
+// keyFile reads the secret file named file by attribute a, relative to
+// the configuration file's directory. A file that group or others may
+// read or write is refused, as ssh refuses such private keys.
+func (d *hclDecoder) keyFile(src *source, path string, a *hcl.Attribute, file string) (Secret, bool) {
 	p := file
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(d.dir, p)
@@ -128,22 +130,22 @@ func (d *hclDecoder) keyFile(src *source, path string, a *hcl.Attribute) (string
 	fi, err := os.Stat(p)
 	if err != nil {
 		d.attrErr(src, path, a, "%v", err)
-		return "", "", false
+		return "", false
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		d.attrErr(src, path, a, "key file %s is accessible by group or others (mode %04o): chmod 600 it", p, perm)
-		return "", "", false
+		return "", false
 	}
 	if !fi.Mode().IsRegular() {
 		d.attrErr(src, path, a, "key file %s is not a regular file", p)
-		return "", "", false
+		return "", false
 	}
 	b, err := os.ReadFile(p)
 	if err != nil {
 		d.attrErr(src, path, a, "%v", err)
-		return "", "", false
+		return "", false
 	}
-	return file, Secret(strings.TrimSpace(string(b))), true
+	return Secret(strings.TrimSpace(string(b))), true
 }
 
 // validateAuth checks a host's DH-HMAC-CHAP attributes. Errors name the
@@ -211,16 +213,7 @@ func (h *Host) writeAuthHCL(b *hclwrite.Body) {
 // dhchap_dhgroup).
 func hostFromJSON(h *Host, attr map[string]jsonString) {
 	for k, v := range attr {
-		switch k {
-		case "dhchap_key":
-			h.DHCHAPKey = Secret(strings.TrimSpace(string(v)))
-		case "dhchap_ctrl_key":
-			h.DHCHAPCtrlKey = Secret(strings.TrimSpace(string(v)))
-		case "dhchap_hash":
-			h.DHCHAPHash = string(v)
-		case "dhchap_dhgroup":
-			h.DHCHAPDHGroup = string(v)
-		}
+		h.setAuth(k, string(v))
 	}
 }
 
