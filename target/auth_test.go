@@ -2,9 +2,7 @@ package target
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +15,6 @@ import (
 	"github.com/nvmeof/nvmeof/fabrics/loop"
 	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/nvme/auth"
-	"github.com/nvmeof/nvmeof/target/bdev"
 )
 
 func authSQE(t fabrics.FCType, n int) [64]byte {
@@ -106,28 +103,7 @@ func newLoggedFixture(t *testing.T, opts Options) (*fixture, *syncBuffer) {
 	t.Helper()
 	b := &syncBuffer{}
 	opts.Logger = hclog.New(&hclog.LoggerOptions{Output: b, Level: hclog.Info})
-	f := &fixture{t: t, net: loop.NewNetwork()}
-	f.addr = fabrics.Address{Transport: fabrics.TransportLoop, Addr: netip.MustParseAddr("127.0.0.1"), ServiceID: 4420}
-	f.tgt = New(opts)
-	must(t, f.tgt.AddSubsystem(SubsystemConfig{NQN: testSubNQN, Serial: "SN0001", Model: "test model", AllowedHosts: []string{testHostNQN}}))
-	mem, err := bdev.NewMemory(testNSSize, 512)
-	must(t, err)
-	f.mem = mem
-	must(t, f.tgt.AddNamespace(testSubNQN, NamespaceConfig{NSID: 1, Device: mem}))
-	must(t, f.tgt.AddPort(PortConfig{ID: testPortID, Address: f.addr, Subsystems: []string{testSubNQN}}))
-	l, err := f.net.Listen(f.addr)
-	must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- f.tgt.Serve(ctx, testPortID, l) }()
-	t.Cleanup(func() {
-		cancel()
-		<-served
-		if err := f.tgt.Close(); err != nil {
-			t.Errorf("target Close: %v", err)
-		}
-	})
-	return f, b
+	return newFixtureWith(t, opts), b
 }
 
 func TestAuthAdminAndIOQueues(t *testing.T) {

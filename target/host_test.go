@@ -73,9 +73,15 @@ type fixtureOpt func(*SubsystemConfig, *PortConfig)
 
 func newFixture(t testing.TB, opts ...fixtureOpt) *fixture {
 	t.Helper()
+	return newFixtureWith(t, Options{Logger: testLogger(t)}, opts...)
+}
+
+// newFixtureWith is newFixture with target options topts.
+func newFixtureWith(t testing.TB, topts Options, opts ...fixtureOpt) *fixture {
+	t.Helper()
 	f := &fixture{t: t, net: loop.NewNetwork()}
 	f.addr = fabrics.Address{Transport: fabrics.TransportLoop, Addr: netip.MustParseAddr("127.0.0.1"), ServiceID: 4420}
-	f.tgt = New(Options{Logger: testLogger(t)})
+	f.tgt = New(topts)
 	scfg := SubsystemConfig{NQN: testSubNQN, Serial: "SN0001", Model: "test model", AllowedHosts: []string{testHostNQN}, IEEEOUI: 0x123456}
 	pcfg := PortConfig{ID: testPortID, Address: f.addr, InlineDataSize: 8192, Subsystems: []string{testSubNQN}}
 	for _, o := range opts {
