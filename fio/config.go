@@ -70,6 +70,10 @@ type Config struct {
 	Depth int
 	// Logger receives the initiator's log (default: none).
 	Logger hclog.Logger
+
+	// hostKey and ctrlKey are DHChapSecret and DHChapCtrlSecret parsed
+	// (by withDefaults).
+	hostKey, ctrlKey *auth.Key
 }
 
 // withDefaults fills in defaults and checks c.
@@ -110,13 +114,14 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	// Checked here so that a bad secret fails before any device opens;
 	// the errors never show the secret.
+	var err error
 	if c.DHChapSecret != "" {
-		if _, err := auth.ParseKey(c.DHChapSecret); err != nil {
+		if c.hostKey, err = auth.ParseKey(c.DHChapSecret); err != nil {
 			return c, fmt.Errorf("fio engine: dhchap_secret: %w", err)
 		}
 	}
 	if c.DHChapCtrlSecret != "" {
-		if _, err := auth.ParseKey(c.DHChapCtrlSecret); err != nil {
+		if c.ctrlKey, err = auth.ParseKey(c.DHChapCtrlSecret); err != nil {
 			return c, fmt.Errorf("fio engine: dhchap_ctrl_secret: %w", err)
 		}
 		if c.DHChapSecret == "" {
@@ -160,8 +165,8 @@ func connect(ctx context.Context, cfg Config) (*conn, error) {
 		QueueSize:    cfg.QueueSize,
 		Logger:       cfg.Logger,
 
-		DHChapSecret:     cfg.DHChapSecret,
-		DHChapCtrlSecret: cfg.DHChapCtrlSecret,
+		HostKey: cfg.hostKey,
+		CtrlKey: cfg.ctrlKey,
 	}
 	var d fabrics.Dialer
 	var addr fabrics.Address
@@ -297,15 +302,11 @@ func loopTargetFor(cfg Config) (*loopTarget, error) {
 	if err := tgt.AddSubsystem(target.SubsystemConfig{NQN: cfg.SubNQN, AllowAnyHost: true, Model: "nvmeof fio loop"}); err != nil {
 		return fail(err)
 	}
-	if cfg.DHChapSecret != "" {
+	if cfg.hostKey != nil {
 		// The loop target then requires what the job gives, so that a
 		// loop job exercises authentication (and later jobs with other
 		// secrets are refused).
-		ha := target.HostAuth{}
-		ha.Key, _ = auth.ParseKey(cfg.DHChapSecret) // checked by withDefaults
-		if cfg.DHChapCtrlSecret != "" {
-			ha.CtrlKey, _ = auth.ParseKey(cfg.DHChapCtrlSecret)
-		}
+		ha := target.HostAuth{Key: cfg.hostKey, CtrlKey: cfg.ctrlKey}
 		host := cfg.HostNQN
 		if host == "" {
 			host = initiator.DefaultHostNQN()
