@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -23,7 +22,6 @@ import (
 	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/nvme/auth"
 	"github.com/nvmeof/nvmeof/target"
-	"github.com/nvmeof/nvmeof/target/bdev"
 )
 
 // DH-HMAC-CHAP tests: the real target behind a listener that adds in-band
@@ -325,31 +323,9 @@ func (a *authHandler) settle() {
 // authenticating listener on its own loop network.
 func newAuthFixture(t *testing.T, at *authTarget) *tgtFixture {
 	t.Helper()
-	f := &tgtFixture{net: loop.NewNetwork()}
-	f.addr = fabrics.Address{Transport: fabrics.TransportLoop, Addr: netip.MustParseAddr("127.0.0.1"), ServiceID: 4420}
-	f.tgt = target.New(target.Options{})
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(f.tgt.AddSubsystem(target.SubsystemConfig{NQN: at.subsys(), Serial: "AUTH0001", AllowedHosts: []string{at.host()}}))
-	mem, err := bdev.NewMemory(1<<20, 512)
-	must(err)
-	must(f.tgt.AddNamespace(at.subsys(), target.NamespaceConfig{NSID: 1, Device: mem}))
-	must(f.tgt.AddPort(target.PortConfig{ID: 1, Address: f.addr, InlineDataSize: 8192, Subsystems: []string{at.subsys()}}))
-	l, err := f.net.Listen(f.addr)
-	must(err)
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- f.tgt.Serve(ctx, 1, &authListener{Listener: l, at: at}) }()
-	t.Cleanup(func() {
-		cancel()
-		<-served
-		_ = f.tgt.Close()
+	return newTgtFixtureFor(t, 1<<20, at.subsys(), at.host(), func(l fabrics.Listener) fabrics.Listener {
+		return &authListener{Listener: l, at: at}
 	})
-	return f
 }
 
 // tryConnect connects with o (subsystem and host NQN filled in) and

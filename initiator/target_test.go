@@ -31,6 +31,13 @@ type tgtFixture struct {
 
 func newTgtFixture(t testing.TB, nsSize int64) *tgtFixture {
 	t.Helper()
+	return newTgtFixtureFor(t, nsSize, tgtNQN, testHostNQN, nil)
+}
+
+// newTgtFixtureFor serves subsystem nqn, open to host, with one namespace
+// of nsSize bytes; wrap, if set, wraps the listener the target serves.
+func newTgtFixtureFor(t testing.TB, nsSize int64, nqn, host string, wrap func(fabrics.Listener) fabrics.Listener) *tgtFixture {
+	t.Helper()
 	f := &tgtFixture{net: loop.NewNetwork()}
 	f.addr = fabrics.Address{Transport: fabrics.TransportLoop, Addr: netip.MustParseAddr("127.0.0.1"), ServiceID: 4420}
 	f.tgt = target.New(target.Options{})
@@ -40,14 +47,18 @@ func newTgtFixture(t testing.TB, nsSize int64) *tgtFixture {
 			t.Fatal(err)
 		}
 	}
-	must(f.tgt.AddSubsystem(target.SubsystemConfig{NQN: tgtNQN, Serial: "E2E0001", AllowedHosts: []string{testHostNQN}}))
+	must(f.tgt.AddSubsystem(target.SubsystemConfig{NQN: nqn, Serial: "E2E0001", AllowedHosts: []string{host}}))
 	mem, err := bdev.NewMemory(nsSize, 512)
 	must(err)
-	must(f.tgt.AddNamespace(tgtNQN, target.NamespaceConfig{NSID: 1, Device: mem,
+	must(f.tgt.AddNamespace(nqn, target.NamespaceConfig{NSID: 1, Device: mem,
 		NGUID: [16]byte{0xaa, 1}, EUI64: [8]byte{0xbb, 2}, UUID: [16]byte{0xcc, 3}}))
-	must(f.tgt.AddPort(target.PortConfig{ID: 1, Address: f.addr, InlineDataSize: 8192, Subsystems: []string{tgtNQN}}))
-	l, err := f.net.Listen(f.addr)
+	must(f.tgt.AddPort(target.PortConfig{ID: 1, Address: f.addr, InlineDataSize: 8192, Subsystems: []string{nqn}}))
+	ln, err := f.net.Listen(f.addr)
 	must(err)
+	var l fabrics.Listener = ln
+	if wrap != nil {
+		l = wrap(l)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- f.tgt.Serve(ctx, 1, l) }()
