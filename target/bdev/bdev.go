@@ -158,11 +158,8 @@ func ValidBlockSize(bs uint32) bool {
 
 // Open opens the backend spec describes.
 func Open(spec Spec) (Device, error) {
-	if spec.BlockSize != 0 && !ValidBlockSize(spec.BlockSize) {
-		return nil, fmt.Errorf("bdev: %s %q: block size %d is not a power of two from 512 to 65536", spec.Kind, spec.Path, spec.BlockSize)
-	}
-	if spec.Size < 0 {
-		return nil, fmt.Errorf("bdev: %s %q: negative size %d", spec.Kind, spec.Path, spec.Size)
+	if err := checkSpec(spec); err != nil {
+		return nil, err
 	}
 	switch spec.Kind {
 	case KindFile:
@@ -178,6 +175,17 @@ func Open(spec Spec) (Device, error) {
 	default:
 		return nil, fmt.Errorf("bdev: unknown backend kind %q (want file, block, memory or null)", spec.Kind)
 	}
+}
+
+// checkSpec makes the checks of Open (and Check) common to every kind.
+func checkSpec(spec Spec) error {
+	if spec.BlockSize != 0 && !ValidBlockSize(spec.BlockSize) {
+		return fmt.Errorf("bdev: %s %q: block size %d is not a power of two from 512 to 65536", spec.Kind, spec.Path, spec.BlockSize)
+	}
+	if spec.Size < 0 {
+		return fmt.Errorf("bdev: %s %q: negative size %d", spec.Kind, spec.Path, spec.Size)
+	}
+	return nil
 }
 
 // sizeAndBlock checks a size and block size for the volatile backends and

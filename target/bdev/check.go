@@ -17,11 +17,8 @@ import (
 // size is checked against the machine's memory. nvmetd --check runs it on
 // every namespace.
 func Check(spec Spec) error {
-	if spec.BlockSize != 0 && !ValidBlockSize(spec.BlockSize) {
-		return fmt.Errorf("bdev: %s %q: block size %d is not a power of two from 512 to 65536", spec.Kind, spec.Path, spec.BlockSize)
-	}
-	if spec.Size < 0 {
-		return fmt.Errorf("bdev: %s %q: negative size %d", spec.Kind, spec.Path, spec.Size)
+	if err := checkSpec(spec); err != nil {
+		return err
 	}
 	switch spec.Kind {
 	case KindFile:
@@ -45,15 +42,9 @@ func Check(spec Spec) error {
 
 // checkFile checks a file backend as OpenFile would open it.
 func checkFile(spec Spec) error {
-	if spec.Path == "" {
-		return errors.New("bdev: file: no path given")
-	}
-	bs := spec.BlockSize
-	if bs == 0 {
-		bs = DefaultBlockSize
-	}
-	if spec.Size%int64(bs) != 0 {
-		return fmt.Errorf("bdev: file %q: size %d is not a non-negative multiple of the block size %d", spec.Path, spec.Size, bs)
+	bs, err := fileBlockSize(spec)
+	if err != nil {
+		return err
 	}
 	// Stat first: opening a FIFO or a device node could block or have
 	// side effects.
@@ -82,7 +73,7 @@ func checkFile(spec Spec) error {
 		return fmt.Errorf("bdev: file %q is a directory", spec.Path)
 	}
 	if !st.Mode().IsRegular() {
-		return fmt.Errorf("bdev: file %q is not a regular file (mode %v); use backend \"block\" for device nodes", spec.Path, st.Mode())
+		return notRegularError(spec.Path, st.Mode())
 	}
 	f, err := os.OpenFile(spec.Path, os.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {

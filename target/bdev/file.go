@@ -31,18 +31,9 @@ var (
 
 // OpenFile opens (or creates) the file backend; see Spec for the size rules.
 func OpenFile(spec Spec) (*File, error) {
-	if spec.Path == "" {
-		return nil, errors.New("bdev: file: no path given")
-	}
-	bs := spec.BlockSize
-	if bs == 0 {
-		bs = DefaultBlockSize
-	}
-	if !ValidBlockSize(bs) {
-		return nil, fmt.Errorf("bdev: file %q: block size %d is not a power of two from 512 to 65536", spec.Path, bs)
-	}
-	if spec.Size < 0 || spec.Size%int64(bs) != 0 {
-		return nil, fmt.Errorf("bdev: file %q: size %d is not a non-negative multiple of the block size %d", spec.Path, spec.Size, bs)
+	bs, err := fileBlockSize(spec)
+	if err != nil {
+		return nil, err
 	}
 	f, err := os.OpenFile(spec.Path, os.O_RDWR|unix.O_CLOEXEC, 0)
 	created := false
@@ -68,7 +59,7 @@ func OpenFile(spec Spec) (*File, error) {
 		return fail(fmt.Errorf("bdev: file: %w", err))
 	}
 	if !st.Mode().IsRegular() {
-		return fail(fmt.Errorf("bdev: file %q is not a regular file (mode %v); use backend \"block\" for device nodes", spec.Path, st.Mode()))
+		return fail(notRegularError(spec.Path, st.Mode()))
 	}
 	size, resize, err := fileSize(spec, bs, st.Size(), created)
 	if err != nil {
@@ -80,6 +71,30 @@ func OpenFile(spec Spec) (*File, error) {
 		}
 	}
 	return &File{f: f, fd: int(f.Fd()), path: spec.Path, size: size, bs: bs}, nil
+}
+
+// fileBlockSize checks a file backend's path, block size and size, and
+// returns its block size.
+func fileBlockSize(spec Spec) (uint32, error) {
+	if spec.Path == "" {
+		return 0, errors.New("bdev: file: no path given")
+	}
+	bs := spec.BlockSize
+	if bs == 0 {
+		bs = DefaultBlockSize
+	}
+	if !ValidBlockSize(bs) {
+		return 0, fmt.Errorf("bdev: file %q: block size %d is not a power of two from 512 to 65536", spec.Path, bs)
+	}
+	if spec.Size < 0 || spec.Size%int64(bs) != 0 {
+		return 0, fmt.Errorf("bdev: file %q: size %d is not a non-negative multiple of the block size %d", spec.Path, spec.Size, bs)
+	}
+	return bs, nil
+}
+
+// notRegularError refuses a file backend that is not a regular file.
+func notRegularError(path string, mode fs.FileMode) error {
+	return fmt.Errorf("bdev: file %q is not a regular file (mode %v); use backend \"block\" for device nodes", path, mode)
 }
 
 // fileSize applies Spec's size rules to a file of have bytes (created: just
