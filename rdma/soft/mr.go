@@ -347,26 +347,17 @@ func (t *mrTable) resolveSGE(p *pd, s rdma.SGE, need rdma.Access) (seg, bool) {
 	return seg{m: m, off: int(s.Addr - m.addr), n: int(s.Length)}, true
 }
 
-// copyOut copies n bytes at offset off of the segment to dst (which
-// holds them); it reports false when the region was deregistered or
-// remapped to a buffer too short for the segment since it was resolved.
-func (s seg) copyOut(dst []byte, off int) (int, bool) {
+// enter begins a local access to the segment and returns its bytes (leave
+// with s.m.leave); it reports false, and begins nothing, when the region
+// was deregistered or remapped to a buffer too short for the segment
+// since it was resolved.
+func (s seg) enter() ([]byte, bool) {
 	s.m.enterLocal()
-	defer s.m.leave()
 	if !s.m.valid.Load() || s.off+s.n > len(s.m.buf) {
-		return 0, false
+		s.m.leave()
+		return nil, false
 	}
-	return copy(dst, s.m.buf[s.off+off:s.off+s.n]), true
-}
-
-// copyIn is copyOut's converse: it copies src to offset off of the segment.
-func (s seg) copyIn(off int, src []byte) (int, bool) {
-	s.m.enterLocal()
-	defer s.m.leave()
-	if !s.m.valid.Load() || s.off+s.n > len(s.m.buf) {
-		return 0, false
-	}
-	return copy(s.m.buf[s.off+off:s.off+s.n], src), true
+	return s.m.buf[s.off : s.off+s.n], true
 }
 
 // gather copies len(dst) bytes starting at offset off of the message
@@ -381,10 +372,12 @@ func gather(dst []byte, segs []seg, off int) bool {
 			off -= s.n
 			continue
 		}
-		c, ok := s.copyOut(dst, off)
+		b, ok := s.enter()
 		if !ok {
 			return false
 		}
+		c := copy(dst, b[off:])
+		s.m.leave()
 		dst = dst[c:]
 		off = 0
 	}
@@ -411,14 +404,12 @@ func inPlace(segs []seg, off, n int) ([]byte, bool) {
 		if off+n > s.n {
 			return nil, false
 		}
-		s.m.enterLocal()
-		ok := s.m.valid.Load() && s.off+s.n <= len(s.m.buf)
-		var b []byte
-		if ok {
-			b = s.m.buf[s.off+off : s.off+off+n]
+		b, ok := s.enter()
+		if !ok {
+			return nil, false
 		}
-		s.m.leave() // no defer: in a loop it would be allocated
-		return b, ok
+		s.m.leave()
+		return b[off : off+n], true
 	}
 	return nil, false
 }
@@ -435,10 +426,12 @@ func scatter(segs []seg, off int, src []byte) bool {
 			off -= s.n
 			continue
 		}
-		c, ok := s.copyIn(off, src)
+		b, ok := s.enter()
 		if !ok {
 			return false
 		}
+		c := copy(b[off:], src)
+		s.m.leave()
 		src = src[c:]
 		off = 0
 	}

@@ -601,11 +601,12 @@ func (q *qp) postSend(wr *rdma.SendWR) error {
 				return fmt.Errorf("soft: inline SGE (addr %#x, lkey %#x): %w", s.Addr, s.LKey, rdma.ErrInvalidArgument)
 			}
 			if sg.n > 0 {
-				c, ok := sg.copyOut(w.inline[off:], 0)
+				b, ok := sg.enter()
 				if !ok {
 					return fmt.Errorf("soft: inline SGE (addr %#x, lkey %#x): %w", s.Addr, s.LKey, rdma.ErrInvalidArgument)
 				}
-				off += c
+				off += copy(w.inline[off:], b)
+				sg.m.leave()
 			}
 		}
 	} else if wr.Opcode != rdma.WRLocalInv {
