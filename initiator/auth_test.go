@@ -344,6 +344,24 @@ func (f *tgtFixture) tryConnect(t *testing.T, o Options) (*Controller, error) {
 	return c, err
 }
 
+// writeReadBack writes n bytes of fill at off to namespace 1 of c, over
+// authenticated I/O queues, and checks they read back.
+func writeReadBack(t *testing.T, c *Controller, fill byte, n int, off int64) {
+	t.Helper()
+	ns, err := c.Namespace(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bytes.Repeat([]byte{fill}, n)
+	if _, err := ns.WriteAt(w, off); err != nil {
+		t.Fatal(err)
+	}
+	r := make([]byte, n)
+	if _, err := ns.ReadAt(r, off); err != nil || !bytes.Equal(r, w) {
+		t.Fatalf("read back: %v", err)
+	}
+}
+
 // testKey returns a key whose secret bytes are all b.
 func testKey(t *testing.T, transform auth.HashID, n int, b byte) *auth.Key {
 	t.Helper()
@@ -401,18 +419,7 @@ func TestAuthConnect(t *testing.T) {
 			if bidir != wantBidir {
 				t.Errorf("%d bidirectional transactions, want %d", bidir, wantBidir)
 			}
-			ns, err := c.Namespace(1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := bytes.Repeat([]byte{0x5a}, 4096)
-			if _, err := ns.WriteAt(w, 8192); err != nil {
-				t.Fatal(err)
-			}
-			r := make([]byte, 4096)
-			if _, err := ns.ReadAt(r, 8192); err != nil || !bytes.Equal(r, w) {
-				t.Fatalf("read back: %v", err)
-			}
+			writeReadBack(t, c, 0x5a, 4096, 8192)
 			if err := c.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -665,18 +672,7 @@ func TestAuthTarget(t *testing.T) {
 			if n := strings.Count(logBuf.String(), "authenticated"); n != 1+c.NumIOQueues() {
 				t.Errorf("%d queues logged as authenticated, want %d:\n%s", n, 1+c.NumIOQueues(), logBuf.String())
 			}
-			ns, err := c.Namespace(1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := bytes.Repeat([]byte{0xa5}, 8192)
-			if _, err := ns.WriteAt(w, 4096); err != nil {
-				t.Fatal(err)
-			}
-			r := make([]byte, len(w))
-			if _, err := ns.ReadAt(r, 4096); err != nil || !bytes.Equal(r, w) {
-				t.Fatalf("read back: %v", err)
-			}
+			writeReadBack(t, c, 0xa5, 8192, 4096)
 			if err := c.Close(); err != nil {
 				t.Fatal(err)
 			}
