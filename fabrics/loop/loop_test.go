@@ -29,16 +29,23 @@ func (m *memHandler) HandleCommand(r *fabrics.Request) {
 
 func (m *memHandler) QueueClosed(err error) { m.closed <- err }
 
-func TestLoopRoundTrip(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+// listen starts a listener on a new network, closed when the test ends.
+func listen(t *testing.T) (*Network, fabrics.Address, *Listener) {
+	t.Helper()
 	n := NewNetwork()
 	addr := fabrics.Address{Transport: fabrics.TransportLoop, ServiceID: 4420}
 	l, err := n.Listen(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
+	return n, addr, l
+}
+
+func TestLoopRoundTrip(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, addr, l := listen(t)
 	if _, err := (Dialer{n}).Dial(ctx, fabrics.Address{ServiceID: 1}, fabrics.QueueParams{SQSize: 32}); !errors.Is(err, ErrRefused) {
 		t.Fatalf("dial to nothing: %v", err)
 	}
@@ -111,13 +118,7 @@ func (h holdHandler) QueueClosed(error)                {}
 func TestCloseWaitsForCompletion(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n := NewNetwork()
-	addr := fabrics.Address{Transport: fabrics.TransportLoop, ServiceID: 4420}
-	l, err := n.Listen(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	n, addr, l := listen(t)
 	h := holdHandler{held: make(chan *fabrics.Request, 1)}
 	const size = 256 << 10
 	pattern, zero := bytes.Repeat([]byte{0xa5}, size), make([]byte, size)
