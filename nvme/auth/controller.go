@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // Outcome is the state of an authentication transaction.
@@ -201,16 +202,10 @@ func (c *Controller) negotiate(msg []byte) {
 		return
 	}
 	hashes := n.HashIDs()
-	switch {
-	case contains(hashes, c.cfg.Hash):
+	if contains(hashes, c.cfg.Hash) {
 		c.hash = c.cfg.Hash
-	default:
-		for _, h := range hashes {
-			if h.Valid() {
-				c.hash = h
-				break
-			}
-		}
+	} else if i := slices.IndexFunc(hashes, HashID.Valid); i >= 0 {
+		c.hash = hashes[i]
 	}
 	if c.hash == 0 {
 		c.failure1(failf(ReasonHashUnusable, "host offers no usable hash (%v), configured %v", hashes, c.cfg.Hash))
@@ -294,22 +289,18 @@ func (c *Controller) Receive(al int) ([]byte, error) {
 			c.clear()
 		}
 		return b, nil
-	case MsgFailure1, MsgFailure2:
-		if al < FailureLen {
-			return nil, fmt.Errorf("%w: %v needs %d, AL %d", ErrAllocationLength, MsgFailure1, FailureLen, al)
-		}
-		c.res = Failed
-		c.clear()
-		return EncodeFailure(MsgFailure1, c.tid, c.fail.Reason), nil
-	default:
-		if al < FailureLen {
-			return nil, fmt.Errorf("%w: %v needs %d, AL %d", ErrAllocationLength, MsgFailure1, FailureLen, al)
-		}
-		c.fail = failf(ReasonFailed, "Authentication Receive while expecting %v", c.step)
-		c.step, c.res = MsgFailure1, Failed
-		c.clear()
-		return EncodeFailure(MsgFailure1, c.tid, ReasonFailed), nil
 	}
+	// A Failure1 is due, or the Receive came while a Send was expected.
+	if al < FailureLen {
+		return nil, fmt.Errorf("%w: %v needs %d, AL %d", ErrAllocationLength, MsgFailure1, FailureLen, al)
+	}
+	if c.step != MsgFailure1 && c.step != MsgFailure2 {
+		c.fail = failf(ReasonFailed, "Authentication Receive while expecting %v", c.step)
+		c.step = MsgFailure1
+	}
+	c.res = Failed
+	c.clear()
+	return EncodeFailure(MsgFailure1, c.tid, c.fail.Reason), nil
 }
 
 func (c *Controller) challenge(al int) ([]byte, error) {
