@@ -219,11 +219,15 @@ func (c *controller) shutdown(reason string) {
 }
 
 // fatal sets CSTS.CFS and tears the controller down (Linux
-// nvmet_ctrl_fatal_error).
+// nvmet_ctrl_fatal_error); a controller torn down already is left alone
+// (its other queues, lost together, each report it).
 func (c *controller) fatal(reason string) {
 	c.mu.Lock()
+	if c.dead {
+		c.mu.Unlock()
+		return
+	}
 	c.csts |= fabrics.CSTSCFS
-	c.readyFlag.Store(false)
 	c.mu.Unlock()
 	c.log.Error("controller fatal error", "reason", reason)
 	c.shutdown(reason)
