@@ -11,8 +11,9 @@ import (
 // JSON positions: nvmetcli JSON trees carry no per-object source, so that
 // validation reports them by file and path as before; a program's errors
 // about a namespace or a port (Tree.NamespaceError, Tree.PortError) get
-// the line of the value they are about from the tree's source, whose attrs
-// map holds, under the keys of jsonKey, where each value is.
+// the line of the value they are about by walking the tree's JSON again
+// (jsonPlaces), on that error path only: a source whose attrs map holds,
+// under the keys of jsonKey, where each value is.
 
 // jsonKey is the key in a JSON tree's source of attribute attr (a configfs
 // name; "" for the object) of the object of kind ("ns" or "port") named
@@ -26,9 +27,23 @@ var (
 	jsonPortPaths = map[string]string{"addr_traddr": "addr/traddr", "addr_trsvcid": "addr/trsvcid", "addr_trtype": "addr/trtype", "provider": "nvmeof/provider", "device": "nvmeof/device"}
 )
 
-// jsonPlaces returns the source of a tree loaded from nvmetcli JSON data
-// (decoded as cfg): where each namespace and port and some of their
-// attributes are. Nil when data cannot be walked.
+// jsonPlaces returns the places of a tree loaded from nvmetcli JSON, for
+// an error about an object whose own source is src: where each namespace
+// and port and some of their attributes are. Nil when the object has a
+// source, the tree came from no JSON, or its JSON cannot be walked.
+func (t *Tree) jsonPlaces(src *source) *source {
+	if src != nil || t.json == nil {
+		return nil
+	}
+	var cfg nvmetcliConfig
+	if json.NewDecoder(bytes.NewReader(t.json)).Decode(&cfg) != nil { // as ParseNvmetcliJSON
+		return nil
+	}
+	return jsonPlaces(t.json, t.file, &cfg)
+}
+
+// jsonPlaces returns the places of data (decoded as cfg; see
+// Tree.jsonPlaces).
 func jsonPlaces(data []byte, filename string, cfg *nvmetcliConfig) *source {
 	offs, ok := jsonOffsets(data)
 	if !ok {

@@ -324,7 +324,7 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 		return nil, c.errs
 	}
 	t.file = filename
-	t.src = jsonPlaces(data, filename, &cfg) // for Tree.NamespaceError
+	t.json = bytes.Clone(data) // for Tree.NamespaceError
 	return t, nil
 }
 

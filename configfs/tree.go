@@ -96,6 +96,9 @@ type Tree struct {
 
 	src  *source
 	file string // the nvmetcli JSON file loaded, for Warnings
+	// json is the nvmetcli JSON loaded, walked for positions only when
+	// a program's error needs one (Tree.NamespaceError, jsonPlaces).
+	json []byte
 }
 
 // Port is ports/<id>: a transport address the target listens on and the
@@ -392,7 +395,7 @@ func (t *Tree) Clone() *Tree {
 	if t == nil {
 		return nil
 	}
-	c := &Tree{LogLevel: t.LogLevel, src: t.src, file: t.file}
+	c := &Tree{LogLevel: t.LogLevel, src: t.src, file: t.file, json: t.json}
 	for _, p := range t.Ports {
 		cp := *p
 		cp.Subsystems = slices.Clone(p.Subsystems)

@@ -53,13 +53,13 @@ func (t *Tree) PortError(p *Port, attr string, err error) *Error {
 // JSON at the line of the object's (kind, id) value for attr, else of the
 // object (see jsonPlaces).
 func (t *Tree) placed(src *source, names map[string]string, path, attr string, err error, kind, id string) *Error {
-	if src == nil && t.src != nil {
+	if places := t.jsonPlaces(src); places != nil {
 		e := &Error{Path: path, Attr: attr, Msg: err.Error(), Err: err}
-		if a, ok := t.src.attrs[jsonKey(kind, id, attr)]; ok {
+		if a, ok := places.attrs[jsonKey(kind, id, attr)]; ok {
 			e.Range = &a.rng
 			return e
 		}
-		if a, ok := t.src.attrs[jsonKey(kind, id, "")]; ok {
+		if a, ok := places.attrs[jsonKey(kind, id, "")]; ok {
 			e.Range = &a.rng
 			return e
 		}
