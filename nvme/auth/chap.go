@@ -111,12 +111,3 @@ func randOrDefault(r io.Reader) io.Reader {
 	}
 	return r
 }
-
-func contains[T comparable](list []T, v T) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}

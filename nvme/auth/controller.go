@@ -202,7 +202,7 @@ func (c *Controller) negotiate(msg []byte) {
 		return
 	}
 	hashes := n.HashIDs()
-	if contains(hashes, c.cfg.Hash) {
+	if slices.Contains(hashes, c.cfg.Hash) {
 		c.hash = c.cfg.Hash
 	} else if i := slices.IndexFunc(hashes, HashID.Valid); i >= 0 {
 		c.hash = hashes[i]
@@ -211,7 +211,7 @@ func (c *Controller) negotiate(msg []byte) {
 		c.failure1(failf(ReasonHashUnusable, "host offers no usable hash (%v), configured %v", hashes, c.cfg.Hash))
 		return
 	}
-	if groups := n.DHGroupIDs(); !contains(groups, c.cfg.DHGroup) {
+	if groups := n.DHGroupIDs(); !slices.Contains(groups, c.cfg.DHGroup) {
 		c.failure1(failf(ReasonDHGroupUnusable, "host does not offer DH group %v (offers %v)", c.cfg.DHGroup, groups))
 		return
 	}

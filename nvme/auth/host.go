@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // HostConfig is what the host side needs to authenticate one queue.
@@ -143,13 +144,13 @@ func (h *Host) challenge(msg []byte) ([]byte, error) {
 	if err != nil {
 		return h.failure2(failf(ReasonIncorrectPayload, "%v", err))
 	}
-	if !c.HashID().Valid() || !contains(h.cfg.Hashes, c.HashID()) {
+	if !c.HashID().Valid() || !slices.Contains(h.cfg.Hashes, c.HashID()) {
 		return h.failure2(failf(ReasonHashUnusable, "controller chose %v, not offered", c.HashID()))
 	}
 	if c.HL() != c.HashID().Size() {
 		return h.failure2(failf(ReasonHashUnusable, "HL %d for %v", c.HL(), c.HashID()))
 	}
-	if !c.DHGroupID().Valid() || !contains(h.cfg.DHGroups, c.DHGroupID()) {
+	if !c.DHGroupID().Valid() || !slices.Contains(h.cfg.DHGroups, c.DHGroupID()) {
 		return h.failure2(failf(ReasonDHGroupUnusable, "controller chose %v, not offered", c.DHGroupID()))
 	}
 	h.hash, h.group = c.HashID(), c.DHGroupID()
