@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -53,9 +52,7 @@ func newDHKey(id DHGroupID, r io.Reader) (*dhKey, error) {
 	if g == nil {
 		return nil, fmt.Errorf("auth: no DH group %v", id)
 	}
-	if r == nil {
-		r = rand.Reader
-	}
+	r = randOrDefault(r)
 	buf := make([]byte, g.privBits/8)
 	for {
 		if _, err := io.ReadFull(r, buf); err != nil {

@@ -2,7 +2,6 @@ package auth
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -59,23 +58,26 @@ func ParseKey(s string) (*Key, error) {
 		// The base64 error names an offset, never the content.
 		return nil, fmt.Errorf("%w: bad base64 (%v)", ErrKeyFormat, err)
 	}
-	if n := len(raw) - 4; n != 32 && n != 48 && n != 64 {
+	n := len(raw) - 4
+	if !validKeyLen(n) {
 		return nil, fmt.Errorf("%w (decoded %d bytes including the CRC)", ErrKeyLength, len(raw))
 	}
-	n := len(raw) - 4
 	if crc32.ChecksumIEEE(raw[:n]) != binary.LittleEndian.Uint32(raw[n:]) {
 		return nil, ErrKeyCRC
 	}
 	return &Key{hash: HashID(hh), secret: raw[:n:n]}, nil
 }
 
+// validKeyLen reports whether n is a secret length DHHC-1 allows.
+func validKeyLen(n int) bool { return n == 32 || n == 48 || n == 64 }
+
 // NewKey returns a key from raw bytes (32, 48 or 64) and its transform hash.
 func NewKey(transform HashID, secret []byte) (*Key, error) {
 	if transform != HashNone && !transform.Valid() {
 		return nil, fmt.Errorf("auth: key transform %v invalid", transform)
 	}
-	if n := len(secret); n != 32 && n != 48 && n != 64 {
-		return nil, fmt.Errorf("auth: %w, got %d", ErrKeyLength, n)
+	if !validKeyLen(len(secret)) {
+		return nil, fmt.Errorf("auth: %w, got %d", ErrKeyLength, len(secret))
 	}
 	return &Key{hash: transform, secret: append([]byte(nil), secret...)}, nil
 }
@@ -86,9 +88,7 @@ func NewKey(transform HashID, secret []byte) (*Key, error) {
 // is HMAC(random, nqn || "NVMe-over-Fabrics") as libnvme's
 // nvme_gen_dhchap_key computes it. r nil means crypto/rand.
 func GenerateKey(transform HashID, length int, nqn string, r io.Reader) (*Key, error) {
-	if r == nil {
-		r = rand.Reader
-	}
+	r = randOrDefault(r)
 	if transform != HashNone && !transform.Valid() {
 		return nil, fmt.Errorf("auth: key transform %v invalid", transform)
 	}
@@ -98,7 +98,7 @@ func GenerateKey(transform HashID, length int, nqn string, r io.Reader) (*Key, e
 			length = transform.Size()
 		}
 	}
-	if length != 32 && length != 48 && length != 64 {
+	if !validKeyLen(length) {
 		return nil, fmt.Errorf("auth: %w, got %d", ErrKeyLength, length)
 	}
 	if transform != HashNone && length != transform.Size() {
