@@ -437,9 +437,6 @@ func parseVersion(s string) (fabrics.VS, error) {
 // addConfigNamespace adds a namespace on its opened backend dev (closed
 // on error).
 func (t *Target) addConfigNamespace(nqn string, ns *configfs.Namespace, dev bdev.Device) error {
-	if dev == nil {
-		return fmt.Errorf("target: subsystem %s namespace %d: backend not opened", nqn, ns.NSID)
-	}
 	uuid, nguid, eui := ns.IDs(nqn)
 	err := t.AddNamespace(nqn, NamespaceConfig{
 		NSID:     ns.NSID,
