@@ -99,14 +99,8 @@ func start(t *testing.T, ctx context.Context, inline int) *setup {
 
 func submit(t *testing.T, ctx context.Context, hq fabrics.HostQueue, op byte, data []byte, dir fabrics.DataDirection) *fabrics.HostCommand {
 	t.Helper()
-	done := make(chan *fabrics.HostCommand, 1)
-	c := &fabrics.HostCommand{Data: data, Direction: dir, Done: func(c *fabrics.HostCommand) { done <- c }}
-	c.SQE[0] = op
-	if err := hq.Submit(c); err != nil {
-		t.Fatal(err)
-	}
 	select {
-	case c := <-done:
+	case c := <-submitAsync(t, hq, op, data, dir):
 		if c.Err != nil {
 			t.Fatalf("command %#x: %v", op, c.Err)
 		}
