@@ -515,37 +515,18 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 // through one of slot s's regions (see hostSlot) and writes the keyed
 // SGL: with remap, the region bound to exactly cmd.Data under a fresh
 // rkey that the target is asked to invalidate with its response;
-// without, the slot's bounce buffer.
+// without, the slot's bounce buffer (with windows, under the slot's
+// window bound to exactly the command's bytes of it, with the rights of
+// its direction).
 func (q *hostQueue) mapData(s *hostSlot, cmd *fabrics.HostCommand, sgl fabrics.SGL) error {
-	var m rdma.MR
+	m, access := s.xmr, rdma.AccessRemoteRead|rdma.AccessRemoteWrite
 	switch cmd.Direction {
 	case fabrics.DirHostToCtrl:
-		m = s.rmr
+		m, access = s.rmr, rdma.AccessRemoteRead
 	case fabrics.DirCtrlToHost:
-		m = s.wmr
-	default:
-		m = s.xmr
+		m, access = s.wmr, rdma.AccessRemoteWrite
 	}
 	n := len(cmd.Data)
-	if q.windows {
-		access := rdma.AccessRemoteRead | rdma.AccessRemoteWrite
-		switch cmd.Direction {
-		case fabrics.DirHostToCtrl:
-			access = rdma.AccessRemoteRead
-		case fabrics.DirCtrlToHost:
-			access = rdma.AccessRemoteWrite
-		}
-		if access&rdma.AccessRemoteRead != 0 {
-			copy(s.data, cmd.Data)
-		}
-		b := &s.bindWR.Bind
-		b.RKey = rdma.IncRKey(s.mw.RKey())
-		b.Length = uint64(n)
-		b.Access = access
-		s.cur, s.rkey, s.n = s.bmr, b.RKey, n
-		sgl.PutKeyed(s.bmr.Addr(), uint32(n), b.RKey, true)
-		return nil
-	}
 	if q.remap {
 		rkey, err := m.(rdma.RemappableMR).Remap(cmd.Data)
 		if err != nil {
@@ -555,8 +536,17 @@ func (q *hostQueue) mapData(s *hostSlot, cmd *fabrics.HostCommand, sgl fabrics.S
 		sgl.PutKeyed(m.Addr(), uint32(n), rkey, true)
 		return nil
 	}
-	if m != s.wmr {
+	if access&rdma.AccessRemoteRead != 0 {
 		copy(s.data, cmd.Data)
+	}
+	if q.windows {
+		b := &s.bindWR.Bind
+		b.RKey = rdma.IncRKey(s.mw.RKey())
+		b.Length = uint64(n)
+		b.Access = access
+		s.cur, s.rkey, s.n = s.bmr, b.RKey, n
+		sgl.PutKeyed(s.bmr.Addr(), uint32(n), b.RKey, true)
+		return nil
 	}
 	s.cur, s.rkey, s.n = m, m.RKey(), n
 	sgl.PutKeyed(m.Addr(), uint32(n), s.rkey, false)
@@ -565,35 +555,16 @@ func (q *hostQueue) mapData(s *hostSlot, cmd *fabrics.HostCommand, sgl fabrics.S
 
 // unmapData ends the target's access to the command's data: with remap,
 // the rkey is invalidated (unless the target did, by its SEND with
-// Invalidate); with windows, read data is copied out of the bounce
-// buffer and, unless the target invalidated the window, a LOCAL_INV is
-// posted, whose completion the command then awaits; without either, read
-// data is copied out.
+// Invalidate); without, data the target may have written is copied out
+// of the bounce buffer and, with windows, unless the target invalidated
+// the window, a LOCAL_INV is posted, whose completion the command then
+// awaits.
 func (q *hostQueue) unmapData(s *hostSlot, remoteInvalidated bool) {
 	m := s.cur
 	if m == nil {
 		return
 	}
 	s.cur = nil
-	if q.windows {
-		if s.cmd != nil && s.cmd.Direction != fabrics.DirHostToCtrl {
-			copy(s.cmd.Data, s.data[:s.n])
-		}
-		if remoteInvalidated {
-			return
-		}
-		s.invWR.InvalidateRKey = s.rkey
-		q.mu.Lock()
-		s.invalidating = true
-		q.mu.Unlock()
-		if err := q.qp.PostSend(&s.invWR); err != nil {
-			q.mu.Lock()
-			s.invalidating = false
-			q.mu.Unlock()
-			q.shutdown(fmt.Errorf("nvme-rdma: queue %d: post LOCAL_INV of rkey %#x: %w", q.qid, s.rkey, err))
-		}
-		return
-	}
 	if q.remap {
 		if !remoteInvalidated {
 			if err := m.Invalidate(); err != nil {
@@ -602,8 +573,21 @@ func (q *hostQueue) unmapData(s *hostSlot, remoteInvalidated bool) {
 		}
 		return
 	}
-	if s.cmd != nil && (m == s.wmr || s.cmd.Direction == fabrics.DirBidirectional) {
+	if s.cmd != nil && s.cmd.Direction != fabrics.DirHostToCtrl {
 		copy(s.cmd.Data, s.data[:s.n])
+	}
+	if !q.windows || remoteInvalidated {
+		return
+	}
+	s.invWR.InvalidateRKey = s.rkey
+	q.mu.Lock()
+	s.invalidating = true
+	q.mu.Unlock()
+	if err := q.qp.PostSend(&s.invWR); err != nil {
+		q.mu.Lock()
+		s.invalidating = false
+		q.mu.Unlock()
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: post LOCAL_INV of rkey %#x: %w", q.qid, s.rkey, err))
 	}
 }
 
