@@ -43,13 +43,13 @@ func (l Loader) LoadFile(path string) (*Tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("configfs: %w", err)
 	}
-	t.ResolvePaths(dir)
+	t.resolvePaths(dir)
 	return t, nil
 }
 
-// ResolvePaths makes the relative backend paths of t's namespaces
+// resolvePaths makes the relative backend paths of t's namespaces
 // absolute against dir.
-func (t *Tree) ResolvePaths(dir string) {
+func (t *Tree) resolvePaths(dir string) {
 	for _, s := range t.Subsystems {
 		for _, ns := range s.Namespaces {
 			if ns.DevicePath != "" && !filepath.IsAbs(ns.DevicePath) {
