@@ -823,6 +823,52 @@ func TestAdminCancelLeavesBuffer(t *testing.T) {
 	}
 }
 
+// bidiDialer's admin queue completes vendor admin opcode 0xc3 (data
+// bidirectional) itself, as an RDMA transport moves such data: the
+// controller reads the host's bytes and writes its own (each inverted).
+type bidiDialer struct{ d fabrics.Dialer }
+
+func (d bidiDialer) Dial(ctx context.Context, addr fabrics.Address, p fabrics.QueueParams) (fabrics.HostQueue, error) {
+	hq, err := d.d.Dial(ctx, addr, p)
+	if err != nil || p.QID != 0 {
+		return hq, err
+	}
+	return bidiQueue{hq}, nil
+}
+
+type bidiQueue struct{ fabrics.HostQueue }
+
+func (q bidiQueue) Submit(cmd *fabrics.HostCommand) error {
+	if cmd.SQE[0] != 0xc3 {
+		return q.HostQueue.Submit(cmd)
+	}
+	for i := range cmd.Data {
+		cmd.Data[i] ^= 0xff
+	}
+	cmd.CQE = [16]byte{}
+	go cmd.Done(cmd)
+	return nil
+}
+
+// TestAdminCommandBidirectional: an admin passthrough whose data moves
+// both ways (or whose direction is unsaid) reaches the controller and
+// comes back through the slot's own buffer.
+func TestAdminCommandBidirectional(t *testing.T) {
+	ft := newFakeTarget(t, 1<<20)
+	c := connectWith(t, bidiDialer{ft.dialer()}, ft.addr, testOpts())
+	for _, dir := range []fabrics.DataDirection{fabrics.DirBidirectional, fabrics.DirNone} {
+		buf := bytes.Repeat([]byte{0x5a}, 512)
+		var sqe [64]byte
+		sqe[0] = 0xc3
+		if _, err := c.AdminCommand(context.Background(), sqe, buf, dir); err != nil {
+			t.Fatalf("direction %d: %v", dir, err)
+		}
+		if !bytes.Equal(buf, bytes.Repeat([]byte{0xa5}, len(buf))) {
+			t.Fatalf("direction %d: buffer % x..., want the controller's a5 (from the host's 5a)", dir, buf[:8])
+		}
+	}
+}
+
 // gateDialer's I/O queues hold Close until gate is closed, as a
 // transport whose teardown takes a while.
 type gateDialer struct {

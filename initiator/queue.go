@@ -318,7 +318,7 @@ func (q *queue) exec(ctx context.Context, sqe *[64]byte, data []byte, dir fabric
 	}
 	cqe := s.cmd.CQE
 	err = s.result(op)
-	if dir == fabrics.DirCtrlToHost && s.cmd.Err == nil {
+	if dir != fabrics.DirHostToCtrl && s.cmd.Err == nil {
 		copy(data, s.cmd.Data)
 	}
 	q.put(s)
@@ -326,8 +326,11 @@ func (q *queue) exec(ctx context.Context, sqe *[64]byte, data []byte, dir fabric
 }
 
 // ownData returns the slot's own buffer of len(data) bytes, holding data
-// when it goes to the controller (and zeroed otherwise, so that no stale
-// bytes of an earlier command reach the caller).
+// unless the data only comes from the controller (zeroed then, so that no
+// stale bytes of an earlier command reach the caller). As the transports
+// do, data of a command whose direction is bidirectional or unsaid (a
+// passthrough) is taken to move both ways: exec copies it in here and
+// back out on completion.
 func (s *cmdSlot) ownData(data []byte, dir fabrics.DataDirection) []byte {
 	if len(data) == 0 {
 		return nil
@@ -336,10 +339,10 @@ func (s *cmdSlot) ownData(data []byte, dir fabrics.DataDirection) []byte {
 		s.own = make([]byte, len(data))
 	}
 	b := s.own[:len(data)]
-	if dir == fabrics.DirHostToCtrl {
-		copy(b, data)
-	} else {
+	if dir == fabrics.DirCtrlToHost {
 		clear(b)
+	} else {
+		copy(b, data)
 	}
 	return b
 }
