@@ -3,6 +3,7 @@ package target
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
@@ -360,25 +361,30 @@ func (f *fixture) session() *session {
 // synctest.Wait first and within may be 0: one look).
 func waitClosed(t testing.TB, h *hq, within time.Duration) {
 	t.Helper()
-	deadline := time.After(within)
-	var tick <-chan time.Time
-	for {
+	waitUntil(t, fmt.Sprintf("queue %d closed", h.qid), within, func() bool {
 		r := h.wait(h.submit(newSQE(uint8(nvme.AdminKeepAlive), 0), nil, fabrics.DirNone))
-		if errors.Is(r.err, fabrics.ErrQueueClosed) {
-			return
-		}
-		if within <= 0 {
-			t.Fatalf("queue %d still open", h.qid)
-		}
-		if tick == nil {
-			tk := time.NewTicker(time.Millisecond)
-			defer tk.Stop()
-			tick = tk.C
-		}
+		return errors.Is(r.err, fabrics.ErrQueueClosed)
+	})
+}
+
+// waitUntil polls cond every millisecond, for at most within (0: one
+// look), for a state the target reaches on the transport's goroutines.
+func waitUntil(t testing.TB, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	if cond() {
+		return
+	}
+	if within <= 0 {
+		t.Fatalf("%s: not so", what)
+	}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(within)
+	for !cond() {
 		select {
-		case <-tick:
-		case <-deadline:
-			t.Fatalf("queue %d still open after %v", h.qid, within)
+		case <-tick.C:
+		case <-timeout:
+			t.Fatalf("%s: not within %v", what, within)
 		}
 	}
 }

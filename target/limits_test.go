@@ -75,25 +75,9 @@ func TestMaxControllers(t *testing.T) {
 	}
 	a.q.Close()
 	// The target hears of it on the transport's goroutine.
-	waitUntil(t, "the controller of the closed admin queue removed", func() bool { return f.controllers() == 1 })
+	waitUntil(t, "the controller of the closed admin queue removed", 5*time.Second, func() bool { return f.controllers() == 1 })
 	h = f.dial(0, 31)
 	expect(t, h.connectRaw(31, 0, 0, testSubNQN, testHostNQN, fabrics.CntlIDDynamic), 0, "admin Connect after one left")
-}
-
-// waitUntil polls cond, for at most 5 s, for a state the target reaches
-// on the transport's goroutines.
-func waitUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	timeout := time.After(5 * time.Second)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-timeout:
-			t.Fatalf("%s: not within 5 s", what)
-		}
-	}
 }
 
 // TestSubsystemLimitsFromConfig: the configuration's qid_max and
