@@ -120,8 +120,9 @@ host %q {
 			t.Errorf("guest log lacks %q", want)
 		}
 	}
-	// nvmetd says why it refused host 3 and host 1's wrong key.
-	for _, h := range []string{h3, h1} {
+	// nvmetd says why for each refusal: host 3 (no key), host 2 (its
+	// Failure2 for the controller's wrong response) and host 1 (wrong key).
+	for _, h := range []string{h3, h2, h1} {
 		if !regexp.MustCompile(`(?i)auth\S*.*fail|fail\S*.*auth`).MatchString(grepLines(tlog, h)) {
 			t.Errorf("nvmetd's log has no authentication failure for %s:\n%s", h, tail(grepLines(tlog, h), 20))
 		}
