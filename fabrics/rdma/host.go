@@ -368,25 +368,12 @@ func (q *hostQueue) destroy() {
 			s.mw.Dealloc()
 		}
 	}
-	if q.qp != nil {
-		q.qp.Destroy()
-	}
+	var mrs []rdma.MR
 	for i := range q.slots {
 		s := &q.slots[i]
-		if s.bmr != nil {
-			s.bmr.Deregister()
-		}
-		if s.rmr != nil {
-			s.rmr.Deregister()
-		}
-		if s.wmr != nil {
-			s.wmr.Deregister()
-		}
-		if s.xmr != nil {
-			s.xmr.Deregister()
-		}
+		mrs = append(mrs, s.bmr, s.rmr, s.wmr, s.xmr)
 	}
-	q.verbs.destroy()
+	q.verbs.destroy(mrs...)
 }
 
 var _ fabrics.StrayCounter = (*hostQueue)(nil)

@@ -813,22 +813,7 @@ func (q *targetQueue) release() {
 	}
 	dataMR := q.dataMR
 	q.mu.Unlock()
-	// verbs.destroy's order, with the data MR after the QP.
-	if q.qp != nil {
-		q.qp.Destroy()
-	}
-	if dataMR != nil {
-		dataMR.Deregister()
-	}
-	if q.mr != nil {
-		q.mr.Deregister()
-	}
-	if q.cq != nil {
-		q.cq.Destroy()
-	}
-	if q.pd != nil {
-		q.pd.Dealloc()
-	}
+	q.verbs.destroy(dataMR)
 	q.l.bufBytes.Add(-q.bufBytes)
 	q.ticket.release()
 	if f := q.l.released; f != nil {

@@ -10,10 +10,17 @@ type verbs struct {
 	mr rdma.MR
 }
 
-// destroy releases whatever was created, in reverse order.
-func (v *verbs) destroy() {
+// destroy releases whatever was created, in reverse order; extra are the
+// queue's regions beyond mr (nil ones skipped), deregistered after the QP
+// and before the PD.
+func (v *verbs) destroy(extra ...rdma.MR) {
 	if v.qp != nil {
 		v.qp.Destroy()
+	}
+	for _, m := range extra {
+		if m != nil {
+			m.Deregister()
+		}
 	}
 	if v.mr != nil {
 		v.mr.Deregister()
