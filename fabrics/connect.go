@@ -120,6 +120,14 @@ func ConnectResultCntlID(dw0 uint32) uint16 { return uint16(dw0) }
 // (secure channel concatenation required).
 func ConnectResultAuthReq(dw0 uint32) uint16 { return uint16(dw0 >> 16) }
 
+// AUTHREQ bits of a successful Connect completion (Linux
+// NVME_CONNECT_AUTHREQ_ATR and _ASCR, shifted down by the 16 bits of the
+// controller ID).
+const (
+	AuthReqATR  = 1 << 1 // authentication required
+	AuthReqASCR = 1 << 2 // secure channel concatenation required
+)
+
 // InvalidParam names the field a Connect Invalid Parameters status blames.
 type InvalidParam struct {
 	InData bool   // IATTR bit 0: the offset is in the Connect data (else in the SQE)

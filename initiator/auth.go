@@ -18,13 +18,6 @@ import (
 // Authentication Receive fetches the controller's; package nvme/auth
 // decides what they say.
 
-// AUTHREQ bits of a Connect completion (NVME_CONNECT_AUTHREQ_ATR and
-// _ASCR, shifted down by the 16 bits of the controller ID).
-const (
-	authReqATR  = 1 << 1 // authentication required
-	authReqASCR = 1 << 2 // secure channel concatenation required
-)
-
 // maxAuthSteps bounds the Authentication Receives of one transaction: a
 // conforming controller needs two (Challenge, Success1).
 const maxAuthSteps = 4
@@ -82,10 +75,10 @@ func (e *AuthError) Unwrap() []error { return []error{ErrAuthFailed, e.Err} }
 // AUTHREQ authreq (nvme_auth_negotiate and nvme_auth_wait). The whole
 // exchange is bounded by CommandTimeout, each command by CommandTimeout.
 func (c *Controller) authenticate(ctx context.Context, q *queue, authreq uint16) error {
-	if authreq&authReqASCR != 0 {
+	if authreq&fabrics.AuthReqASCR != 0 {
 		return fmt.Errorf("initiator: connect %s qid %d: controller requires secure channel concatenation (AUTHREQ %#x), not supported", c.addr, q.qid, authreq)
 	}
-	if authreq&authReqATR == 0 {
+	if authreq&fabrics.AuthReqATR == 0 {
 		return nil
 	}
 	o := &c.opts

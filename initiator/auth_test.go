@@ -146,7 +146,7 @@ func (c *connectCompleter) CompleteRequest(r *fabrics.Request) {
 	r.Completer = c.orig
 	cqe := nvme.CQE(r.CQE[:])
 	if cqe.Status().Success() {
-		cqe.SetDW0(cqe.DW0() | authReqATR<<16)
+		cqe.SetDW0(cqe.DW0() | fabrics.AuthReqATR<<16)
 	}
 	c.orig.CompleteRequest(r)
 }
