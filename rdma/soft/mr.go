@@ -304,23 +304,6 @@ func (t *mrTable) checkRemote(p *pd, rkey uint32, va uint64, n uint32, need rdma
 	return m, int(va - m.addr), g, true
 }
 
-// invalidateRemote invalidates rkey of a region in protection domain p,
-// as a SEND with Invalidate asks, fencing the operations under it; it
-// reports whether the key was valid.
-func (t *mrTable) invalidateRemote(p *pd, rkey uint32) bool {
-	m := t.lookupKey(rkey)
-	if m == nil || m.pd != p {
-		return false
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.remoteOK(rkey) {
-		return false
-	}
-	m.fence(func() { m.rkeyValid.Store(false) })
-	return true
-}
-
 // seg is a resolved scatter/gather element: n bytes at offset off of m.buf.
 type seg struct {
 	m   *mr
@@ -438,18 +421,19 @@ func scatter(segs []seg, off int, src []byte) bool {
 	return true
 }
 
-// invalidateLocal invalidates rkey of a region in protection domain p,
-// for a LOCAL_INV work request, fencing the operations under it; an rkey
-// that was already invalidated may be invalidated again. It reports
-// whether rkey names such a region.
-func (t *mrTable) invalidateLocal(p *pd, rkey uint32) bool {
+// invalidate invalidates rkey of a region in protection domain p,
+// fencing the operations under it, and reports whether rkey names such a
+// region: a SEND with Invalidate (local false) needs the key valid; a
+// LOCAL_INV work request (local true) may invalidate an rkey that was
+// already invalidated again.
+func (t *mrTable) invalidate(p *pd, rkey uint32, local bool) bool {
 	m := t.lookupKey(rkey)
 	if m == nil || m.pd != p {
 		return false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.rkey.Load() != rkey || !m.valid.Load() {
+	if m.rkey.Load() != rkey || !m.valid.Load() || !local && !m.rkeyValid.Load() {
 		return false
 	}
 	m.fence(func() { m.rkeyValid.Store(false) })

@@ -83,7 +83,7 @@ func (q *qp) runRequester(tx *txBatch) {
 				break
 			}
 			if w.opcode == rdma.WRLocalInv {
-				if !d.mrs.invalidateLocal(q.pd, w.invRKey) {
+				if !d.mrs.invalidate(q.pd, w.invRKey, true) {
 					w.status = rdma.LocalQPOperationError
 				}
 				w.state = wqeDone

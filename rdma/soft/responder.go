@@ -182,7 +182,7 @@ func (q *qp) responderInput(p *wire.Packet, rx *rxState) {
 	var inv uint32
 	if op.HasIETH() {
 		inv = p.InvalidateRKey()
-		if !d.mrs.invalidateRemote(q.pd, inv) {
+		if !d.mrs.invalidate(q.pd, inv, false) {
 			q.respFail(rx, psn, wire.NAKInvalidRequest, rdma.RemoteInvalidRequestError, rw)
 			return
 		}
