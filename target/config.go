@@ -190,13 +190,7 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 			dropNamespace(applied, nqn, ns.NSID)
 		}
 	}
-	for _, name := range ch.PortsRemoved {
-		if err := t.RemovePort(oldIDs[name]); err != nil && !errors.Is(err, ErrNotFound) {
-			fail(err)
-		}
-		res.Stopped = append(res.Stopped, name)
-	}
-	for name := range restart {
+	for _, name := range stopped { // removed and restarted ports
 		if err := t.RemovePort(oldIDs[name]); err != nil && !errors.Is(err, ErrNotFound) {
 			fail(err)
 		}
