@@ -164,7 +164,7 @@ func (q *queue) connectAuthReqLocked(c *controller) uint16 {
 	q.armAuthTimerLocked(a, c, c.authTimeoutLocked())
 	a.mu.Unlock()
 	q.auth.Store(a)
-	return 2 // AUTHREQ.ATR (DW0 bit 17)
+	return fabrics.AuthReqATR // DW0 bit 17
 }
 
 // authBlocks completes r with Authentication Required when the queue has
