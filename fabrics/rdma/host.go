@@ -217,10 +217,14 @@ func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams) (
 	if q.pd, err = dev.AllocPD(); err != nil {
 		return nil, fmt.Errorf("allocate PD: %w", err)
 	}
+	if err := q.regData(cfg.MaxTransfer); err != nil {
+		q.destroy()
+		return nil, err
+	}
 	// With memory windows a command may have a BIND_MW, its SEND and a
 	// LOCAL_INV on the send queue.
 	sendWRs := depth + 1
-	if _, ok := q.pd.(rdma.MWAllocator); ok {
+	if q.windows {
 		sendWRs = 3*depth + 1
 	}
 	if q.cq, err = dev.CreateCQ(sendWRs + p.RQSize); err != nil {
@@ -252,10 +256,6 @@ func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams) (
 		s.capsule = mem[off : off+capsuleSize : off+capsuleSize]
 		s.sendSGE[0] = rdma.SGE{Addr: base + uint64(off), LKey: lkey}
 		s.sendWR = rdma.SendWR{WRID: wrSend | uint64(i), SGL: s.sendSGE[:], Opcode: rdma.WRSend, Flags: rdma.SendSignaled}
-	}
-	if err := q.regData(cfg.MaxTransfer); err != nil {
-		q.destroy()
-		return nil, err
 	}
 	roff := capsuleSize * depth
 	for i := range q.recvWR {
