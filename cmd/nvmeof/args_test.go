@@ -234,13 +234,22 @@ func TestHostAddrs(t *testing.T) {
 	}
 }
 
-func TestDefaultHostNQN(t *testing.T) {
+// tempHostNQNFiles points the default host NQN's sources (the host NQN
+// file, the DMI product UUID, machine-id) into a new directory, none of
+// them there yet, for the test's duration, and returns the directory.
+func tempHostNQNFiles(t *testing.T) string {
+	t.Helper()
 	dir := t.TempDir()
 	saved := []string{initiator.HostNQNFile, dmiUUIDFile, machineIDFile}
 	t.Cleanup(func() { initiator.HostNQNFile, dmiUUIDFile, machineIDFile = saved[0], saved[1], saved[2] })
 	initiator.HostNQNFile = filepath.Join(dir, "hostnqn")
 	dmiUUIDFile = filepath.Join(dir, "product_uuid")
 	machineIDFile = filepath.Join(dir, "machine-id")
+	return dir
+}
+
+func TestDefaultHostNQN(t *testing.T) {
+	dir := tempHostNQNFiles(t)
 	write := func(name, s string) {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o644); err != nil {
 			t.Fatal(err)

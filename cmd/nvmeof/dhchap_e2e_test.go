@@ -55,19 +55,11 @@ subsystem %q {
 // the run directory (state, log), not in list -o json; missing and wrong
 // secrets fail with one clear line.
 func TestConnectDHChap(t *testing.T) {
-	hk, err := auth.GenerateKey(auth.HashSHA256, 32, tHost, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ck, err := auth.GenerateKey(auth.HashNone, 48, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	host, ctrl, _ := secretArgs(t)
 	wrong, err := auth.GenerateKey(auth.HashNone, 32, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, ctrl := hk.Encode(), ck.Encode()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "target.hcl")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(authTargetHCL, tHost, host, ctrl, tNQN, tHost)), 0o600); err != nil {

@@ -47,12 +47,7 @@ func TestGenHostNQN(t *testing.T) {
 }
 
 func TestShowHostNQN(t *testing.T) {
-	dir := t.TempDir()
-	saved := []string{initiator.HostNQNFile, dmiUUIDFile, machineIDFile}
-	t.Cleanup(func() { initiator.HostNQNFile, dmiUUIDFile, machineIDFile = saved[0], saved[1], saved[2] })
-	initiator.HostNQNFile = filepath.Join(dir, "hostnqn")
-	dmiUUIDFile = filepath.Join(dir, "product_uuid")
-	machineIDFile = filepath.Join(dir, "machine-id")
+	tempHostNQNFiles(t)
 
 	// Nothing to derive it from: nvme-cli's advice, exit 1.
 	if code, out, errs := runCLI("show-hostnqn"); code != 1 || out != "" ||
