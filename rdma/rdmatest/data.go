@@ -148,6 +148,22 @@ func testSendInline(t *testing.T, e *env) {
 	wantPostErr(t, "inline SEND above the QP's MaxInlineData", err, 0, rdma.ErrInvalidArgument)
 }
 
+// sendWithInv sends 16 bytes of src from a to a receive of buf posted at
+// b, with Invalidate of rkey (WRID 1 both), and checks both completions:
+// the receive's reports rkey invalidated (WCWithInvalidate).
+func (e *env) sendWithInv(t *testing.T, a, b *end, src, buf rdma.MR, rkey uint32, what string) {
+	t.Helper()
+	postRecv(t, b.qp, 1, sge(buf, 0, 64))
+	postSend(t, a.qp, &rdma.SendWR{WRID: 1, Opcode: rdma.WRSendWithInv, InvalidateRKey: rkey, Flags: rdma.SendSignaled,
+		SGL: []rdma.SGE{sge(src, 0, 16)}})
+	checkWC(t, e.waitWC(t, a.scq, 1, what)[0], 1, rdma.Success, rdma.WCSend, a.qp.QPN())
+	rc := e.waitWC(t, b.rcq, 1, "receive of SEND with Invalidate")[0]
+	if checkWC(t, rc, 1, rdma.Success, rdma.WCRecv, b.qp.QPN()) &&
+		(rc.Flags&rdma.WCWithInvalidate == 0 || rc.InvalidatedRKey != rkey || rc.ByteLen != 16) {
+		t.Errorf("receive %s: want 16 bytes and WCWithInvalidate of rkey %#x", wcString(rc), rkey)
+	}
+}
+
 // testSendWithInvalidate: SEND with Invalidate names an rkey of the
 // receiver, whose completion reports it (WCWithInvalidate); the region
 // then refuses remote access.
@@ -161,15 +177,7 @@ func testSendWithInvalidate(t *testing.T, e *env) {
 	buf := b.reg(64, rdma.AccessLocalWrite, 12)
 	src := a.reg(64, 0, 13)
 	rkey := mem.RKey()
-	postRecv(t, b.qp, 1, sge(buf, 0, 64))
-	postSend(t, a.qp, &rdma.SendWR{WRID: 1, Opcode: rdma.WRSendWithInv, InvalidateRKey: rkey, Flags: rdma.SendSignaled,
-		SGL: []rdma.SGE{sge(src, 0, 16)}})
-	checkWC(t, e.waitWC(t, a.scq, 1, "SEND with Invalidate")[0], 1, rdma.Success, rdma.WCSend, a.qp.QPN())
-	rc := e.waitWC(t, b.rcq, 1, "receive of SEND with Invalidate")[0]
-	if checkWC(t, rc, 1, rdma.Success, rdma.WCRecv, b.qp.QPN()) &&
-		(rc.Flags&rdma.WCWithInvalidate == 0 || rc.InvalidatedRKey != rkey || rc.ByteLen != 16) {
-		t.Errorf("receive %s: want 16 bytes and WCWithInvalidate of rkey %#x", wcString(rc), rkey)
-	}
+	e.sendWithInv(t, a, b, src, buf, rkey, "SEND with Invalidate")
 	checkBytes(t, "received data", buf.Bytes()[:16], src.Bytes()[:16])
 	if mem.RKeyValid() {
 		t.Error("the invalidated region reports a valid rkey")
