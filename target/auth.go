@@ -335,7 +335,11 @@ func (c *controller) handleAuth(q *queue, r *fabrics.Request) {
 		if errors.As(ctl.Err(), &e) {
 			reason = e.Reason.String()
 		}
-		c.log.Warn("authentication failed; controller refused", "qid", q.qid, "reason", reason, "err", ctl.Err())
+		msg := "authentication failed; controller refused"
+		if e != nil && e.Remote { // the host's AUTH_Failure2: it refused the controller
+			msg = "authentication failed; the host refused the controller (wrong dhchap_ctrl_key?)"
+		}
+		c.log.Warn(msg, "qid", q.qid, "reason", reason, "err", ctl.Err())
 		// After the completion, as Disconnect: the host gets its answer.
 		go c.shutdown("authentication failed")
 	}

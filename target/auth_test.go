@@ -178,12 +178,12 @@ func TestAuthFailures(t *testing.T) {
 		host   auth.HostConfig
 		reason auth.Reason
 		remote bool   // the host learns it from Failure1
-		log    string // in the target's warning
+		log    string // in the target's warning ("|" separates several)
 	}{
 		{name: "wrong host key", target: &HostAuth{Key: other}, host: auth.HostConfig{Key: hk},
 			reason: auth.ReasonFailed, remote: true, log: "host response mismatch"},
 		{name: "wrong controller key", target: &HostAuth{Key: hk, CtrlKey: other, DHGroup: auth.FFDHE2048}, host: auth.HostConfig{Key: hk, CtrlKey: ck},
-			reason: auth.ReasonFailed, log: "host sent AUTH_Failure2"},
+			reason: auth.ReasonFailed, log: "the host refused the controller|host sent AUTH_Failure2"},
 		{name: "no controller key", target: &HostAuth{Key: hk}, host: auth.HostConfig{Key: hk, CtrlKey: ck},
 			reason: auth.ReasonFailed, remote: true, log: "no controller key"},
 		{name: "hash unusable", target: &HostAuth{Key: hk}, host: auth.HostConfig{Key: hk, Hashes: []auth.HashID{9}},
@@ -206,8 +206,13 @@ func TestAuthFailures(t *testing.T) {
 			}
 			waitClosed(t, a, 2*time.Second)
 			out := logs.String()
-			if !strings.Contains(out, "authentication failed") || !strings.Contains(out, tc.log) {
-				t.Errorf("target log lacks the reason %q:\n%s", tc.log, out)
+			if !strings.Contains(out, "authentication failed") {
+				t.Errorf("target log lacks \"authentication failed\":\n%s", out)
+			}
+			for _, want := range strings.Split(tc.log, "|") {
+				if !strings.Contains(out, want) {
+					t.Errorf("target log lacks the reason %q:\n%s", want, out)
+				}
 			}
 			for _, k := range []*auth.Key{hk, ck, other} {
 				enc := k.Encode()
