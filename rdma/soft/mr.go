@@ -222,8 +222,7 @@ func (m *mr) Remap(buf []byte) (uint32, error) {
 // nextRKey advances the rkey's key byte and makes it valid for remote
 // access; it runs in a fence.
 func (m *mr) nextRKey() uint32 {
-	k := m.rkey.Load()
-	k = k&^0xff | (k+1)&0xff
+	k := rdma.IncRKey(m.rkey.Load())
 	m.rkey.Store(k)
 	m.rkeyValid.Store(true)
 	return k
