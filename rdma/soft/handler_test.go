@@ -204,15 +204,25 @@ func TestCQHandlerEcho(t *testing.T) {
 				}
 			})
 			ea.scq.(rdma.HandlerCQ).SetHandler(c.onSends)
-			// The first window, without holding mu across PostSend: the
-			// provider may run the pending handlers (onAnswer, which
-			// takes mu) inside PostSend.
-			for range window {
-				mu.Lock()
-				slot := next % window
-				prepare(slot)
-				mu.Unlock()
-				send(slot)
+			// The first window as one chain (copies of the slots' WRs,
+			// whose Next stays nil), without holding mu across PostSend:
+			// the provider may run the pending handlers (onAnswer, which
+			// takes mu) inside PostSend. One PostSend keeps the order:
+			// posted one by one, a handler could post request k+1 before
+			// this loop posted request k, and the answers would come out
+			// of order.
+			first := make([]rdma.SendWR, window)
+			mu.Lock()
+			for i := range window {
+				prepare(i)
+				first[i] = sendWRs[i]
+				if i > 0 {
+					first[i-1].Next = &first[i]
+				}
+			}
+			mu.Unlock()
+			if err := ea.qp.PostSend(&first[0]); err != nil {
+				c.fail(err)
 			}
 			select {
 			case <-done:
