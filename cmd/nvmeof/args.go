@@ -267,10 +267,12 @@ func (a connectArgs) mapMethod() (m blockdev.Method, none bool, err error) {
 		return blockdev.MethodFUSELoop, false, nil
 	case "nbd":
 		return blockdev.MethodNBD, false, nil
+	case "ublk":
+		return blockdev.MethodUblk, false, nil
 	case "none":
 		return blockdev.MethodAuto, true, nil
 	}
-	return 0, false, fmt.Errorf("--map %q: want auto, fuse, nbd or none", a.Map)
+	return 0, false, fmt.Errorf("--map %q: want auto, ublk, nbd, fuse or none", a.Map)
 }
 
 // validateConnect checks everything connect needs before a daemon starts.

@@ -88,6 +88,12 @@ func TestConnectFlagsToOptions(t *testing.T) {
 			addr: rdma("192.0.2.1", 4420), method: blockdev.MethodNBD,
 		},
 		{
+			name: "map ublk",
+			args: []string{"-a", "192.0.2.1", "-n", tNQN, "--map", "ublk"},
+			want: initiator.Options{SubsystemNQN: tNQN, CtrlLossTimeout: 600 * time.Second},
+			addr: rdma("192.0.2.1", 4420), method: blockdev.MethodUblk,
+		},
+		{
 			name: "ctrl-loss-tmo 0 gives up at once",
 			args: []string{"-a", "192.0.2.1", "-n", tNQN, "-l", "0", "--map", "none"},
 			want: initiator.Options{SubsystemNQN: tNQN, CtrlLossTimeout: time.Nanosecond},

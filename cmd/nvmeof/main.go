@@ -110,7 +110,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					"Example: nvmeof connect -t rdma -a 192.0.2.1 -s 4420 -n nqn.2026-11.io.nvmeof:disk0",
 				Flags: append(fabricsFlags(true), outputFlag,
 					&cli.StringFlag{Name: "map", Value: "auto",
-						Usage: "how to map namespaces, `MODE`: auto (nbd if the kernel has it, else fuse), fuse (FUSE file + loop device), nbd, or none"}),
+						Usage: "how to map namespaces, `MODE`: auto (ublk, else nbd, else fuse: the first the kernel has), ublk, nbd, fuse (FUSE file + loop device), or none"}),
 				Action: cmdConnect,
 			},
 			{
@@ -119,7 +119,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Description: "Reads the discovery log at -a/-s and connects each NVM subsystem entry of the same\n" +
 					"transport that is not connected yet, as `nvmeof connect` would.",
 				Flags: append(fabricsFlags(false), outputFlag,
-					&cli.StringFlag{Name: "map", Value: "auto", Usage: "how to map namespaces, `MODE`: auto, fuse, nbd or none"}),
+					&cli.StringFlag{Name: "map", Value: "auto", Usage: "how to map namespaces, `MODE`: auto, ublk, nbd, fuse or none"}),
 				Action: cmdConnectAll,
 			},
 			{

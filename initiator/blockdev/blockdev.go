@@ -47,12 +47,16 @@ type Method int
 
 // Methods.
 const (
-	// MethodAuto uses NBD when the kernel has it, FUSE + loop otherwise.
+	// MethodAuto uses ublk when the kernel has it loaded, else NBD when
+	// the kernel has it, else FUSE + loop.
 	MethodAuto Method = iota
 	// MethodNBD uses the kernel NBD client over a socketpair.
 	MethodNBD
 	// MethodFUSELoop uses a FUSE file attached to a loop device.
 	MethodFUSELoop
+	// MethodUblk uses the kernel ublk driver (Linux 6.0+) served by this
+	// process over io_uring.
+	MethodUblk
 )
 
 // String names the method.
@@ -64,6 +68,8 @@ func (m Method) String() string {
 		return "nbd"
 	case MethodFUSELoop:
 		return "fuse+loop"
+	case MethodUblk:
+		return "ublk"
 	}
 	return "Method(" + strconv.Itoa(int(m)) + ")"
 }
@@ -129,7 +135,7 @@ type Mapping struct {
 	done bool
 }
 
-// Path returns the block device, e.g. /dev/loop3 or /dev/nbd0.
+// Path returns the block device, e.g. /dev/loop3, /dev/nbd0 or /dev/ublkb0.
 func (m *Mapping) Path() string { return m.m.path() }
 
 // Method returns the method in use (never MethodAuto).
@@ -220,16 +226,28 @@ func Map(ctx context.Context, dev Device, opts *Options) (*Mapping, error) {
 		return nil, err
 	}
 	method := c.Method
+	e := newEngine(dev, c)
+	var m mapper
 	if method == MethodAuto {
 		method = MethodFUSELoop
 		if nbdAvailable() {
 			method = MethodNBD
 		}
+		if ublkAvailable() {
+			// ublk first; a device it cannot take (blocks over 4 KiB)
+			// or a driver that refuses falls back to the next method.
+			um, uerr := mapUblk(ctx, e, c)
+			if uerr == nil {
+				c.Logger.Info("mapped", "path", um.path(), "method", MethodUblk.String(), "size", c.size, "block_size", c.bs)
+				return &Mapping{method: MethodUblk, m: um, log: c.Logger}, nil
+			}
+			c.Logger.Warn("ublk mapping failed, trying the next method", "method", method.String(), "error", uerr)
+		}
 		c.Logger.Debug("method chosen", "method", method.String())
 	}
-	e := newEngine(dev, c)
-	var m mapper
 	switch method {
+	case MethodUblk:
+		m, err = mapUblk(ctx, e, c)
 	case MethodNBD:
 		m, err = mapNBD(ctx, e, c)
 	case MethodFUSELoop:

@@ -1,7 +1,28 @@
-// Package blockdev maps a namespace as a local block device: kernel NBD where
-// it exists, otherwise a FUSE file attached to a loop device.
+// Package blockdev maps a namespace as a local block device: the kernel's
+// ublk driver or NBD where they exist, otherwise a FUSE file attached to a
+// loop device.
 //
 // # Methods
+//
+// ublk (MethodUblk): this process is the ublk server of a /dev/ublkbN
+// (Linux 6.0+, ublk_drv; ioctl-encoded opcodes as 6.12 wants them). A small
+// io_uring with 128-byte SQEs (internal/uring, no cgo) sends the control
+// commands to /dev/ublk-control: ADD_DEV (one hardware queue, 64 tags,
+// 512 KiB requests), SET_PARAMS (logical block size of the namespace, up to
+// the 4 KiB page size; capacity; volatile write cache so flushes arrive;
+// discard and write-zeroes limits unless read-only), START_DEV, and on
+// Unmap STOP_DEV then DEL_DEV. The queue is served from /dev/ublkcN: the
+// request descriptors are mmap'd from it, and one goroutine locked to its
+// OS thread owns the queue's ring (the driver takes a queue's commands only
+// from the thread that fetched them and copies data in that thread's task
+// work) and keeps a UBLK_U_IO_FETCH_REQ, later COMMIT_AND_FETCH_REQ, in
+// the driver for every tag, each with its own buffer of this process (no
+// user copy, no zero copy). Fetched requests go to a pool of workers, one
+// per tag, so the queue depth reaches the namespace; a worker's result
+// comes back to the ring owner through a list and an eventfd the ring
+// reads. READ, WRITE, FLUSH, DISCARD and WRITE_ZEROES (NOUNMAP: no
+// deallocation) map onto the Device as for NBD. Needs root and
+// /dev/ublk-control (modprobe ublk_drv).
 //
 // NBD (MethodNBD): the kernel NBD client is configured through the generic
 // netlink "nbd" family with one end of a socketpair; this package serves the
@@ -15,7 +36,9 @@
 // size, AUTOCLEAR, and direct I/O when the kernel allows it on FUSE. The
 // device is /dev/loopN. Needs /dev/fuse, /dev/loop-control and root.
 //
-// MethodAuto picks NBD when the kernel has it and FUSE + loop otherwise.
+// MethodAuto picks ublk when /dev/ublk-control exists (and falls back when
+// the ublk mapping fails, e.g. for blocks over 4 KiB), then NBD when the
+// kernel has it, and FUSE + loop otherwise.
 //
 // # Semantics
 //
@@ -47,5 +70,9 @@
 // holds it (AUTOCLEAR), the FUSE mount stays as a dead mount until the next
 // Map with the same name (which removes it) or `umount -l
 // <RunDir>/<Name>/fuse`; an NBD device fails its I/O and is freed by
-// `nbd-client -d /dev/nbdN`.
+// `nbd-client -d /dev/nbdN`. A ublk disk is removed by the driver when its
+// server's io_uring goes away (pending I/O fails); the stopped device
+// (/dev/ublkcN) stays until DEL_DEV, which the next ublk Map or
+// RemoveStaleUblk does for devices whose server is gone (the server's pid
+// is kept in the device's ublksrv_flags).
 package blockdev

@@ -25,7 +25,7 @@ import (
 type Config struct {
 	// None connects without mapping any namespace.
 	None bool
-	// Method is the blockdev method (MethodAuto: NBD where the kernel has
+	// Method is the blockdev method (MethodAuto: ublk, else NBD where the kernel has
 	// it, FUSE + loop otherwise).
 	Method blockdev.Method
 	// UnmapTimeout bounds each wait of an unmap (blockdev's default when 0).

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nvmeof/nvmeof/initiator/blockdev"
 )
 
 // DefaultRunDir is where the daemons keep their state.
@@ -110,6 +112,9 @@ func lockStale(runDir, name string) *os.File {
 		return nil
 	}
 	cleanupDir(filepath.Join(runDir, name))
+	// The dead daemon's ublk disks went with it (the driver stops a device
+	// whose server exited); its stopped devices stay until deleted.
+	blockdev.RemoveStaleUblk(nil)
 	return f
 }
 

@@ -42,7 +42,7 @@ type Namespace struct {
 	NSID    uint32 `json:"nsid"`
 	Generic string `json:"generic"` // e.g. nvmeof0n1: names the namespace in commands
 	Device  string `json:"device,omitempty"`
-	Method  string `json:"method,omitempty"` // nbd or fuse+loop
+	Method  string `json:"method,omitempty"` // ublk, nbd or fuse+loop
 	// MapError is why the namespace is not mapped (when mapping failed
 	// after the connection was made, e.g. a namespace added later).
 	MapError  string `json:"map_error,omitempty"`
