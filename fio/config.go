@@ -68,6 +68,10 @@ type Config struct {
 	LoopSize int64
 	// Depth is the number of request slots (fio's iodepth).
 	Depth int
+	// BusyPoll is how long Reap polls the transport on the caller's
+	// thread (Namespace.Poll) before it sleeps; 0 sleeps at once, and
+	// completions then come from the provider's goroutine.
+	BusyPoll time.Duration
 	// Logger receives the initiator's log (default: none).
 	Logger hclog.Logger
 

@@ -258,9 +258,38 @@ func (e *Engine) Reap(min, max int, timeout time.Duration, out []Completion) int
 				continue
 			}
 		}
+		if e.spin(t, d) {
+			continue
+		}
 		e.waker.sleep(t, d)
 	}
 	return n
+}
+
+// poller is implemented by a namespace whose completions can be run on
+// the caller's thread (*initiator.Namespace over RDMA).
+type poller interface{ Poll() bool }
+
+// spin polls the transport for up to the busy-poll window (bounded by d
+// when d >= 0) and reports whether a completion came after ticket t: the
+// completion then ran on this thread, with no wake-up of the provider's
+// goroutine or of this one.
+func (e *Engine) spin(t uint32, d time.Duration) bool {
+	p, ok := e.ns.(poller)
+	w := e.cfg.BusyPoll
+	if !ok || w <= 0 {
+		return false
+	}
+	if d >= 0 && d < w {
+		w = d
+	}
+	end := time.Now().Add(w)
+	for e.waker.ticket() == t {
+		if !p.Poll() && !time.Now().Before(end) {
+			return false
+		}
+	}
+	return true
 }
 
 // Err returns the error of the last request completed on slot (nil on

@@ -48,6 +48,7 @@ struct nvmeof_options {
 	unsigned int nr_io_queues;
 	unsigned int queue_size;
 	unsigned long long loop_size;
+	unsigned int busy_poll;
 };
 
 enum { NVMEOF_TRANSPORT_RDMA = 0, NVMEOF_TRANSPORT_LOOP = 1 };
@@ -210,6 +211,16 @@ static struct fio_option options[] = {
 		.group = FIO_OPT_G_INVALID,
 	},
 	{
+		.name = "busy_poll",
+		.lname = "busy-poll window",
+		.type = FIO_OPT_INT,
+		.off1 = offsetof(struct nvmeof_options, busy_poll),
+		.help = "Microseconds to poll for completions on fio's thread before sleeping (0: sleep at once, completions then arrive through the provider's goroutine)",
+		.def = "50",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
 		.name = NULL,
 	},
 };
@@ -333,6 +344,7 @@ static int nvmeof_setup(struct thread_data *td)
 		cfg.nr_io_queues = o->nr_io_queues;
 		cfg.queue_size = o->queue_size;
 		cfg.loop_size = o->loop_size;
+		cfg.busy_poll_us = o->busy_poll;
 		cfg.depth = d->depth;
 		errbuf[0] = '\0';
 		d->h = nvmeofOpen(&cfg, errbuf, sizeof(errbuf));

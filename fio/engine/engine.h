@@ -35,6 +35,7 @@ struct nvmeof_config {
 	uint32_t nr_io_queues;
 	uint32_t queue_size;
 	uint64_t loop_size;
+	uint32_t busy_poll_us; /* busy-poll window in microseconds (0: none) */
 	uint32_t depth;
 	uint64_t size;
 	uint32_t block_size;

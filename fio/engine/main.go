@@ -74,6 +74,7 @@ func nvmeofOpen(c *C.struct_nvmeof_config, errbuf *C.char, errlen C.size_t) C.ui
 		NrIOQueues:       int(c.nr_io_queues),
 		QueueSize:        int(c.queue_size),
 		LoopSize:         int64(c.loop_size),
+		BusyPoll:         time.Duration(c.busy_poll_us) * time.Microsecond,
 		Depth:            int(c.depth),
 	}
 	e, err := fio.Open(context.Background(), cfg)

@@ -1,0 +1,9 @@
+package fabrics
+
+// Poller is implemented by a HostQueue whose completions the caller can
+// drive on its own goroutine (rdma.Progresser underneath): Poll runs the
+// Done callbacks of whatever completed, never blocks, and reports whether
+// it found work. A host that busy-polls calls it in its completion loop.
+type Poller interface {
+	Poll() bool
+}

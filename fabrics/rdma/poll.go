@@ -1,0 +1,12 @@
+package rdma
+
+import "github.com/nvmeof/nvmeof/rdma"
+
+// Poll makes the queue's CQ progress on the caller's goroutine
+// (fabrics.Poller): its handler runs the Done callbacks of the commands
+// that completed. It reports false at once when the provider cannot be
+// driven that way.
+func (q *hostQueue) Poll() bool {
+	p, ok := q.cq.(rdma.Progresser)
+	return ok && p.Progress()
+}

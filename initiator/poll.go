@@ -1,0 +1,31 @@
+package initiator
+
+import "github.com/nvmeof/nvmeof/fabrics"
+
+// Poll runs, on the caller's goroutine, the completions that have arrived
+// on the controller's I/O queues, where the transport can be driven that
+// way (fabrics.Poller: RDMA over rdma/soft or rdma/ibverbs), and reports
+// whether it found any. It never blocks. A caller that waits for its own
+// I/Os (fio's completion loop, a block device's queue) may spin on it for
+// a short window before it sleeps: the completion then runs on its thread
+// instead of waking the provider's goroutine and, from there, the caller.
+func (c *Controller) Poll() bool {
+	a := c.cur.Load()
+	if a == nil {
+		return false
+	}
+	got := false
+	for i := range a.io {
+		q := a.io[i].Load()
+		if q == nil {
+			continue
+		}
+		if p, ok := q.hq.(fabrics.Poller); ok && p.Poll() {
+			got = true
+		}
+	}
+	return got
+}
+
+// Poll is the controller's Poll (Controller.Poll).
+func (ns *Namespace) Poll() bool { return ns.c.Poll() }

@@ -1,0 +1,15 @@
+package rdma
+
+// Progresser is implemented by a CQ that can make progress on the caller's
+// goroutine: Progress takes what the device has received (rdma/soft) or
+// polls the hardware CQ, and runs the CQ's handler (HandlerCQ) for the
+// completions it produced, exactly as the provider's own goroutine would
+// have. It never blocks and reports whether it found any work.
+//
+// A consumer that busy-polls (SPDK's reactors, fio's completion loop) calls
+// it instead of sleeping until the provider's goroutine is woken: on a
+// 2-CPU machine that wake-up chain (epoll, futex, two context switches)
+// costs more than the I/O itself (docs/soft-perf.md).
+type Progresser interface {
+	Progress() bool
+}
