@@ -55,6 +55,9 @@ func FuzzCMREQ(f *testing.F) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.Cleanup(cancel)
 	l := &Listener{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, pendingBy: map[netip.Addr]int{}}
+	if err := l.openShared(); err != nil {
+		f.Fatal(err)
+	}
 	for i, depth := range []int{32, 128, 1, 1025, 0} {
 		mad := wire.MAD(make([]byte, wire.MADLen))
 		mad.InitCM(wire.CMAttrREQ, uint64(i))

@@ -53,16 +53,20 @@ const (
 	// opens the CM connections of all its I/O queues (at most the 128 a
 	// controller grants by default) before it connects any of them.
 	DefaultMaxPendingPerHost = 128
+	// DefaultDataPoolBytes caps a port's pool of data staging buffers
+	// (the RDMA READ and WRITE buffers of the commands in flight).
+	DefaultDataPoolBytes = 64 << 20
 )
 
 // Before its Fabrics Connect succeeds a queue holds only preConnectSlots
-// receive buffers and preConnectData bytes of data buffer per slot: a host
-// sends the Connect alone and waits for its response (Linux, SPDK and
-// this module's initiator do), and the Connect's data is 1024 bytes. A
-// host that sends more meets RNR NAKs until the Connect succeeds. The
-// rest of the receive ring and the MaxTransfer-sized data buffers are
-// allocated and posted when the Connect's response is sent, before the
-// host can send its next command.
+// receive buffers, and its commands may move at most preConnectData
+// bytes: a host sends the Connect alone and waits for its response
+// (Linux, SPDK and this module's initiator do), and the Connect's data is
+// 1024 bytes. A host that sends more meets RNR NAKs until the Connect
+// succeeds. The rest of the receive ring is allocated and posted when the
+// Connect's response is sent, before the host can send its next command.
+// Data staging buffers come from the port's pool (dataPool) while a
+// command needs one, before and after the Connect alike.
 const (
 	preConnectSlots = 2
 	preConnectData  = 4096
@@ -97,7 +101,12 @@ type TargetConfig struct {
 	// LivenessInterval is how long a connected queue may be idle before
 	// it is probed; 0 means DefaultLivenessInterval, negative none.
 	LivenessInterval time.Duration
-	Logger           hclog.Logger
+	// DataPoolBytes caps the port's registered data staging buffers,
+	// shared by its queues and taken by the commands in flight that move
+	// keyed (RDMA READ or WRITE) data; a command that finds none waits for
+	// one. 0 means DefaultDataPoolBytes; it is raised to one MaxTransfer.
+	DataPoolBytes int64
+	Logger        hclog.Logger
 }
 
 // normalize fills in the defaults and checks the limits.
@@ -137,6 +146,13 @@ func (c *TargetConfig) normalize() error {
 	if c.MaxPendingPerHost == 0 {
 		c.MaxPendingPerHost = DefaultMaxPendingPerHost
 	}
+	switch {
+	case c.DataPoolBytes == 0:
+		c.DataPoolBytes = DefaultDataPoolBytes
+	case c.DataPoolBytes < 0:
+		return fmt.Errorf("nvme-rdma: target: negative data pool size %d", c.DataPoolBytes)
+	}
+	c.DataPoolBytes = max(c.DataPoolBytes, int64(c.MaxTransfer))
 	if c.ConnectTimeout < 0 || c.MaxPending < 0 || c.MaxPendingPerHost < 0 {
 		return fmt.Errorf("nvme-rdma: target: negative connect timeout %v or pending limits %d/%d", c.ConnectTimeout, c.MaxPending, c.MaxPendingPerHost)
 	}
@@ -210,11 +226,59 @@ type Listener struct {
 	refused     int
 	refusedLast time.Time
 
-	bufBytes atomic.Int64 // registered queue buffers held
+	bufBytes atomic.Int64 // registered queue buffers held (not the pool's)
 	// released, when set (tests), is called after a queue released its
 	// buffers.
 	released func()
+
+	// What the port's queues share: one PD (a region can serve only QPs
+	// of its PD) and the data staging pool registered in it. The
+	// listener holds a reference, and so does each queue; the last one
+	// out closes the pool and deallocates the PD.
+	pd        rdma.PD
+	pool      *dataPool
+	refsMu    sync.Mutex
+	refs      int
+	closeOnce sync.Once
 }
+
+// openShared allocates the port's PD and its (empty) data pool.
+func (l *Listener) openShared() error {
+	pd, err := l.cfg.Device.AllocPD()
+	if err != nil {
+		return fmt.Errorf("nvme-rdma: target: allocate PD: %w", err)
+	}
+	l.pd = pd
+	l.pool = newDataPool(pd, l.cfg.MaxTransfer, l.cfg.DataPoolBytes)
+	l.refs = 1
+	return nil
+}
+
+// ref takes a reference to the shared resources.
+func (l *Listener) ref() {
+	l.refsMu.Lock()
+	l.refs++
+	l.refsMu.Unlock()
+}
+
+// unref drops one; the last closes the pool and deallocates the PD.
+func (l *Listener) unref() {
+	l.refsMu.Lock()
+	l.refs--
+	last := l.refs == 0
+	l.refsMu.Unlock()
+	if !last {
+		return
+	}
+	l.pool.close()
+	if err := l.pd.Dealloc(); err != nil {
+		l.log.Warn("deallocate the port's PD", "error", err)
+	}
+}
+
+// PoolBytes returns the bytes the port's data pool has registered and
+// the bytes of it the commands in flight hold.
+func (l *Listener) PoolBytes() (registered, inUse int64) { return l.pool.stats() }
 
 // Pending returns the number of queues between CM REQ and a successful
 // Fabrics Connect.
@@ -224,8 +288,9 @@ func (l *Listener) Pending() int {
 	return l.pending
 }
 
-// BufferBytes returns the bytes of queue buffers (receive, response and
-// data staging) the port's queues hold.
+// BufferBytes returns the bytes of queue buffers (receive and response)
+// the port's queues hold; the data staging buffers they share are
+// PoolBytes.
 func (l *Listener) BufferBytes() int64 { return l.bufBytes.Load() }
 
 // admit counts a CM REQ from src as pending, unless a limit is reached.
@@ -292,6 +357,11 @@ func Listen(cfg TargetConfig) (*Listener, error) {
 
 		pendingBy: make(map[netip.Addr]int),
 	}
+	if err := l.openShared(); err != nil {
+		cancel()
+		cml.Close()
+		return nil, err
+	}
 	l.wg.Add(1)
 	go l.acceptLoop()
 	return l, nil
@@ -317,6 +387,7 @@ func (l *Listener) Close() error {
 	l.cancel()
 	err := l.cml.Close()
 	l.wg.Wait()
+	l.closeOnce.Do(l.unref)
 	return err
 }
 
@@ -425,26 +496,36 @@ const (
 )
 
 type targetSlot struct {
-	req      fabrics.Request
-	recvBuf  []byte // 64-byte SQE + in-capsule data, as received
-	respBuf  []byte // 16-byte CQE, as sent
-	dataBuf  []byte // RDMA READ/WRITE staging, MaxTransfer bytes (preConnectData before the Connect)
-	small    bool   // dataBuf is the pre-Connect one
-	recvLen  int
-	dir      fabrics.DataDirection
-	keyed    bool
-	inval    bool
-	rkey     uint32
-	raddr    uint64
-	dataLen  int
-	recvSGE  [1]rdma.SGE
-	recvWR   rdma.RecvWR
-	readSGE  [1]rdma.SGE
-	readWR   rdma.SendWR
-	writeSGE [1]rdma.SGE
-	writeWR  rdma.SendWR
-	sendSGE  [1]rdma.SGE
-	sendWR   rdma.SendWR
+	q       *targetQueue
+	req     fabrics.Request
+	recvBuf []byte // 64-byte SQE + in-capsule data, as received
+	respBuf []byte // 16-byte CQE, as sent
+	// The RDMA READ/WRITE staging of a command with keyed data: a pool
+	// buffer (w.buf) while hasData. w is the slot's place among the
+	// pool's waiters.
+	dataBuf []byte
+	w       poolWaiter
+	// Under the queue's slotMu: the slot holds w.buf; the command is
+	// with the handler (delivered, CompleteRequest not yet called). The
+	// buffer goes back when both the handler and the transport are done
+	// with it.
+	hasData   bool
+	inHandler bool
+	recvLen   int
+	dir       fabrics.DataDirection
+	keyed     bool
+	inval     bool
+	rkey      uint32
+	raddr     uint64
+	dataLen   int
+	recvSGE   [1]rdma.SGE
+	recvWR    rdma.RecvWR
+	readSGE   [1]rdma.SGE
+	readWR    rdma.SendWR
+	writeSGE  [1]rdma.SGE
+	writeWR   rdma.SendWR
+	sendSGE   [1]rdma.SGE
+	sendWR    rdma.SendWR
 }
 
 // targetQueue is one NVMe queue on an RC QP. Its goroutine polls the CQ.
@@ -466,12 +547,14 @@ type targetQueue struct {
 	slots    []*targetSlot
 	recvSize int
 
-	// Set once by grow, before connected: the data buffers of every slot
-	// (MaxTransfer bytes each) in dataMR.
+	// Set once by grow, when the Fabrics Connect succeeded.
 	connected atomic.Bool
-	dataMem   []byte
-	dataBase  uint64
-	dataLKey  uint32
+	pd        rdma.PD // the port's (l.pd)
+
+	// slotMu guards the slots' buffer ownership (hasData, inHandler)
+	// against the teardown (released: the QP is gone).
+	slotMu   sync.Mutex
+	released bool
 
 	ticket *pendingTicket // the queue's place among the pending ones
 
@@ -487,11 +570,14 @@ type targetQueue struct {
 	finished   bool // torn down
 	connTimer  *time.Timer
 	probeTimer *time.Timer
-	dataMR     rdma.MR
-	bufBytes   int64 // counted in l.bufBytes
+	ringMR     rdma.MR // the receive ring beyond the pre-Connect slots
+	bufBytes   int64   // counted in l.bufBytes
 
 	// reads limits the RDMA READs in flight; waiting holds slots whose
-	// READ could not be posted yet, in arrival order.
+	// READ could not be posted yet, in arrival order (under readMu: a
+	// slot whose buffer came from the pool's waiters starts its READ
+	// from the goroutine that returned the buffer).
+	readMu   sync.Mutex
 	readsMax int
 	reads    int
 	waiting  []int
@@ -625,9 +711,10 @@ func newTargetQueue(l *Listener, qr queueRequest, req rdma.ConnRequest, ticket *
 		done:     make(chan struct{}),
 	}
 	var err error
-	if q.pd, err = dev.AllocPD(); err != nil {
-		return nil, fmt.Errorf("allocate PD: %w", err)
-	}
+	// The port's PD: the queue's QP and regions live in it, with the
+	// data pool its commands take their buffers from.
+	q.pd = l.pd
+	l.ref()
 	// Each command takes one receive, at most one RDMA READ or WRITE and
 	// one SEND.
 	if q.cq, err = dev.CreateCQ(3*nslots + 1); err != nil {
@@ -645,7 +732,7 @@ func newTargetQueue(l *Listener, qr queueRequest, req rdma.ConnRequest, ticket *
 		return nil, fmt.Errorf("create QP: %w", err)
 	}
 	pre := min(nslots, preConnectSlots)
-	per := q.recvSize + nvme.CQESize + preConnectData
+	per := q.recvSize + nvme.CQESize
 	mem := make([]byte, per*pre)
 	if q.mr, err = q.pd.RegMR(mem, rdma.AccessLocalWrite); err != nil {
 		q.release()
@@ -656,9 +743,7 @@ func newTargetQueue(l *Listener, qr queueRequest, req rdma.ConnRequest, ticket *
 	for i := range slots {
 		s := &slots[i]
 		off := i * per
-		q.initSlot(s, i, mem[off:off+per-preConnectData], q.mr.Addr()+uint64(off), q.mr.LKey())
-		s.small = true
-		s.setData(mem[off+per-preConnectData:off+per:off+per], q.mr.Addr()+uint64(off+per-preConnectData), q.mr.LKey())
+		q.initSlot(s, i, mem[off:off+per], q.mr.Addr()+uint64(off), q.mr.LKey())
 		q.slots[i] = s
 	}
 	// Receives may be posted from Init on, before the host's first
@@ -694,6 +779,9 @@ func (q *targetQueue) initSlot(s *targetSlot, i int, buf []byte, addr uint64, lk
 	s.req.Slot = i
 	s.req.Completer = q
 	s.req.Queue = q
+	s.q = q
+	s.w.slot = s
+	s.w.granted = grantedData
 }
 
 // setData points the slot's RDMA READ and WRITE staging at buf.
@@ -701,6 +789,28 @@ func (s *targetSlot) setData(buf []byte, addr uint64, lkey uint32) {
 	s.dataBuf = buf
 	s.readSGE[0] = rdma.SGE{Addr: addr, LKey: lkey}
 	s.writeSGE[0] = rdma.SGE{Addr: addr, LKey: lkey}
+}
+
+// takeData hands the slot's pool buffer back to the caller, who puts it
+// in the pool (q.slotMu held): the buffer is no longer the slot's.
+func (s *targetSlot) takeData() (poolBuf, bool) {
+	if !s.hasData {
+		return poolBuf{}, false
+	}
+	s.hasData = false
+	s.dataBuf = nil
+	s.req.Data = nil
+	return s.w.buf, true
+}
+
+// putData returns the slot's pool buffer, if it holds one.
+func (q *targetQueue) putData(s *targetSlot) {
+	q.slotMu.Lock()
+	b, ok := s.takeData()
+	q.slotMu.Unlock()
+	if ok {
+		q.l.pool.put(b)
+	}
 }
 
 // account adds n bytes of buffers to the queue's and the port's count.
@@ -726,27 +836,23 @@ func (q *targetQueue) grow() error {
 	pre := min(nslots, preConnectSlots)
 	rest := nslots - pre
 	per := q.recvSize + nvme.CQESize
-	mem := make([]byte, rest*per+nslots*q.maxXfer)
-	mr, err := q.pd.RegMR(mem, rdma.AccessLocalWrite)
-	if err != nil {
-		return fmt.Errorf("nvme-rdma: queue %d: register %d bytes after Connect: %w", q.qid, len(mem), err)
+	mem := make([]byte, rest*per)
+	if rest > 0 {
+		mr, err := q.pd.RegMR(mem, rdma.AccessLocalWrite)
+		if err != nil {
+			return fmt.Errorf("nvme-rdma: queue %d: register %d bytes after Connect: %w", q.qid, len(mem), err)
+		}
+		q.ringMR = mr
+		q.account(len(mem))
+		base, lkey := mr.Addr(), mr.LKey()
+		slots := make([]targetSlot, rest)
+		for j := range slots {
+			s := &slots[j]
+			i := pre + j
+			q.initSlot(s, i, mem[j*per:(j+1)*per], base+uint64(j*per), lkey)
+			q.slots[i] = s
+		}
 	}
-	q.dataMR = mr
-	q.account(len(mem))
-	base, lkey := mr.Addr(), mr.LKey()
-	q.dataMem = mem[rest*per:]
-	q.dataBase = base + uint64(rest*per)
-	q.dataLKey = lkey
-	slots := make([]targetSlot, rest)
-	for j := range slots {
-		s := &slots[j]
-		i := pre + j
-		q.initSlot(s, i, mem[j*per:(j+1)*per], base+uint64(j*per), lkey)
-		q.upgrade(s, i)
-		q.slots[i] = s
-	}
-	// The pre-Connect slots take their data buffers on their next
-	// capsule (upgrade, on the queue goroutine).
 	q.connected.Store(true)
 	q.ticket.release()
 	if iv := q.l.cfg.LivenessInterval; iv > 0 {
@@ -758,15 +864,8 @@ func (q *targetQueue) grow() error {
 			return fmt.Errorf("nvme-rdma: queue %d: post receive: %w", q.qid, err)
 		}
 	}
-	q.log.Debug("receive ring and data buffers allocated", "bytes", len(mem))
+	q.log.Debug("receive ring allocated", "bytes", len(mem))
 	return nil
-}
-
-// upgrade points slot i at its MaxTransfer-sized data buffer (q connected).
-func (q *targetQueue) upgrade(s *targetSlot, i int) {
-	off := i * q.maxXfer
-	s.setData(q.dataMem[off:off+q.maxXfer:off+q.maxXfer], q.dataBase+uint64(off), q.dataLKey)
-	s.small = false
 }
 
 // probe runs when a connected queue's liveness interval has passed: if no
@@ -811,11 +910,36 @@ func (q *targetQueue) release() {
 	if q.probeTimer != nil {
 		q.probeTimer.Stop()
 	}
-	dataMR := q.dataMR
+	ringMR := q.ringMR
 	q.mu.Unlock()
-	q.verbs.destroy(dataMR)
+	q.verbs.destroy(ringMR)
 	q.l.bufBytes.Add(-q.bufBytes)
 	q.ticket.release()
+	// The QP is gone: no RDMA touches the slots' buffers any more. Those
+	// of commands still with the handler go back when it completes them
+	// (CompleteRequest); a slot waiting for one leaves the waiters, and
+	// one granted meanwhile sees released and gives it back.
+	var bufs []poolBuf
+	q.slotMu.Lock()
+	q.released = true
+	for _, s := range q.slots {
+		if s == nil {
+			continue
+		}
+		if q.l.pool.cancel(&s.w) {
+			continue
+		}
+		if !s.inHandler {
+			if b, ok := s.takeData(); ok {
+				bufs = append(bufs, b)
+			}
+		}
+	}
+	q.slotMu.Unlock()
+	for _, b := range bufs {
+		q.l.pool.put(b)
+	}
+	q.l.unref()
 	if f := q.l.released; f != nil {
 		f()
 	}
@@ -941,11 +1065,16 @@ func (q *targetQueue) complete(wc *rdma.WorkCompletion) {
 		s.recvLen = int(wc.ByteLen)
 		q.onCapsule(i)
 	case wrRead:
+		q.readMu.Lock()
 		q.reads--
-		q.deliver(i)
+		q.readMu.Unlock()
+		q.deliver(s)
 		q.startWaitingReads()
 	case wrSend:
-		// The response is out: the slot's receive buffer takes the next capsule.
+		// The response is out, and the RDMA WRITE before it is done:
+		// the data buffer goes back to the pool, the slot's receive
+		// buffer takes the next capsule.
+		q.putData(s)
 		if err := q.qp.PostRecv(&s.recvWR); err != nil {
 			q.shutdown(fmt.Errorf("nvme-rdma: queue %d: repost receive: %w", q.qid, err))
 		}
@@ -956,9 +1085,6 @@ func (q *targetQueue) complete(wc *rdma.WorkCompletion) {
 // transfer or hands it to the handler.
 func (q *targetQueue) onCapsule(i int) {
 	s := q.slots[i]
-	if s.small && q.connected.Load() {
-		q.upgrade(s, i)
-	}
 	if s.recvLen < nvme.SQESize {
 		// As nvmet-rdma: a capsule without a whole SQE ends the queue.
 		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: %d-byte command capsule", q.qid, s.recvLen))
@@ -983,18 +1109,69 @@ func (q *targetQueue) onCapsule(i int) {
 		r.Refused = nvme.Error{Status: st, DNR: true}
 		r.Data = nil
 		s.keyed, s.dataLen = false, 0
-		q.deliver(i)
+		q.deliver(s)
 		return
 	}
-	if s.keyed && s.dir == fabrics.DirHostToCtrl && s.dataLen > 0 {
-		if q.reads >= q.readsMax {
-			q.waiting = append(q.waiting, i)
-			return
-		}
-		q.postRead(i)
+	if !s.keyed || s.dataLen == 0 {
+		q.deliver(s)
 		return
 	}
-	q.deliver(i)
+	// Keyed data: a staging buffer from the pool, now or when one comes
+	// back.
+	s.w.size = s.dataLen
+	ok, err := q.l.pool.get(&s.w)
+	switch {
+	case err != nil:
+		q.log.Error("no data buffer", "error", err)
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: %w", q.qid, err))
+	case ok:
+		q.withData(s)
+	}
+}
+
+// grantedData runs when the pool gives a waiting slot its buffer, on the
+// goroutine that returned one.
+func grantedData(w *poolWaiter) {
+	w.slot.q.withData(w.slot)
+}
+
+// withData sets the slot's staging up in its pool buffer (w.buf) and
+// moves the command on: the RDMA READ of its data, or the handler.
+func (q *targetQueue) withData(s *targetSlot) {
+	q.slotMu.Lock()
+	if q.released {
+		// Torn down while it waited.
+		q.slotMu.Unlock()
+		q.l.pool.put(s.w.buf)
+		return
+	}
+	buf, addr, lkey := q.l.pool.bytes(s.w.buf)
+	s.setData(buf, addr, lkey)
+	s.hasData = true
+	r := &s.req
+	r.Data = buf[:s.dataLen:s.dataLen]
+	if s.dir != fabrics.DirHostToCtrl && (q.qid == 0 || r.SQE[0] != byte(nvme.IORead)) {
+		// No stale bytes of an earlier command reach the host if a
+		// handler fills less than the buffer. An I/O queue's Read
+		// either fills all of it (the target requires the SGL length
+		// to equal the transfer length) or fails without a data
+		// transfer, so it needs no clearing.
+		clear(r.Data)
+	}
+	q.slotMu.Unlock()
+	if s.dir != fabrics.DirHostToCtrl {
+		q.deliver(s)
+		return
+	}
+	q.readMu.Lock()
+	if q.reads >= q.readsMax {
+		q.waiting = append(q.waiting, s.req.Slot)
+		q.readMu.Unlock()
+		return
+	}
+	q.reads++
+	q.readMu.Unlock()
+	q.postRead(s)
 }
 
 // fabricsOpcode is the opcode of every Fabrics command.
@@ -1020,7 +1197,7 @@ func (q *targetQueue) mapSGL(s *targetSlot) nvme.Status {
 			// specification, MDTS).
 			return nvme.StatusInvalidField
 		}
-		if n > len(s.dataBuf) {
+		if n > preConnectData && !q.connected.Load() {
 			// Before the Connect: more than the Connect's data.
 			return nvme.StatusDataSGLLengthInvalid
 		}
@@ -1029,15 +1206,6 @@ func (q *targetQueue) mapSGL(s *targetSlot) nvme.Status {
 		s.rkey = sgl.Key()
 		s.raddr = sgl.Address()
 		s.dataLen = n
-		r.Data = s.dataBuf[:n]
-		if s.dir != fabrics.DirHostToCtrl && (q.qid == 0 || r.SQE[0] != byte(nvme.IORead)) {
-			// No stale bytes of an earlier command reach the host if a
-			// handler fills less than the buffer. An I/O queue's Read
-			// either fills all of it (the target requires the SGL length
-			// to equal the transfer length) or fails without a data
-			// transfer, so its 128 KiB need no clearing.
-			clear(r.Data)
-		}
 	case 0x0: // data block: only the offset subtype, in-capsule
 		if sgl.Identifier()&0xf != 0x1 {
 			return nvme.StatusSGLDescriptorTypeInvalid
@@ -1062,36 +1230,61 @@ func (q *targetQueue) mapSGL(s *targetSlot) nvme.Status {
 	return 0
 }
 
-func (q *targetQueue) postRead(i int) {
-	s := q.slots[i]
+// postRead posts the slot's RDMA READ (counted in q.reads).
+func (q *targetQueue) postRead(s *targetSlot) {
 	s.readSGE[0].Length = uint32(s.dataLen)
 	s.readWR.RemoteAddr = s.raddr
 	s.readWR.RKey = s.rkey
-	q.reads++
 	q.post(nil, 0, &s.readWR, chainRead, "RDMA READ")
 }
 
+// startWaitingReads posts the READs that waited for room, in order.
 func (q *targetQueue) startWaitingReads() {
-	for len(q.waiting) > 0 && q.reads < q.readsMax {
+	for {
+		q.readMu.Lock()
+		if len(q.waiting) == 0 || q.reads >= q.readsMax {
+			q.readMu.Unlock()
+			return
+		}
 		i := q.waiting[0]
 		copy(q.waiting, q.waiting[1:])
 		q.waiting = q.waiting[:len(q.waiting)-1]
-		q.postRead(i)
+		q.reads++
+		q.readMu.Unlock()
+		q.postRead(q.slots[i])
 	}
 }
 
-func (q *targetQueue) deliver(i int) {
-	q.handler.HandleCommand(&q.slots[i].req)
+// deliver hands the command to the handler, unless the queue is gone.
+func (q *targetQueue) deliver(s *targetSlot) {
+	q.slotMu.Lock()
+	if q.released {
+		q.slotMu.Unlock()
+		return
+	}
+	s.inHandler = true
+	q.slotMu.Unlock()
+	q.handler.HandleCommand(&s.req)
 }
 
 // CompleteRequest implements fabrics.Completer: the RDMA WRITE of read
 // data (on success) and the SEND of the CQE, with Invalidate when the host
 // asked for it. It may be called from any goroutine.
 func (q *targetQueue) CompleteRequest(r *fabrics.Request) {
+	s := q.slots[r.Slot]
+	q.slotMu.Lock()
+	s.inHandler = false
 	if q.closed.Load() {
+		// Nothing more is sent: the data buffer, which no RDMA uses
+		// now (the READ is done, no WRITE was posted), goes back.
+		b, ok := s.takeData()
+		q.slotMu.Unlock()
+		if ok {
+			q.l.pool.put(b)
+		}
 		return
 	}
-	s := q.slots[r.Slot]
+	q.slotMu.Unlock()
 	cqe := nvme.CQE(r.CQE[:])
 	cqe.SetCID(binary.LittleEndian.Uint16(r.SQE[2:]))
 	cqe.SetSQID(q.qid)
@@ -1116,6 +1309,10 @@ func (q *targetQueue) CompleteRequest(r *fabrics.Request) {
 		s.writeSGE[0].Length = uint32(s.dataLen)
 		w.RemoteAddr = s.raddr
 		w.RKey = s.rkey
+	} else {
+		// Without an RDMA WRITE the data has moved (or will not): the
+		// buffer goes back before the response can free the slot.
+		q.putData(s)
 	}
 	q.post(w, chainWrite, send, chainSend, "response")
 }
