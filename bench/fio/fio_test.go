@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -223,6 +224,10 @@ func TestArgs(t *testing.T) {
 	if got := c.String(); got != "fio --output-format=json --runtime=3000ms --time_based=1 --ioengine=nbd '--uri=nbd+unix:///?socket=/tmp/x.sock' --group_reporting=0 examples/fio/randread-4k-qd1.fio" {
 		t.Errorf("String() = %s", got)
 	}
+	c.Wrap = []string{"nsenter", "--net=/proc/1/ns/net", "--"}
+	if got := c.String(); !strings.HasPrefix(got, "nsenter --net=/proc/1/ns/net -- fio --output-format=json ") {
+		t.Errorf("String() under Wrap = %s", got)
+	}
 }
 
 // TestRunNull runs fio itself with its null engine when fio is installed.
@@ -246,6 +251,16 @@ func TestRunNull(t *testing.T) {
 	// wall time on every CPU.
 	if res.CPU <= 0 || res.Wall <= 0 || res.CPU > res.Wall*time.Duration(runtime.NumCPU()) {
 		t.Errorf("fio CPU %v over %v wall", res.CPU, res.Wall)
+	}
+	// Under a wrapper (env execs fio): the same run.
+	res, err = Run(context.Background(), Command{
+		Engine: []string{"ioengine=null"},
+		Extra:  []string{"name=null", "rw=randread", "bs=4k", "size=1m"},
+		Dir:    dir,
+		Wrap:   []string{"env", "NVMEOF_BENCH_WRAPPED=1"},
+	})
+	if err != nil || len(res.Output.Jobs) != 1 || res.Output.Jobs[0].Read.IOBytes != 1<<20 {
+		t.Errorf("null job under env: %v", err)
 	}
 	if _, err := Run(context.Background(), Command{Engine: []string{"ioengine=no-such-engine"}, Extra: []string{"name=x", "size=1m"}}); err == nil {
 		t.Error("fio with an unknown engine: no error")

@@ -34,6 +34,11 @@ type Command struct {
 	// writes files of its own such as verify state on a failed verify. A
 	// relative JobFile is taken relative to Dir.
 	Dir string
+	// Wrap, when set, is a command line fio runs under, each wrapper
+	// exec'ing the next (nsenter --net=..., perf stat ... --): the process
+	// started is Wrap[0], given the rest of Wrap, the fio binary and its
+	// arguments.
+	Wrap []string
 }
 
 // Args returns fio's arguments for c, without the binary.
@@ -64,10 +69,15 @@ func (c Command) binary() string {
 	return c.Fio
 }
 
+// argv returns the whole command line: Wrap, the fio binary, Args.
+func (c Command) argv() []string {
+	return append(append(append([]string(nil), c.Wrap...), c.binary()), c.Args()...)
+}
+
 // String returns the command line as a shell would take it (for logs).
 func (c Command) String() string {
-	parts := []string{c.binary()}
-	for _, a := range c.Args() {
+	var parts []string
+	for _, a := range c.argv() {
 		if strings.ContainsAny(a, " ?&;'\"$") {
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
@@ -87,6 +97,8 @@ type Result struct {
 	// engine's own threads included, which fio's per-job usr_cpu and
 	// sys_cpu leave out under --thread) and the job processes it forked
 	// and waited for. Zero when fio did not run.
+	// Under Wrap, the wrappers' own time counts too (wait4 of the
+	// outermost one); perf stat and nsenter spend little.
 	CPU time.Duration
 	// Wall is the run's elapsed time.
 	Wall time.Duration
@@ -98,7 +110,8 @@ type Result struct {
 // that started it exits, as it does when the caller's process dies: no fio
 // outlives its caller.
 func Run(ctx context.Context, c Command) (Result, error) {
-	cmd := exec.CommandContext(ctx, c.binary(), c.Args()...)
+	argv := c.argv()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = c.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stdout, stderr bytes.Buffer

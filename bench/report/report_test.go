@@ -124,20 +124,30 @@ func ceilings() ceiling.Result {
 func sample() *Report {
 	return &Report{
 		Started: time.Date(2026, 11, 29, 15, 0, 0, 0, time.UTC), Host: "h", Kernel: "6.1", CPUs: 2,
-		Fio: "fio-3.33", Nbdkit: "1.32.5", Mode: "quick", RuntimeS: 3, MemSize: "1G",
+		Fio: "fio-3.33", Nbdkit: "1.32.5", Mode: "quick", RuntimeS: 3, Rounds: 3, MemSize: "1G",
 		Ceilings: ceilings(),
 		Jobs: []Job{
 			{Name: JobRandRead4kQD1,
 				Nbdkit: &Metrics{IODepth: 1, BlockSize: 4096, IOPS: 30000, MBps: 122.88, P50us: 30, P99us: 50,
-					FioCPUsPerGB: 10, ServerCPUs: -1, CPUsPerGB: 10},
+					FioCPUsPerGB: 10, ServerCPUs: -1, CPUsPerGB: 10, FioCPUusPerIO: 40, CPUusPerIO: 40,
+					Counts:           Counts{FioSyscalls: 600, ServerSyscalls: -1, DatagramsOut: -1, DatagramsIn: -1},
+					FioSyscallsPerIO: 6, ServerSyscallsPerIO: -1, DatagramsPerIO: -1},
 				Nvmeof: &Metrics{IODepth: 1, BlockSize: 4096, IOPS: 60000, MBps: 245.76, P50us: 15, P99us: 25,
-					FioCPUsPerGB: 3, ServerCPUs: 1, ServerCPUsPerGB: 2, CPUsPerGB: 5}},
+					FioCPUsPerGB: 3, ServerCPUs: 1, ServerCPUsPerGB: 2, CPUsPerGB: 5,
+					FioCPUusPerIO: 12, ServerCPUusPerIO: 8, CPUusPerIO: 20,
+					FioSyscallsPerIO: 3.5, ServerSyscallsPerIO: 2.25, DatagramsPerIO: 4}},
 			{Name: JobRandRead4kQD32,
 				Nbdkit: &Metrics{IODepth: 32, BlockSize: 4096, IOPS: 40000, MBps: 163.84, P50us: 700, P99us: 2000},
 				Nvmeof: &Metrics{IODepth: 32, BlockSize: 4096, IOPS: 50000, MBps: 204.8, P50us: 600, P99us: 1500}},
+			{Name: JobRandRead4kQD32Two,
+				Nbdkit: &Metrics{IODepth: 32, BlockSize: 4096, Jobs: 2, IOPS: 70000, MBps: 286.72, P50us: 900, P99us: 2000},
+				Nvmeof: &Metrics{IODepth: 32, BlockSize: 4096, Jobs: 2, IOPS: 60000, MBps: 245.76, P50us: 1000, P99us: 3000}},
 			{Name: JobSeqRead128kQD8,
 				Nbdkit: &Metrics{IODepth: 8, BlockSize: 128 << 10, IOPS: 11000, MBps: 1441, P50us: 600, P99us: 900},
 				Nvmeof: &Metrics{IODepth: 8, BlockSize: 128 << 10, IOPS: 19000, MBps: 2490, P50us: 400, P99us: 700}},
+			{Name: JobSeqRead128kQD8Two,
+				Nbdkit: &Metrics{IODepth: 8, BlockSize: 128 << 10, Jobs: 2, IOPS: 11500, MBps: 1500, P50us: 1100, P99us: 1900},
+				Nvmeof: &Metrics{IODepth: 8, BlockSize: 128 << 10, Jobs: 2, IOPS: 38000, MBps: 4980, P50us: 400, P99us: 700}},
 			{Name: "randwrite-4k-qd32",
 				Nbdkit: &Metrics{IODepth: 32, BlockSize: 4096, IOPS: 50000, MBps: 204.8},
 				Nvmeof: &Metrics{Error: "fio: job x: error 84"}},
@@ -156,7 +166,9 @@ func TestCompute(t *testing.T) {
 	for i, w := range []want{
 		{2, 0.5, 3, 1.5, CeilingRTT},
 		{1.25, 600.0 / 700, 0.2, 0.25, CeilingDatagram},
+		{60000.0 / 70000, 1000.0 / 900, 0.35, 0.3, CeilingDatagram},
 		{19000.0 / 11000, 400.0 / 600, 1441.0 / 4000, 2490.0 / 4000, CeilingGSO},
+		{38000.0 / 11500, 400.0 / 1100, 1500.0 / 4000, 4980.0 / 4000, CeilingGSO},
 		{nan, nan, 0.25, nan, CeilingDatagram},
 	} {
 		rt := r.Jobs[i].Ratios
@@ -179,38 +191,75 @@ func TestCompute(t *testing.T) {
 			t.Errorf("job %d ceiling %q, want %q", i, rt.Ceiling, w.kind)
 		}
 	}
+	if c := r.Jobs[0].Ratios.CPUPerIO; c == nil || !near(*c, 0.5) {
+		t.Errorf("QD1 CPU per I/O ratio %v, want 0.5", c)
+	}
 
-	// Goals: QD32 1.25× < 1.5× fails; seqread 2.49 GB/s is 62 % of GSO: pass;
-	// QD1 p50 15 µs is 1.5× the 10 µs RTT: pass.
-	wantPass := []bool{false, true, true}
-	if len(r.Goals) != 3 {
+	// QD32 1.25× ≥ 1: pass; seqread 2490/1441 MB/s: pass; QD1 p50 15 of
+	// 30 µs: pass; QD32 two jobs: nbdkit 1.75× (applies), nvmeof 1.2×:
+	// fail; seqread two jobs: nbdkit 1.04× < 1.6×: does not apply.
+	wantStatus := []string{"PASS", "PASS", "PASS", "FAIL", "N/A"}
+	if len(r.Goals) != len(wantStatus) {
 		t.Fatalf("%d goals", len(r.Goals))
 	}
 	for i, g := range r.Goals {
-		if g.Pass == nil || *g.Pass != wantPass[i] {
-			t.Errorf("goal %q pass %v, want %v (%s)", g.Name, g.Pass, wantPass[i], g.Measured)
+		if g.Status() != wantStatus[i] {
+			t.Errorf("goal %q: %s, want %s (%s; %s)", g.Name, g.Status(), wantStatus[i], g.Measured, g.Reference)
 		}
 	}
-	if !strings.Contains(r.Goals[1].Measured, "62 % of GSO") {
-		t.Errorf("seqread goal measured %q", r.Goals[1].Measured)
+	if !r.GoalsJudged || r.GoalsMissed != 1 {
+		t.Errorf("judged %v, missed %d, want true, 1", r.GoalsJudged, r.GoalsMissed)
+	}
+	if g := r.Goals[3]; !strings.Contains(g.Measured, "1.20×") || !strings.Contains(g.Reference, "1.75×") {
+		t.Errorf("scaling goal %q (%q)", g.Measured, g.Reference)
+	}
+	if g := r.Goals[4]; !strings.Contains(g.Measured, "not judged") || g.Pass != nil {
+		t.Errorf("scaling goal where nbdkit does not scale: %q, pass %v", g.Measured, g.Pass)
+	}
+	if got := r.GoalsLine(false); got != "goals missed: 1 (not enforced without -strict)" {
+		t.Errorf("GoalsLine(false) = %q", got)
+	}
+	if got := r.GoalsLine(true); !strings.Contains(got, "exit status 4") {
+		t.Errorf("GoalsLine(true) = %q", got)
 	}
 }
 
-// TestGoalGSOBelowSides: a GSO "ceiling" below what nbdkit moved (measured
-// under load) does not let the seqread goal pass on its percentage.
-func TestGoalGSOBelowSides(t *testing.T) {
+// TestGoalsFail: each ratio goal fails on the wrong side of 1.
+func TestGoalsFail(t *testing.T) {
 	r := sample()
-	r.Ceilings.GSO.GBps = 0.43
-	r.Jobs[2].Nvmeof.MBps = 516
+	r.Job(JobRandRead4kQD32).Nvmeof.IOPS = 39000
+	r.Job(JobSeqRead128kQD8).Nvmeof.MBps = 1400
+	r.Job(JobRandRead4kQD1).Nvmeof.P50us = 31
 	r.Compute()
-	g := r.Goals[1]
-	if g.Pass == nil || *g.Pass || !strings.Contains(g.Measured, "not a ceiling") {
-		t.Errorf("seqread goal with a GSO below nbdkit's MB/s: pass %v, %q", g.Pass, g.Measured)
+	for _, g := range r.Goals[:3] {
+		if g.Status() != "FAIL" {
+			t.Errorf("goal %q: %s (%s)", g.Name, g.Status(), g.Measured)
+		}
 	}
-	r.Jobs[2].Nvmeof.MBps = 2600
+	if r.GoalsMissed != 4 {
+		t.Errorf("missed %d, want 4", r.GoalsMissed)
+	}
+}
+
+// TestSmokeNotJudged: a smoke run lists its goals with figures but judges
+// none, and says so.
+func TestSmokeNotJudged(t *testing.T) {
+	r := sample()
+	r.Mode, r.RuntimeS, r.Rounds = ModeSmoke, 1, 1
 	r.Compute()
-	if g := r.Goals[1]; g.Pass == nil || !*g.Pass {
-		t.Errorf("seqread goal at 2.6 GB/s: pass %v, %q", g.Pass, g.Measured)
+	if r.GoalsJudged || r.GoalsMissed != 0 {
+		t.Errorf("smoke: judged %v, missed %d", r.GoalsJudged, r.GoalsMissed)
+	}
+	var b bytes.Buffer
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.Contains(out, "FAIL") || strings.Contains(out, "PASS") || !strings.Contains(out, "NOT JUDGED on a smoke run (1 s per job, 1 round") {
+		t.Errorf("smoke table:\n%s", out)
+	}
+	if got := r.GoalsLine(true); got != "goals: not judged (smoke run)" {
+		t.Errorf("GoalsLine = %q", got)
 	}
 }
 
@@ -222,9 +271,12 @@ func TestGoalsNotMeasured(t *testing.T) {
 	r.NvmeofSkipped = "engine not built"
 	r.Compute()
 	for _, g := range r.Goals {
-		if g.Pass != nil || g.Measured != nvmeofNotMeasured || !strings.HasPrefix(g.Reference, "nbdkit ") {
+		if g.Pass != nil || g.Measured != nvmeofNotMeasured || !strings.HasPrefix(g.Reference, "nbdkit ") || g.Status() != "NOT MEASURED" {
 			t.Errorf("goal %q: pass %v measured %q reference %q", g.Name, g.Pass, g.Measured, g.Reference)
 		}
+	}
+	if r.GoalsMissed != 0 {
+		t.Errorf("missed %d", r.GoalsMissed)
 	}
 	// Without ceilings, the side/ceiling ratios are nil.
 	r.Ceilings = ceiling.Result{}
@@ -233,6 +285,74 @@ func TestGoalsNotMeasured(t *testing.T) {
 		if j.Ratios.Nbdkit != nil {
 			t.Errorf("job %s: ratio to a missing ceiling %v", j.Name, *j.Ratios.Nbdkit)
 		}
+	}
+}
+
+func TestAllocsGoal(t *testing.T) {
+	r := sample()
+	r.Allocs = []AllocBench{{Package: "p", Name: "BenchmarkA-2", AllocsPerOp: 0}, {Package: "q", Name: "BenchmarkB-2", AllocsPerOp: 2}}
+	r.Compute()
+	g := r.Goals[len(r.Goals)-1]
+	if g.Name != GoalAllocsBenchLabel || g.Status() != "FAIL" || !strings.Contains(g.Measured, "2 allocs/op (q BenchmarkB-2)") {
+		t.Errorf("allocs goal %+v", g)
+	}
+	r.Allocs[1].AllocsPerOp = 0
+	r.Compute()
+	if g := r.Goals[len(r.Goals)-1]; g.Status() != "PASS" {
+		t.Errorf("allocs goal %+v", g)
+	}
+	var b bytes.Buffer
+	if err := r.WriteTable(&b); err != nil || !strings.Contains(b.String(), "BenchmarkB-2") {
+		t.Errorf("table without the benchmarks: %v\n%s", err, b.String())
+	}
+}
+
+func TestMedian(t *testing.T) {
+	rounds := []*Metrics{
+		{RW: "randread", IOPS: 100, P50us: 30, IOs: 10, FioSyscallsPerIO: 3, DatagramsPerIO: -1},
+		{RW: "randread", IOPS: 300, P50us: 10, IOs: 30, FioSyscallsPerIO: 1, DatagramsPerIO: -1},
+		{RW: "randread", IOPS: 200, P50us: 20, IOs: 20, FioSyscallsPerIO: 2, DatagramsPerIO: -1},
+	}
+	m := Median(rounds)
+	if m.IOPS != 200 || m.P50us != 20 || m.IOs != 20 || m.FioSyscallsPerIO != 2 || m.DatagramsPerIO != -1 || m.Rounds != 3 || m.RW != "randread" {
+		t.Errorf("median %+v", m)
+	}
+	if rounds[0].IOPS != 100 {
+		t.Error("Median changed its input")
+	}
+	if m := Median(rounds[:2]); m.IOPS != 200 || m.P50us != 20 {
+		t.Errorf("median of two: IOPS %v p50 %v, want the means of the middle two", m.IOPS, m.P50us)
+	}
+	rounds[1] = &Metrics{Error: "verify failed"}
+	if m := Median(rounds); m.Error != "round 2 of 3: verify failed" {
+		t.Errorf("median with a failed round: %q", m.Error)
+	}
+	if Median(nil) != nil {
+		t.Error("median of no rounds")
+	}
+}
+
+// TestFromFioTwoJobs: jobs that ran at once add their rates.
+func TestFromFioTwoJobs(t *testing.T) {
+	job := func(ios, ms int64) fio.Job {
+		return fio.Job{Name: "r", RuntimeMS: ms, Read: fio.IOStats{TotalIOs: ios, IOBytes: ios * 4096}}
+	}
+	m, err := FromFio(&fio.Output{Jobs: []fio.Job{job(1000, 1000), job(3000, 2000)}}, 0.01, 0.004)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Jobs != 2 || !near(m.IOPS, 1000+1500) || !near(m.MBps, (1000+1500)*4096/1e6) || m.RuntimeS != 2 || m.IOs != 4000 {
+		t.Errorf("two jobs: %+v", m)
+	}
+	if !near(m.FioCPUusPerIO, 2.5) || !near(m.ServerCPUusPerIO, 1) || !near(m.CPUusPerIO, 3.5) {
+		t.Errorf("CPU per I/O fio %v server %v all %v", m.FioCPUusPerIO, m.ServerCPUusPerIO, m.CPUusPerIO)
+	}
+	if m.FioSyscallsPerIO != -1 || m.DatagramsPerIO != -1 {
+		t.Errorf("counts before SetCounts: %+v", m.Counts)
+	}
+	m.SetCounts(Counts{FioSyscalls: 8000, ServerSyscalls: 4000, DatagramsOut: 12000, DatagramsIn: 12000})
+	if m.FioSyscallsPerIO != 2 || m.ServerSyscallsPerIO != 1 || m.DatagramsPerIO != 3 {
+		t.Errorf("per I/O: %v %v %v", m.FioSyscallsPerIO, m.ServerSyscallsPerIO, m.DatagramsPerIO)
 	}
 }
 
@@ -257,14 +377,14 @@ func TestTable(t *testing.T) {
 		t.Fatalf("no %s row for %s", side, job)
 		return nil
 	}
-	if row := get(JobRandRead4kQD1, SideNvmeof); row[colIOPS] != "60K" || row[colP50] != "15.0" || row[colVs] != "IOPS 2.00×, p50 0.50×" ||
-		row[colCeiling] != "p50 1.5× RTT" || row[colCPU] != "5.00" || row[colCPUSplit] != "3.00+2.00" {
+	if row := get(JobRandRead4kQD1, SideNvmeof); row[colIOPS] != "60K" || row[colP50] != "15.0" || row[colVs] != "IOPS 2.00×, p50 0.50×, CPU/IO 0.50×" ||
+		row[colCPU] != "20.0" || row[colCPUSplit] != "12.0+8.0" || row[colSyscalls] != "3.50+2.25" || row[colDgrams] != "4.00" {
 		t.Errorf("QD1 nvmeof row %q", row)
 	}
-	if row := get(JobRandRead4kQD1, SideNbdkit); row[colCPU] != "10.00" || row[colCPUSplit] != "10.00+?" {
-		t.Errorf("QD1 nbdkit row %q (server CPU unknown)", row)
+	if row := get(JobRandRead4kQD1, SideNbdkit); row[colCPU] != "40.0" || row[colCPUSplit] != "40.0+?" || row[colSyscalls] != "6.00+?" || row[colDgrams] != "" {
+		t.Errorf("QD1 nbdkit row %q (server CPU and syscalls unknown)", row)
 	}
-	if row := get(JobSeqRead128kQD8, SideNbdkit); row[colMBps] != "1441" || row[colCeiling] != "36 % of GSO" {
+	if row := get(JobSeqRead128kQD8, SideNbdkit); row[colMBps] != "1441" {
 		t.Errorf("seqread nbdkit row %q", row)
 	}
 	if row := get("randwrite-4k-qd32", SideNvmeof); !strings.HasPrefix(row[colVs], "error: ") {
@@ -279,7 +399,7 @@ func TestTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, s := range []string{"nvmeof/nbdkit", "FAIL", "PASS", "ceiling: UDP GSO + GRO"} {
+	for _, s := range []string{"nvmeof/nbdkit", "FAIL", "PASS", "N/A", "ceiling: UDP GSO + GRO", "median of 3 interleaved rounds", "syscalls/IO: fio + server, not counted"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("table lacks %q:\n%s", s, out)
 		}
@@ -319,14 +439,17 @@ func TestJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
-	if len(back.Jobs) != 4 || back.Jobs[0].Ratios.IOPS == nil || *back.Jobs[0].Ratios.IOPS != 2 {
+	if len(back.Jobs) != 6 || back.Jobs[0].Ratios.IOPS == nil || *back.Jobs[0].Ratios.IOPS != 2 {
 		t.Errorf("round trip lost ratios: %+v", back.Jobs)
 	}
 	if back.Ceilings.PingPong.Median != 10*time.Microsecond {
 		t.Errorf("ping-pong median %v", back.Ceilings.PingPong.Median)
 	}
-	if !strings.Contains(string(b), `"iops_nvmeof_over_nbdkit": 2`) {
-		t.Errorf("JSON lacks the IOPS ratio:\n%s", b)
+	for _, f := range []string{`"iops_nvmeof_over_nbdkit": 2`, `"cpu_us_per_io": 20`, `"fio_syscalls_per_io": 3.5`, `"datagrams_per_io": 4`,
+		`"goals_missed": 1`, `"rounds": 3`} {
+		if !strings.Contains(string(b), f) {
+			t.Errorf("JSON lacks %s:\n%s", f, b)
+		}
 	}
 }
 
@@ -335,7 +458,7 @@ func TestChart(t *testing.T) {
 	r.Jobs[1].Nvmeof = nil
 	r.Compute()
 	ch := r.Chart()
-	if len(ch.Panels) != 2 || len(ch.Panels[0].Groups) != 4 {
+	if len(ch.Panels) != 3 || len(ch.Panels[0].Groups) != 6 || ch.Panels[2].Groups[0].Values[1] != 20 {
 		t.Fatalf("panels %d, groups %d", len(ch.Panels), len(ch.Panels[0].Groups))
 	}
 	if v := ch.Panels[0].Groups[1].Values[1]; !math.IsNaN(v) {

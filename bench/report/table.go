@@ -20,59 +20,79 @@ const (
 	colMBps
 	colP50
 	colP99
-	colCPU      // CPU s/GB, client + server
-	colCPUSplit // the same as "fio + server"
+	colCPU      // CPU µs per I/O, client + server
+	colCPUSplit // the same as "fio+server"
+	colSyscalls // system calls per I/O, "fio+server"
+	colDgrams   // UDP datagrams sent per I/O
 	colVs       // nvmeof/nbdkit
-	colCeiling  // vs ceiling
 	numCols
 )
 
 // Table returns the report's rows: a header, the three ceilings, then each
 // job's nbdkit and nvmeof rows. Every row has numCols cells.
 func (r *Report) Table() [][]string {
-	rows := [][]string{{"job", "side", "IOPS", "MB/s", "p50 µs", "p99 µs", "CPU s/GB", "fio+server", "nvmeof/nbdkit", "vs ceiling"}}
+	rows := [][]string{{"job", "side", "IOPS", "MB/s", "p50 µs", "p99 µs", "CPU µs/IO", "fio+server", "syscalls/IO", "dgrams/IO", "nvmeof/nbdkit"}}
 	c := r.Ceilings
 	ceilRow := func(name string) []string {
-		return []string{name, "udp", dash, dash, dash, dash, dash, "", "", ""}
+		return []string{name, "udp", dash, dash, dash, dash, dash, "", "", "", ""}
+	}
+	// The ceilings' CPU: per datagram (GSO: per 4 KiB segment), sender
+	// and receiver together.
+	perDgram := func(rt ceilingRate) string {
+		if rt.cpuPerGB <= 0 || rt.size <= 0 {
+			return dash
+		}
+		return us(rt.cpuPerGB * float64(rt.size) / 1e3)
 	}
 	pp := ceilRow("ceiling: 64 B ping-pong RTT")
 	if c.PingPongError != "" {
-		pp[colCeiling] = "error: " + short(c.PingPongError)
+		pp[colVs] = "error: " + short(c.PingPongError)
 	} else if c.PingPong.Count > 0 {
 		pp[colP50], pp[colP99] = us(float64(c.PingPong.Median)/1e3), us(float64(c.PingPong.P99)/1e3)
 	}
 	dg := ceilRow("ceiling: 4 KiB dgrams, sendmmsg")
 	if c.DatagramError != "" {
-		dg[colCeiling] = "error: " + short(c.DatagramError)
+		dg[colVs] = "error: " + short(c.DatagramError)
 	} else if c.Datagram.Bytes > 0 {
-		dg[colIOPS], dg[colMBps], dg[colCPU] = si(c.Datagram.PerSecond), mbps(c.Datagram.GBps*1e3), cpu(c.Datagram.CPUSecondsPerGB)
-		dg[colCeiling] = fmt.Sprintf("loss %.1f %%", c.Datagram.Loss()*100)
+		dg[colIOPS], dg[colMBps] = si(c.Datagram.PerSecond), mbps(c.Datagram.GBps*1e3)
+		dg[colCPU] = perDgram(ceilingRate{c.Datagram.CPUSecondsPerGB, c.Datagram.Size})
+		dg[colVs] = fmt.Sprintf("loss %.1f %%", c.Datagram.Loss()*100)
 	}
 	gso := ceilRow("ceiling: UDP GSO + GRO")
 	if c.GSOError != "" {
-		gso[colCeiling] = "error: " + short(c.GSOError)
+		gso[colVs] = "error: " + short(c.GSOError)
 	} else if c.GSO.Bytes > 0 {
-		gso[colIOPS], gso[colMBps], gso[colCPU] = si(c.GSO.PerSecond), mbps(c.GSO.GBps*1e3), cpu(c.GSO.CPUSecondsPerGB)
-		gso[colCeiling] = fmt.Sprintf("loss %.1f %%", c.GSO.Loss()*100)
+		gso[colIOPS], gso[colMBps] = si(c.GSO.PerSecond), mbps(c.GSO.GBps*1e3)
+		gso[colCPU] = perDgram(ceilingRate{c.GSO.CPUSecondsPerGB, c.GSO.Size})
+		gso[colVs] = fmt.Sprintf("loss %.1f %%", c.GSO.Loss()*100)
 	}
 	rows = append(rows, pp, dg, gso)
 
 	for _, j := range r.Jobs {
-		rows = append(rows, sideRow(j.Name, SideNbdkit, j.Nbdkit, "", ceilingCell(j.Ratios.Ceiling, j.Ratios.Nbdkit)))
-		vs := ""
-		if j.Ratios.IOPS != nil {
-			vs = fmt.Sprintf("IOPS %.2f×", *j.Ratios.IOPS)
-			if j.Ratios.P50 != nil {
-				vs += fmt.Sprintf(", p50 %.2f×", *j.Ratios.P50)
-			}
+		rows = append(rows, sideRow(j.Name, SideNbdkit, j.Nbdkit, ""))
+		var vs []string
+		if v := j.Ratios.IOPS; v != nil {
+			vs = append(vs, fmt.Sprintf("IOPS %.2f×", *v))
 		}
-		rows = append(rows, sideRow("", SideNvmeof, j.Nvmeof, vs, ceilingCell(j.Ratios.Ceiling, j.Ratios.Nvmeof)))
+		if v := j.Ratios.P50; v != nil {
+			vs = append(vs, fmt.Sprintf("p50 %.2f×", *v))
+		}
+		if v := j.Ratios.CPUPerIO; v != nil {
+			vs = append(vs, fmt.Sprintf("CPU/IO %.2f×", *v))
+		}
+		rows = append(rows, sideRow("", SideNvmeof, j.Nvmeof, strings.Join(vs, ", ")))
 	}
 	return rows
 }
 
-func sideRow(name, side string, m *Metrics, vs, ceil string) []string {
-	row := []string{name, side, dash, dash, dash, dash, dash, "", vs, ceil}
+// ceilingRate is a ceiling's CPU per GB and datagram size.
+type ceilingRate struct {
+	cpuPerGB float64
+	size     int
+}
+
+func sideRow(name, side string, m *Metrics, vs string) []string {
+	row := []string{name, side, dash, dash, dash, dash, dash, "", "", "", vs}
 	switch {
 	case m == nil:
 		row[colVs] = "not run"
@@ -86,32 +106,33 @@ func sideRow(name, side string, m *Metrics, vs, ceil string) []string {
 		if m.P99us > 0 {
 			row[colP99] = us(m.P99us)
 		}
-		if m.CPUsPerGB > 0 {
-			row[colCPU] = cpu(m.CPUsPerGB)
+		if m.CPUusPerIO > 0 {
+			row[colCPU] = us(m.CPUusPerIO)
 			srv := "?"
 			if m.ServerCPUs >= 0 {
-				srv = fmt.Sprintf("%.2f", m.ServerCPUsPerGB)
+				srv = us(m.ServerCPUusPerIO)
 			}
-			row[colCPUSplit] = fmt.Sprintf("%.2f+%s", m.FioCPUsPerGB, srv)
+			row[colCPUSplit] = us(m.FioCPUusPerIO) + "+" + srv
+		}
+		if m.FioSyscallsPerIO >= 0 || m.ServerSyscallsPerIO >= 0 {
+			row[colSyscalls] = count(m.FioSyscallsPerIO) + "+" + count(m.ServerSyscallsPerIO)
+		}
+		if m.DatagramsPerIO >= 0 {
+			row[colDgrams] = count(m.DatagramsPerIO)
 		}
 	}
 	return row
 }
 
-// ceilingCell formats a side's ratio to its ceiling.
-func ceilingCell(kind string, v *float64) string {
-	if v == nil {
-		return ""
+// count formats a per-I/O count, "?" when not counted.
+func count(v float64) string {
+	switch {
+	case v < 0 || math.IsNaN(v):
+		return "?"
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
 	}
-	switch kind {
-	case CeilingRTT:
-		return fmt.Sprintf("p50 %.1f× RTT", *v)
-	case CeilingDatagram:
-		return fmt.Sprintf("%.0f %% of dgram rate", *v*100)
-	case CeilingGSO:
-		return fmt.Sprintf("%.0f %% of GSO", *v*100)
-	}
-	return ""
+	return fmt.Sprintf("%.2f", v)
 }
 
 func us(v float64) string {
@@ -126,13 +147,6 @@ func mbps(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	}
 	return fmt.Sprintf("%.1f", v)
-}
-
-func cpu(v float64) string {
-	if math.IsNaN(v) || v <= 0 {
-		return dash
-	}
-	return fmt.Sprintf("%.2f", v)
 }
 
 // short cuts an error message to its first line and 60 runes.
@@ -150,39 +164,23 @@ func cut(s string, n int) string {
 }
 
 // numeric columns are right-aligned.
-var rightAligned = map[int]bool{colIOPS: true, colMBps: true, colP50: true, colP99: true, colCPU: true, colCPUSplit: true}
+var rightAligned = map[int]bool{colIOPS: true, colMBps: true, colP50: true, colP99: true, colCPU: true, colCPUSplit: true,
+	colSyscalls: true, colDgrams: true}
 
-// WriteTable prints the report as a heading, the aligned table and the goals.
+// WriteTable prints the report as a heading, the aligned table, notes on
+// the sources of the figures, the Go allocation benchmarks and the goals
+// with their verdicts, ending with how many goals were missed.
 func (r *Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "nvmeof benchmark · %s · %s · kernel %s · %d CPUs · %s · nbdkit %s · memory %s · %s, %g s per job\n\n",
-		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Host, r.Kernel, r.CPUs, r.Fio, r.Nbdkit, r.MemSize, r.Mode, r.RuntimeS)
-	rows := r.Table()
-	widths := make([]int, numCols)
-	for _, row := range rows {
-		for i, cell := range row {
-			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
-		}
-	}
-	for _, row := range rows {
-		var line strings.Builder
-		for i, cell := range row {
-			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell))
-			if i > 0 {
-				line.WriteString("  ")
-			}
-			if rightAligned[i] {
-				line.WriteString(pad + cell)
-			} else {
-				line.WriteString(cell + pad)
-			}
-		}
-		b.WriteString(strings.TrimRight(line.String(), " ") + "\n")
-	}
+	fmt.Fprintf(&b, "nvmeof benchmark · %s · %s · kernel %s · %d CPUs · %s · nbdkit %s · memory %s · %s, %g s per job%s\n\n",
+		r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Host, r.Kernel, r.CPUs, r.Fio, r.Nbdkit, r.MemSize, r.Mode, r.RuntimeS, medianOf(r.Rounds))
+	writeAligned(&b, r.Table(), rightAligned)
 	b.WriteString("\nIOPS of the ceilings: datagrams (GSO: 4 KiB segments) received per second. MB/s = 1e6 bytes/s.\n")
-	b.WriteString("CPU s/GB: user+system CPU seconds per 1e9 bytes moved (all jobs of the file, prep jobs too), client + server:\n")
-	b.WriteString("the fio process (all threads, the engine's included; from wait4) + the server (nbdkit, nvmetd; from /proc/PID/stat).\n")
-	b.WriteString("Ceilings: sender + receiver.\n")
+	b.WriteString("CPU µs/IO: user+system CPU µs per I/O (all jobs of the file, prep jobs too), client + server: the fio process\n")
+	b.WriteString("(all threads, the engine's included; from wait4) + the server (nbdkit, nvmetd; all threads, from /proc/PID/stat).\n")
+	b.WriteString("Ceilings: CPU µs per datagram (GSO: per 4 KiB segment), sender + receiver.\n")
+	fmt.Fprintf(&b, "syscalls/IO: fio + server, %s.\n", orUnknown(r.SyscallSource))
+	fmt.Fprintf(&b, "dgrams/IO (nvmeof): UDP datagrams sent per I/O, both ends, %s.\n", orUnknown(r.DatagramSource))
 	if l := max(r.Ceilings.Datagram.Loss(), r.Ceilings.GSO.Loss()); l > 0.2 {
 		fmt.Fprintf(&b, "WARNING: the receiver lost up to %.0f %% of the ceilings' datagrams (other work on the machine?): ratios to them are unreliable.\n", l*100)
 	}
@@ -195,14 +193,34 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.NvmeofSkipped != "" {
 		fmt.Fprintf(&b, "nvmeof: not run: %s\n", r.NvmeofSkipped)
 	}
-	b.WriteString("\ngoals (memory backend, loopback, measured in this run)\n")
-	for _, g := range r.Goals {
-		status := "NOT MEASURED"
-		if g.Pass != nil {
-			status = "FAIL"
-			if *g.Pass {
-				status = "PASS"
+	if len(r.Allocs) > 0 || r.AllocsError != "" {
+		fmt.Fprintf(&b, "\nGo benchmarks of the I/O path (%s)\n", r.AllocsCommand)
+		if r.AllocsError != "" {
+			fmt.Fprintf(&b, "  not run: %s\n", r.AllocsError)
+		}
+		rows := [][]string{{"package", "benchmark", "ns/op", "B/op", "allocs/op"}}
+		for _, a := range r.Allocs {
+			rows = append(rows, []string{a.Package, a.Name, fmt.Sprintf("%.0f", a.NsPerOp), fmt.Sprintf("%.0f", a.BytesPerOp), fmt.Sprintf("%g", a.AllocsPerOp)})
+		}
+		if len(r.Allocs) > 0 {
+			var t strings.Builder
+			writeAligned(&t, rows, map[int]bool{2: true, 3: true, 4: true})
+			for _, l := range strings.SplitAfter(strings.TrimSuffix(t.String(), "\n"), "\n") {
+				b.WriteString("  " + l)
 			}
+			b.WriteString("\n")
+		}
+	}
+	if r.GoalsJudged {
+		b.WriteString("\ngoals (against nbdkit measured in this run; memory backends, loopback)\n")
+	} else {
+		fmt.Fprintf(&b, "\ngoals: NOT JUDGED on a smoke run (%g s per job, %s: too short to measure); figures for the record only\n",
+			r.RuntimeS, plural(max(r.Rounds, 1), "round"))
+	}
+	for _, g := range r.Goals {
+		status := g.Status()
+		if !r.GoalsJudged {
+			status = "not judged"
 		}
 		fmt.Fprintf(&b, "  %-12s %s: %s (%s)\n", status, g.Name, g.Measured, g.Reference)
 	}
@@ -211,6 +229,74 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return fmt.Errorf("report: write table: %w", err)
 	}
 	return nil
+}
+
+// GoalsLine is the last line of the output: how many goals were missed,
+// and whether that fails the run (strict).
+func (r *Report) GoalsLine(strict bool) string {
+	switch {
+	case !r.GoalsJudged:
+		return "goals: not judged (smoke run)"
+	case r.GoalsMissed == 0:
+		return "goals missed: 0"
+	case strict:
+		return fmt.Sprintf("goals missed: %d (-strict: exit status %d)", r.GoalsMissed, ExitGoalsMissed)
+	}
+	return fmt.Sprintf("goals missed: %d (not enforced without -strict)", r.GoalsMissed)
+}
+
+// ExitGoalsMissed is nvmeof-bench's exit status under -strict when a goal
+// was missed.
+const ExitGoalsMissed = 4
+
+// medianOf names the rounds the figures are medians of, if several.
+func medianOf(rounds int) string {
+	if rounds > 1 {
+		return fmt.Sprintf(", median of %d interleaved rounds", rounds)
+	}
+	return ""
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "not counted"
+	}
+	return s
+}
+
+// writeAligned writes rows as aligned columns, two spaces apart.
+func writeAligned(b *strings.Builder, rows [][]string, right map[int]bool) {
+	var widths []int
+	for _, row := range rows {
+		for i, cell := range row {
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], utf8.RuneCountInString(cell))
+		}
+	}
+	for _, row := range rows {
+		var line strings.Builder
+		for i, cell := range row {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(cell))
+			if i > 0 {
+				line.WriteString("  ")
+			}
+			if right[i] {
+				line.WriteString(pad + cell)
+			} else {
+				line.WriteString(cell + pad)
+			}
+		}
+		b.WriteString(strings.TrimRight(line.String(), " ") + "\n")
+	}
 }
 
 // Chart returns the report as a bar chart: one group per job, an IOPS panel
@@ -222,15 +308,15 @@ func (r *Report) Chart() chart.Chart {
 	}
 	ch := chart.Chart{
 		Title: "nvmeof vs nbdkit: fio jobs on loopback, memory backends",
-		Subtitle: fmt.Sprintf("%s · %s · kernel %s · %d CPUs · %s · %g s per job",
-			r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Host, r.Kernel, r.CPUs, r.Fio, r.RuntimeS),
+		Subtitle: fmt.Sprintf("%s · %s · kernel %s · %d CPUs · %s · %g s per job%s",
+			r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Host, r.Kernel, r.CPUs, r.Fio, r.RuntimeS, medianOf(r.Rounds)),
 		XLabel: "fio job (examples/fio/NAME.fio): pattern, block size, queue depth",
 		Series: []chart.Series{
 			{Name: "nbdkit memory + fio nbd engine", Color: chart.Blue},
 			{Name: nvName, Color: chart.Orange},
 		},
 		Width:  1800,
-		Height: 1200,
+		Height: 1600,
 	}
 	iops := chart.Panel{Title: "IOPS (higher is better)", YLabel: "I/Os per second"}
 	mb := chart.Panel{Title: "Throughput (higher is better)", YLabel: "MB/s (1e6 bytes/s)", Format: func(v float64) string {
@@ -257,13 +343,30 @@ func (r *Report) Chart() chart.Chart {
 			val(j.Nvmeof, func(m *Metrics) float64 { return m.MBps }),
 		}})
 	}
+	cpuPanel := chart.Panel{Title: "CPU per I/O, client + server (lower is better)", YLabel: "CPU µs per I/O", Format: func(v float64) string {
+		if v >= 100 {
+			return fmt.Sprintf("%.0f", v)
+		}
+		return fmt.Sprintf("%.1f", v)
+	}}
+	for _, j := range r.Jobs {
+		label := strings.Replace(strings.Replace(j.Name, "-", "\n", 1), "-verify", "\nverify", 1)
+		label = strings.ReplaceAll(label, "-", " ")
+		cpuVal := func(m *Metrics) float64 {
+			if !ok(m) || m.CPUusPerIO <= 0 {
+				return math.NaN()
+			}
+			return m.CPUusPerIO
+		}
+		cpuPanel.Groups = append(cpuPanel.Groups, chart.Group{Label: label, Values: []float64{cpuVal(j.Nbdkit), cpuVal(j.Nvmeof)}})
+	}
 	if d := r.Ceilings.Datagram.PerSecond; d > 0 {
 		iops.Lines = append(iops.Lines, chart.RefLine{Value: d, Label: "UDP 4 KiB datagrams/s (sendmmsg) ceiling:", Color: chart.Red})
 	}
 	if g := r.Ceilings.GSO.GBps; g > 0 {
 		mb.Lines = append(mb.Lines, chart.RefLine{Value: g * 1e3, Label: "UDP GSO+GRO ceiling:", Color: chart.Red})
 	}
-	ch.Panels = []chart.Panel{iops, mb}
+	ch.Panels = []chart.Panel{iops, mb, cpuPanel}
 	if r.NvmeofSkipped != "" {
 		ch.Notes = append(ch.Notes, "nvmeof not run: "+cut(r.NvmeofSkipped, 120))
 	}

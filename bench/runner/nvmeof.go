@@ -69,6 +69,13 @@ type NvmeofConfig struct {
 	Ready time.Duration
 	// Grace is how long nvmetd has to exit after SIGTERM (default 10 s).
 	Grace time.Duration
+	// Netns runs nvmetd in a network namespace of its own (unshare --net,
+	// its loopback interface up) and fio on this side in the same one
+	// (nsenter --net): no other soft RoCE device or test holds UDP 4791
+	// there, and the namespace's UDP counters (/proc/PID/net/snmp) count
+	// this side's datagrams alone. Needs a started nvmetd (Nvmetd set),
+	// unshare, nsenter, sh and ip; the namespace ends with nvmetd.
+	Netns bool
 }
 
 // Where the runner looks for the fio engine and nvmetd unless told
@@ -106,6 +113,7 @@ func DefaultNvmeofConfig() NvmeofConfig {
 		Port:        0,
 		NQN:         "nqn.2026-11.io.nvmeof:bench",
 		Fallback:    true,
+		Netns:       true,
 	}
 }
 
@@ -235,8 +243,29 @@ func fallbackAddrs() (target, host string, err error) {
 	return "", "", fmt.Errorf("UDP port %d taken on every 127.0.N.1 and 127.0.N.2, N 200..254", RoCEPort)
 }
 
-// startNvmetd writes the config, starts nvmetd and waits until it logs that
-// it listens on n.Port. The caller stops it.
+// netnsTools returns why the nvmeof side cannot run in a network namespace
+// of its own, or "".
+func netnsTools() string {
+	for _, t := range []string{"unshare", "nsenter", "sh", "ip"} {
+		if _, err := exec.LookPath(t); err != nil {
+			return t + " not found"
+		}
+	}
+	return ""
+}
+
+// netnsPrefix runs a command in a new network namespace with its loopback
+// interface up.
+var netnsPrefix = []string{"unshare", "--net", "--", "sh", "-c", `ip link set lo up && exec "$@"`, "sh"}
+
+// nsenterPrefix runs a command in the network namespace of process pid.
+func nsenterPrefix(pid int) []string {
+	return []string{"nsenter", "--net=/proc/" + strconv.Itoa(pid) + "/ns/net", "--"}
+}
+
+// startNvmetd writes the config, starts nvmetd (in a network namespace of
+// its own with n.Netns, under perf stat when c counts system calls) and
+// waits until it logs that it listens on n.Port. The caller stops it.
 func (c Config) startNvmetd(ctx context.Context, n NvmeofConfig) (*Server, error) {
 	cfgPath := filepath.Join(c.WorkDir, "nvmetd.hcl")
 	if err := os.WriteFile(cfgPath, []byte(n.NvmetdConfig(c.MemSize)), 0o644); err != nil {
@@ -246,7 +275,18 @@ func (c Config) startNvmetd(ctx context.Context, n NvmeofConfig) (*Server, error
 	for _, a := range n.NvmetdArgs {
 		argv = append(argv, strings.ReplaceAll(a, "{config}", cfgPath))
 	}
-	srv, err := startServer("nvmetd", argv, filepath.Join(c.WorkDir, "nvmetd.log"))
+	var w serverWrap
+	if n.Netns {
+		w.Prefix = append(w.Prefix, netnsPrefix...)
+	}
+	if c.countSyscalls {
+		w.PerfOut = filepath.Join(c.WorkDir, "perf-nvmetd.csv")
+		w.Prefix = append(append(w.Prefix, c.perfBin()), perfStatArgs(w.PerfOut, perfInterval)...)
+		// perf does not pass its own death on: nvmetd gets SIGTERM when
+		// perf, its parent, dies.
+		w.Prefix = append(w.Prefix, "setpriv", "--pdeathsig", "TERM", "--")
+	}
+	srv, err := startServer("nvmetd", argv, filepath.Join(c.WorkDir, "nvmetd.log"), w)
 	if err != nil {
 		return nil, err
 	}
@@ -272,12 +312,24 @@ func (c Config) startNvmetd(ctx context.Context, n NvmeofConfig) (*Server, error
 	return srv, nil
 }
 
-// runNvmeof runs the nvmeof side into r's jobs. It returns the reason it was
-// skipped, or an error only when the context is done.
-func (c Config) runNvmeof(ctx context.Context, jobs []JobFile, r *report.Report) (skip string, err error) {
+// setupNvmeof prepares the nvmeof side: checks that it can run, picks its
+// addresses and service ID, and starts nvmetd. It returns the side and a
+// function that stops nvmetd, or the reason the side is skipped; an error
+// only when the context is done.
+func (c Config) setupNvmeof(ctx context.Context, r *report.Report) (s *side, stop func(), skip string, err error) {
 	n := c.Nvmeof
+	stop = func() {}
 	if ok, why := n.Available(); !ok {
-		return why, nil
+		return nil, stop, why, nil
+	}
+	if n.Netns && n.Nvmetd == "" {
+		n.Netns = false
+	}
+	if n.Netns {
+		if why := netnsTools(); why != "" {
+			c.logf("   no network namespace of its own (%s): on the host's loopback", why)
+			n.Netns = false
+		}
 	}
 	if n.Port == 0 {
 		n.Port = 4420
@@ -297,31 +349,34 @@ func (c Config) runNvmeof(ctx context.Context, jobs []JobFile, r *report.Report)
 	if n.Fallback && n.Nvmetd != "" {
 		wait = time.Second
 	}
-	if err := waitUDPFree(ctx, wait, addrs...); err != nil {
-		if ctx.Err() != nil {
-			return "", err
+	// A namespace of its own has nothing bound yet.
+	if !n.Netns {
+		if err := waitUDPFree(ctx, wait, addrs...); err != nil {
+			if ctx.Err() != nil {
+				return nil, stop, "", err
+			}
+			if !n.Fallback || n.Nvmetd == "" {
+				return nil, stop, err.Error(), nil
+			}
+			t, h, ferr := fallbackAddrs()
+			if ferr != nil {
+				return nil, stop, errors.Join(err, ferr).Error(), nil
+			}
+			c.logf("   %v\n   so the target moves to %s and the initiator to %s", err, t, h)
+			n.Address, n.HostAddress = t, h
 		}
-		if !n.Fallback || n.Nvmetd == "" {
-			return err.Error(), nil
-		}
-		t, h, ferr := fallbackAddrs()
-		if ferr != nil {
-			return errors.Join(err, ferr).Error(), nil
-		}
-		c.logf("   %v\n   so the target moves to %s and the initiator to %s", err, t, h)
-		n.Address, n.HostAddress = t, h
 	}
-	s := side{name: report.SideNvmeof, engine: n.EngineArgs()}
+	s = &side{name: report.SideNvmeof, engine: n.EngineArgs(), datagrams: true}
 	target := fmt.Sprintf("rdma %s:%d, subsystem %s, host %s", n.Address, n.Port, n.NQN, n.HostAddress)
 	if n.Nvmetd != "" {
 		srv, err := c.startNvmetd(ctx, n)
 		if err != nil {
 			if ctx.Err() != nil {
-				return "", err
+				return nil, stop, "", err
 			}
-			return "nvmetd did not start: " + err.Error(), nil
+			return nil, stop, "nvmetd did not start: " + err.Error(), nil
 		}
-		defer func() {
+		stop = func() {
 			t0 := time.Now()
 			serr := srv.Stop()
 			how := "exited"
@@ -332,20 +387,19 @@ func (c Config) runNvmeof(ctx context.Context, jobs []JobFile, r *report.Report)
 			if serr != nil {
 				c.logf("   %v", serr)
 			}
-		}()
+		}
 		s.server = srv
 		target = fmt.Sprintf("nvmetd %s, memory namespace %s, %s", n.Nvmetd, c.MemSize, target)
+		if n.Netns {
+			s.wrap = nsenterPrefix(srv.PID)
+			s.netnsPID = srv.PID
+			target += ", in a network namespace of its own (fio joins it)"
+		}
 	} else {
 		target = "an already-running target, " + target
 	}
 	r.NvmeofTarget = target
 	c.logf("   target: %s", target)
 	c.logf("   engine: %s", strings.Join(s.engine, " "))
-	if err := c.runSide(ctx, s, jobs, r, func(j *report.Job, m *report.Metrics) { j.Nvmeof = m }); err != nil {
-		if ctx.Err() != nil {
-			return "", err
-		}
-		return "nvmeof: " + err.Error(), nil
-	}
-	return "", nil
+	return s, stop, "", nil
 }

@@ -21,7 +21,10 @@ const clockTicks = 100
 // PID.
 type Server struct {
 	Name string
-	PID  int
+	// PID is the server's own process: the one started, or, when it runs
+	// under wrappers (perf stat, a new network namespace), the wrappers'
+	// child running the server's binary.
+	PID int
 	// Grace is how long Stop waits after SIGTERM before SIGKILL (default
 	// 5 s).
 	Grace time.Duration
@@ -32,32 +35,160 @@ type Server struct {
 	done   chan struct{}
 	err    error // set when done is closed
 	log    *os.File
+	// perfOut is the perf stat -I output counting the server's system
+	// calls, perfT0 about when perf started counting; empty when not
+	// counted.
+	perfOut string
+	perfT0  time.Time
 }
 
-// startServer starts argv[0] with argv[1:], its output going to logPath. The
-// process gets SIGTERM if the thread that started it exits (Pdeathsig), as it
-// does when the runner dies without stopping it.
-func startServer(name string, argv []string, logPath string) (*Server, error) {
+// serverWrap runs a server under other commands.
+type serverWrap struct {
+	// Prefix is the command line the server's runs under, each part
+	// exec'ing or starting the next (unshare ... sh -c 'exec "$@"', perf
+	// stat ... --, setpriv --pdeathsig TERM --). The server is then the
+	// started process's descendant whose executable is the server's.
+	Prefix []string
+	// PerfOut is the perf stat -I output file when the prefix counts the
+	// server's system calls with perf.
+	PerfOut string
+}
+
+// startServer starts argv[0] with argv[1:], under w's prefix if any, its
+// output going to logPath. The process started gets SIGTERM if the thread
+// that started it exits (Pdeathsig), as it does when the runner dies without
+// stopping it; a wrapper prefix must pass that on (setpriv --pdeathsig).
+func startServer(name string, argv []string, logPath string, w serverWrap) (*Server, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("%s: no command", name)
+	}
+	bin, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("%s: log: %w", name, err)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
+	full := append(append([]string(nil), w.Prefix...), argv...)
+	cmd := exec.Command(full[0], full[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return nil, fmt.Errorf("%s: start %s: %w", name, strings.Join(argv, " "), err)
+		return nil, fmt.Errorf("%s: start %s: %w", name, strings.Join(full, " "), err)
 	}
-	s := &Server{Name: name, PID: cmd.Process.Pid, cmd: cmd, done: make(chan struct{}), log: logf}
+	s := &Server{Name: name, PID: cmd.Process.Pid, cmd: cmd, done: make(chan struct{}), log: logf,
+		perfOut: w.PerfOut, perfT0: t0}
 	go func() {
 		s.err = cmd.Wait()
 		close(s.done)
 	}()
+	if len(w.Prefix) > 0 {
+		pid, err := s.findDescendant(argv[0], bin, 10*time.Second)
+		if err != nil {
+			_ = syscall.Kill(s.PID, syscall.SIGKILL)
+			<-s.done
+			logf.Close()
+			return nil, err
+		}
+		s.PID = pid
+	}
 	return s, nil
+}
+
+// findDescendant waits until the process started, or a child or grandchild
+// of it, runs bin (given as name to exec, found at path), and returns its
+// PID. A process runs bin when its executable is bin, or, for a script, when
+// bin is its second argument (the kernel runs "interpreter script args").
+func (s *Server) findDescendant(name, path string, timeout time.Duration) (int, error) {
+	want, err := os.Stat(path)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	runs := func(pid int) bool {
+		dir := filepath.Join("/proc", strconv.Itoa(pid))
+		if fi, err := os.Stat(filepath.Join(dir, "exe")); err == nil && os.SameFile(fi, want) {
+			return true
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err != nil {
+			return false
+		}
+		args := strings.Split(string(b), "\x00")
+		return len(args) > 1 && (args[1] == name || args[1] == path)
+	}
+	root := s.cmd.Process.Pid
+	deadline := time.Now().Add(timeout)
+	for {
+		queue := []int{root}
+		for depth := 0; depth < 4 && len(queue) > 0; depth++ {
+			var next []int
+			for _, p := range queue {
+				if runs(p) {
+					return p, nil
+				}
+				next = append(next, children(p)...)
+			}
+			queue = next
+		}
+		if s.exited() {
+			return 0, fmt.Errorf("%s (pid %d) exited before starting %s: %v%s", s.Name, root, name, s.err, s.logTail())
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%s: no process running %s under pid %d after %v%s", s.Name, name, root, timeout, s.logTail())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// children returns the PIDs of pid's children (all its threads').
+func children(pid int) []int {
+	tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "children"))
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// Syscalls returns the system calls the server entered between from and
+// to, from its perf stat -I output, each interval pro rata of its overlap
+// (so to within about one interval), waiting up to wait for perf to write
+// the interval that holds to.
+func (s *Server) Syscalls(from, to time.Time, wait time.Duration) (float64, error) {
+	if s.perfOut == "" {
+		return -1, errors.New("not counted")
+	}
+	a, b := from.Sub(s.perfT0).Seconds(), to.Sub(s.perfT0).Seconds()
+	deadline := time.Now().Add(wait)
+	for {
+		data, err := os.ReadFile(s.perfOut)
+		if err != nil {
+			return -1, fmt.Errorf("%s syscalls: %w", s.Name, err)
+		}
+		lines, err := parsePerfLines(data)
+		if err != nil {
+			return -1, fmt.Errorf("%s syscalls: %w", s.Name, err)
+		}
+		n, ok := windowCount(lines, a, b)
+		if ok {
+			return n, nil
+		}
+		if time.Now().After(deadline) || s.exited() {
+			return -1, fmt.Errorf("%s syscalls: perf output ends before the run did", s.Name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // exited reports whether the process has ended.
@@ -153,7 +284,9 @@ func parseStatCPU(stat string) (float64, error) {
 	return float64(utime+stime) / clockTicks, nil
 }
 
-// Stop ends the process by its PID: SIGTERM, then SIGKILL after Grace.
+// Stop ends the server by its PID: SIGTERM, then SIGKILL after Grace (to
+// the wrappers too, if any), and waits for the process started to exit
+// (wrappers exit with the server).
 func (s *Server) Stop() error {
 	defer s.log.Close()
 	if s.exited() {
@@ -172,8 +305,10 @@ func (s *Server) Stop() error {
 	case <-time.After(grace):
 	}
 	s.Killed = true
-	if err := syscall.Kill(s.PID, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("%s: SIGKILL pid %d: %w", s.Name, s.PID, err)
+	for _, pid := range []int{s.PID, s.cmd.Process.Pid} {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("%s: SIGKILL pid %d: %w", s.Name, pid, err)
+		}
 	}
 	<-s.done
 	return nil
@@ -186,15 +321,16 @@ type Nbdkit struct {
 }
 
 // StartNbdkit starts `nbdkit -f --exit-with-parent -U dir/nbdkit.sock memory
-// size` and waits for its socket. nbdkit stays in the foreground, so the PID
-// is nbdkit's own, and it exits by itself if the runner dies.
-func StartNbdkit(ctx context.Context, nbdkit, dir, size string) (*Nbdkit, error) {
+// size`, under w if set, and waits for its socket. nbdkit stays in the
+// foreground, so the PID is nbdkit's own, and it exits by itself when its
+// parent (the runner, or perf under it) dies.
+func StartNbdkit(ctx context.Context, nbdkit, dir, size string, w serverWrap) (*Nbdkit, error) {
 	if nbdkit == "" {
 		nbdkit = "nbdkit"
 	}
 	sock := filepath.Join(dir, "nbdkit.sock")
 	argv := []string{nbdkit, "-f", "--exit-with-parent", "-U", sock, "memory", size}
-	s, err := startServer("nbdkit", argv, filepath.Join(dir, "nbdkit.log"))
+	s, err := startServer("nbdkit", argv, filepath.Join(dir, "nbdkit.log"), w)
 	if err != nil {
 		return nil, err
 	}

@@ -54,11 +54,47 @@ type Config struct {
 	SkipNbdkit   bool
 	// Nvmeof configures the nvmeof side (the hook).
 	Nvmeof NvmeofConfig
+	// Rounds is how many times every job runs on each side (default:
+	// 3, smoke 1). Rounds interleave: round by round, job by job, one side
+	// then the other, the side going first alternating by round, both
+	// servers up all along; the report holds each figure's median.
+	Rounds int
+	// Syscalls counts system calls per I/O with perf (Perf: the binary,
+	// default "perf"), fio and the servers run under `perf stat`; left out
+	// with a note when perf does not work here.
+	Syscalls bool
+	Perf     string
+	// Allocs runs the Go benchmarks of AllocBenchmarks with -benchmem
+	// after the jobs (the "0 allocations per I/O" goal); GoDir is the
+	// module's root to run them in (default: the working directory).
+	Allocs bool
+	GoDir  string
 	// WorkDir holds sockets, logs and generated configs (default: a new
 	// temporary directory, removed at the end).
 	WorkDir string
 	// Log receives progress lines (default: discarded).
 	Log io.Writer
+
+	// countSyscalls is set by Run once perf proved to work.
+	countSyscalls bool
+}
+
+// rounds returns the rounds per job for c.
+func (c Config) rounds() int {
+	if c.Rounds > 0 {
+		return c.Rounds
+	}
+	if c.Mode == ModeSmoke {
+		return 1
+	}
+	return 3
+}
+
+func (c Config) perfBin() string {
+	if c.Perf == "" {
+		return "perf"
+	}
+	return c.Perf
 }
 
 // runtime returns the time per job for c.
@@ -120,11 +156,12 @@ func CheckTools(fioBin, nbdkitBin string, skipNbdkit bool) error {
 	return nil
 }
 
-// jobOrder is the order of the table: the issue's list, then the verify
-// variants in the same order, then other job files in name order.
+// jobOrder is the order of the table: the issue's list with the two-job
+// variants after their one-job jobs, then the verify variants in the same
+// order, then other job files in name order.
 var jobOrder = []string{
-	"randread-4k-qd1", "randread-4k-qd32", "randwrite-4k-qd32", "randrw70-4k-qd32",
-	"seqread-128k-qd8", "seqwrite-128k-qd8",
+	"randread-4k-qd1", "randread-4k-qd32", "randread-4k-qd32-2jobs", "randwrite-4k-qd32", "randrw70-4k-qd32",
+	"seqread-128k-qd8", "seqread-128k-qd8-2jobs", "seqwrite-128k-qd8",
 }
 
 // JobFile is one fio job file.
@@ -176,37 +213,90 @@ func ListJobs(dir string, only []string) ([]JobFile, error) {
 	return jobs, nil
 }
 
-// side is a target the jobs run against: engine options for fio and the
-// server whose CPU time counts (nil when unknown).
+// side is a target the jobs run against: engine options for fio, the
+// server whose CPU time counts (nil when unknown), the command fio runs
+// under (nsenter into the server's network namespace), and whether UDP
+// datagrams count (in netnsPID's network namespace, or the host's when 0).
 type side struct {
-	name   string
-	engine []string
-	server *Server
+	name      string
+	engine    []string
+	server    *Server
+	wrap      []string
+	netnsPID  int
+	datagrams bool
 }
+
+// Short names of the counts' sources, in each Metrics (the report says
+// more).
+const (
+	srcPerf      = "perf stat -e " + SyscallEvent
+	srcNetnsSNMP = "/proc/PID/net/snmp Udp, own network namespace"
+	srcHostSNMP  = "/proc/net/snmp Udp, host-wide"
+)
 
 // runJob runs one job file against s and returns its metrics; a failure is
 // recorded in Metrics.Error. CPU counts the fio process's own time (all its
 // threads: an external engine's work is not on fio's job thread) and the
-// server's, sampled from /proc/PID/stat just before and after fio.
-func (c Config) runJob(ctx context.Context, s side, j JobFile) *report.Metrics {
+// server's, sampled from /proc/PID/stat just before and after fio; system
+// calls and datagrams are counted over the same run (see Config.Syscalls,
+// side).
+func (c Config) runJob(ctx context.Context, s *side, j JobFile, round int) *report.Metrics {
 	rt := c.runtime()
 	cmd := fio.Command{Fio: c.Fio, JobFile: absPath(j.Path), Engine: s.engine, Runtime: rt, TimeBased: true,
-		Extra: []string{"group_reporting=0"}, Dir: c.WorkDir}
+		Extra: []string{"group_reporting=0"}, Dir: c.WorkDir, Wrap: s.wrap}
+	perfOut := ""
+	if c.countSyscalls {
+		perfOut = filepath.Join(c.WorkDir, fmt.Sprintf("perf-fio-%s-%s-%d.csv", s.name, j.Name, round))
+		cmd.Wrap = append(append(append([]string(nil), s.wrap...), c.perfBin()), perfStatArgs(perfOut, 0)...)
+		// fio gets SIGKILL when perf, its parent, dies (a timeout).
+		cmd.Wrap = append(cmd.Wrap, "setpriv", "--pdeathsig", "KILL", "--")
+	}
 	cpu0 := -1.0
 	if s.server != nil {
 		if v, err := s.server.CPUSeconds(); err == nil {
 			cpu0 = v
 		}
 	}
+	in0, out0, snmpErr := -1.0, -1.0, error(nil)
+	if s.datagrams {
+		in0, out0, snmpErr = snmpUDP(s.netnsPID)
+	}
 	// Each job of a file is bounded by the run time, except a verify
 	// job's read-back phase; leave generous room.
 	jctx, cancel := context.WithTimeout(ctx, 4*rt+2*time.Minute)
 	defer cancel()
+	t0 := time.Now()
 	res, err := fio.Run(jctx, cmd)
+	t1 := time.Now()
 	server := -1.0
 	if s.server != nil && cpu0 >= 0 {
 		if v, err := s.server.CPUSeconds(); err == nil {
 			server = v - cpu0
+		}
+	}
+	counts := report.NoCounts
+	if s.datagrams && snmpErr == nil {
+		if in1, out1, err := snmpUDP(s.netnsPID); err == nil {
+			counts.DatagramsIn, counts.DatagramsOut = in1-in0, out1-out0
+			counts.DatagramSource = srcHostSNMP
+			if s.netnsPID > 0 {
+				counts.DatagramSource = srcNetnsSNMP
+			}
+		}
+	}
+	if perfOut != "" {
+		counts.SyscallSource = srcPerf
+		if b, err := os.ReadFile(perfOut); err == nil {
+			if n, err := parsePerfTotal(b); err == nil {
+				counts.FioSyscalls = n
+			}
+		}
+		if s.server != nil {
+			if n, err := s.server.Syscalls(t0, t1, 3*perfInterval+2*time.Second); err == nil {
+				counts.ServerSyscalls = n
+			} else {
+				c.logf("   %s", err)
+			}
 		}
 	}
 	m := &report.Metrics{}
@@ -218,15 +308,35 @@ func (c Config) runJob(ctx context.Context, s side, j JobFile) *report.Metrics {
 			err = ferr
 		}
 	}
+	m.SetCounts(counts)
 	m.Command = cmd.String()
+	name := j.Name
+	if c.rounds() > 1 {
+		name = fmt.Sprintf("%s #%d", j.Name, round+1)
+	}
 	if err != nil {
 		m.Error = err.Error()
-		c.logf("   %-26s %s: %v", j.Name, s.name, err)
+		c.logf("   %-29s %s: %v", name, s.name, err)
 		return m
 	}
-	c.logf("   %-26s %s: %8.0f IOPS %8.1f MB/s  p50 %7.1f µs  p99 %8.1f µs  CPU %.2f s/GB (fio %.2f + server %.2f)",
-		j.Name, s.name, m.IOPS, m.MBps, m.P50us, m.P99us, m.CPUsPerGB, m.FioCPUsPerGB, m.ServerCPUsPerGB)
+	extra := ""
+	if m.FioSyscallsPerIO >= 0 || m.ServerSyscallsPerIO >= 0 {
+		extra += "  syscalls/IO " + perIO(m.FioSyscallsPerIO) + "+" + perIO(m.ServerSyscallsPerIO)
+	}
+	if m.DatagramsPerIO >= 0 {
+		extra += "  dgrams/IO " + perIO(m.DatagramsPerIO)
+	}
+	c.logf("   %-29s %s: %8.0f IOPS %8.1f MB/s  p50 %7.1f µs  p99 %8.1f µs  CPU %.1f µs/IO (fio %.1f + server %.1f)%s",
+		name, s.name, m.IOPS, m.MBps, m.P50us, m.P99us, m.CPUusPerIO, m.FioCPUusPerIO, m.ServerCPUusPerIO, extra)
 	return m
+}
+
+// perIO formats a count per I/O, "?" when not counted (negative).
+func perIO(v float64) string {
+	if v < 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.2f", v)
 }
 
 // absPath returns p as an absolute path (fio runs in the work directory), or
@@ -239,11 +349,11 @@ func absPath(p string) string {
 }
 
 // prefill writes the whole device once with 1 MiB sequential writes.
-func (c Config) prefill(ctx context.Context, s side) error {
+func (c Config) prefill(ctx context.Context, s *side) error {
 	if !c.Prefill {
 		return nil
 	}
-	cmd := fio.Command{Fio: c.Fio, Engine: s.engine, Dir: c.WorkDir,
+	cmd := fio.Command{Fio: c.Fio, Engine: s.engine, Dir: c.WorkDir, Wrap: s.wrap,
 		Extra: []string{"name=prefill", "rw=write", "bs=1m", "iodepth=8"}}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -308,6 +418,20 @@ func Run(ctx context.Context, c Config) (*report.Report, error) {
 		r.Jobs = append(r.Jobs, report.Job{Name: j.Name, File: j.Path})
 	}
 
+	r.Rounds = c.rounds()
+	if c.Syscalls {
+		if err := CheckPerf(ctx, c.Perf); err != nil {
+			r.SyscallSource = "not counted: " + err.Error()
+			c.logf("== system calls not counted: %v", err)
+		} else {
+			c.countSyscalls = true
+			r.SyscallSource = fmt.Sprintf("from perf stat -e %s: fio (all threads) run under perf; the servers run under perf stat -I %d, cut to the fio run (±%d ms)",
+				SyscallEvent, perfInterval.Milliseconds(), perfInterval.Milliseconds())
+		}
+	} else {
+		r.SyscallSource = "not counted (-syscalls=false)"
+	}
+
 	if !c.SkipCeilings {
 		c.logf("== ceilings: UDP on loopback, %s <-> %s", ceiling.AddrA, ceiling.AddrB)
 		res, err := ceiling.Measure(ctx, c.ceilingOptions())
@@ -324,34 +448,109 @@ func Run(ctx context.Context, c Config) (*report.Report, error) {
 		}
 	}
 
+	// Both servers stay up for the whole run, so that the jobs can
+	// interleave.
+	var sides []*side
 	if !c.SkipNbdkit {
-		c.logf("== nbdkit memory %s, fio nbd engine, %v per job", c.MemSize, c.runtime())
-		nbd, err := StartNbdkit(ctx, c.Nbdkit, c.WorkDir, c.MemSize)
+		c.logf("== nbdkit memory %s, fio nbd engine", c.MemSize)
+		var w serverWrap
+		if c.countSyscalls {
+			w.PerfOut = filepath.Join(c.WorkDir, "perf-nbdkit.csv")
+			w.Prefix = append([]string{c.perfBin()}, perfStatArgs(w.PerfOut, perfInterval)...)
+		}
+		nbd, err := StartNbdkit(ctx, c.Nbdkit, c.WorkDir, c.MemSize, w)
 		if err != nil {
 			return nil, err
 		}
-		err = c.runSide(ctx, side{name: report.SideNbdkit, engine: nbd.Engine(), server: nbd.Server}, jobs, r,
-			func(j *report.Job, m *report.Metrics) { j.Nbdkit = m })
-		if serr := nbd.Stop(); serr != nil && err == nil {
-			err = serr
-		}
-		if err != nil {
+		defer func() {
+			if err := nbd.Stop(); err != nil {
+				c.logf("   %v", err)
+			}
+		}()
+		s := &side{name: report.SideNbdkit, engine: nbd.Engine(), server: nbd.Server}
+		if err := c.prefill(ctx, s); err != nil {
 			return nil, err
 		}
+		sides = append(sides, s)
 	}
 
 	c.logf("== nvmeof: nvmetd memory %s, fio engine %s", c.MemSize, c.Nvmeof.Engine)
-	skip, err := c.runNvmeof(ctx, jobs, r)
+	nv, stop, skip, err := c.setupNvmeof(ctx, r)
+	defer stop()
 	if err != nil {
 		return nil, err
+	}
+	if skip == "" {
+		if err := c.prefill(ctx, nv); err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			skip = "nvmeof: " + err.Error()
+		}
 	}
 	if skip != "" {
 		r.NvmeofSkipped = skip
 		c.logf("   skipped: %s", skip)
+	} else {
+		sides = append(sides, nv)
+		r.DatagramSource = "not counted"
+		if nv.netnsPID > 0 {
+			r.DatagramSource = "from the Udp OutDatagrams counter of the nvmeof side's own network namespace " +
+				"(/proc/PID/net/snmp; nvmetd and fio alone in it; a GSO send of several packets counts once)"
+		} else {
+			r.DatagramSource = "from the Udp OutDatagrams counter of /proc/net/snmp, host-wide: " +
+				"other loopback traffic on the machine counts too (a GSO send of several packets counts once)"
+		}
+	}
+
+	if err := c.runRounds(ctx, sides, jobs, r); err != nil {
+		return nil, err
+	}
+	if c.Allocs {
+		c.runAllocs(ctx, r)
 	}
 	r.LoadEnd = loadAvg()
 	r.Compute()
 	return r, nil
+}
+
+// runRounds runs every job on every side, c.rounds() times, interleaved:
+// round by round, job by job, the sides one after the other, the side that
+// goes first alternating by round. Only a canceled context stops it early;
+// once a server has exited, its side's remaining jobs are recorded as failed
+// without running fio.
+func (c Config) runRounds(ctx context.Context, sides []*side, jobs []JobFile, r *report.Report) error {
+	n := c.rounds()
+	c.logf("== jobs: %d rounds of %d jobs on %d sides, %v per job", n, len(jobs), len(sides), c.runtime())
+	for round := range n {
+		order := slices.Clone(sides)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for i, j := range jobs {
+			for _, s := range order {
+				if err := ctx.Err(); err != nil {
+					return fmt.Errorf("bench: %w", err)
+				}
+				var m *report.Metrics
+				if s.server != nil && s.server.exited() {
+					msg := fmt.Sprintf("%s (pid %d) exited during the run: %v%s", s.server.Name, s.server.PID, s.server.err, s.server.logTail())
+					c.logf("   %-29s %s: %s", j.Name, s.name, msg)
+					m = &report.Metrics{Error: msg}
+					m.SetCounts(report.NoCounts)
+				} else {
+					m = c.runJob(ctx, s, j, round)
+				}
+				job := &r.Jobs[i]
+				if s.name == report.SideNbdkit {
+					job.NbdkitRounds = append(job.NbdkitRounds, m)
+				} else {
+					job.NvmeofRounds = append(job.NvmeofRounds, m)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // loadAvg returns the 1-minute load average, or -1.
@@ -365,28 +564,6 @@ func loadAvg() float64 {
 		return -1
 	}
 	return v
-}
-
-// runSide prefills and runs every job against s, storing each result with
-// set. Only a canceled context stops it early; once the server has exited,
-// the remaining jobs are recorded as failed without running fio.
-func (c Config) runSide(ctx context.Context, s side, jobs []JobFile, r *report.Report, set func(*report.Job, *report.Metrics)) error {
-	if err := c.prefill(ctx, s); err != nil {
-		return err
-	}
-	for i, j := range jobs {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-		if s.server != nil && s.server.exited() {
-			msg := fmt.Sprintf("%s (pid %d) exited during the run: %v%s", s.server.Name, s.server.PID, s.server.err, s.server.logTail())
-			c.logf("   %-26s %s: %s", j.Name, s.name, msg)
-			set(&r.Jobs[i], &report.Metrics{Error: msg})
-			continue
-		}
-		set(&r.Jobs[i], c.runJob(ctx, s, j))
-	}
-	return nil
 }
 
 func nbdkitVersion(ctx context.Context, bin string) string {

@@ -1,7 +1,10 @@
 // Command nvmeof-bench measures, in one run on loopback, the UDP ceilings,
 // fio through nbdkit's memory plugin, and fio through our NVMe-oF engine
-// against nvmetd (when that engine is built), and prints one table with the
-// ratios, writes it as JSON and draws it as a PNG chart.
+// against nvmetd (when that engine is built), in interleaved rounds, and
+// prints one table with the medians and ratios, CPU, system calls and
+// datagrams per I/O, and the goals judged against nbdkit; writes it as JSON
+// and draws it as a PNG chart. Exit status: 0, or 1 when a job failed, 3
+// when fio or nbdkit is missing, 4 with -strict when a goal was missed.
 //
 //	go run ./bench/cmd/nvmeof-bench            # 10 s per job
 //	go run ./bench/cmd/nvmeof-bench -quick     # 3 s per job
@@ -19,6 +22,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/nvmeof/nvmeof/bench/report"
 	"github.com/nvmeof/nvmeof/bench/runner"
 )
 
@@ -72,6 +76,12 @@ func run() int {
 		hostAddr  = flag.String("nvmeof-host-addr", def.HostAddress, "nvmeof side: the initiator's soft RoCE device address (host_traddr)")
 		port      = flag.Int("nvmeof-port", def.Port, "nvmeof side: target service id (trsvcid); 0: a free one from 49152-65535 for the nvmetd started, 4420 otherwise")
 		nqn       = flag.String("nvmeof-nqn", def.NQN, "nvmeof side: subsystem NQN")
+		netns     = flag.Bool("nvmeof-netns", def.Netns, "nvmeof side: run nvmetd and its fio in a network namespace of their own (needs a started nvmetd; its UDP counters then count this side alone)")
+		rounds    = flag.Int("rounds", 0, "rounds per job, interleaved between the sides; figures are medians (default 3, -smoke 1)")
+		syscalls  = flag.Bool("syscalls", true, "count system calls per I/O with perf stat (fio and the servers run under perf; left out if perf does not work)")
+		perfBin   = flag.String("perf", "perf", "perf binary")
+		allocs    = flag.Bool("allocs", true, "run the Go benchmarks of the I/O path with -benchmem after the jobs, for allocations per I/O (not with -smoke)")
+		strict    = flag.Bool("strict", false, "exit with status 4 when a goal is missed (without it, missed goals are reported and the exit status is 0)")
 		only      listFlag
 		engOpts   repeatFlag
 		nvmetdArg repeatFlag
@@ -86,9 +96,14 @@ Measures on loopback, in one run: UDP ceilings (64 B ping-pong RTT, 4 KiB
 datagrams with sendmmsg, UDP GSO+GRO), every fio job in -jobs against
 'nbdkit memory' with fio's nbd engine, and the same jobs against nvmetd
 through our fio engine (out/fio-nvmeof.so) with nvmetd (out/nvmetd), which
-the runner starts with a generated config and stops. Prints one table with
-the ratios nvmeof/nbdkit and nvmeof/ceiling, writes -json and a PNG chart
-beside it. Needs fio and nbdkit (apt-get install fio nbdkit); the nvmeof
+the runner starts with a generated config (in a network namespace of its
+own) and stops. Jobs run in -rounds interleaved rounds; the table holds
+medians: IOPS, MB/s, latency, CPU µs per I/O (fio + server), system calls
+per I/O (perf stat), UDP datagrams per I/O (nvmeof), the ratios
+nvmeof/nbdkit and the goals, judged against nbdkit in the same run (not on
+-smoke runs). Writes -json and a PNG chart beside it. Exit status 0 unless a
+job failed (1), fio or nbdkit is missing (3), or -strict and a goal was
+missed (4). Needs fio and nbdkit (apt-get install fio nbdkit); the nvmeof
 side needs root (soft RoCE raw sockets). scripts/bench.sh builds the engine
 and nvmetd, then runs this.
 
@@ -113,6 +128,10 @@ Flags:
 		Nbdkit:       *nbdkitBin,
 		SkipCeilings: *noCeil,
 		SkipNbdkit:   *noNbdkit,
+		Rounds:       *rounds,
+		Syscalls:     *syscalls,
+		Perf:         *perfBin,
+		Allocs:       *allocs && !*smoke,
 		Log:          os.Stderr,
 	}
 	switch {
@@ -124,6 +143,7 @@ Flags:
 	cfg.Nvmeof = def
 	cfg.Nvmeof.Engine, cfg.Nvmeof.Nvmetd = *engine, *nvmetd
 	cfg.Nvmeof.Address, cfg.Nvmeof.HostAddress, cfg.Nvmeof.Port, cfg.Nvmeof.NQN = *addr, *hostAddr, *port, *nqn
+	cfg.Nvmeof.Netns = *netns
 	flag.Visit(func(f *flag.Flag) {
 		if f.Name == "nvmeof-addr" || f.Name == "nvmeof-host-addr" {
 			cfg.Nvmeof.Fallback = false
@@ -157,11 +177,19 @@ Flags:
 		return 1
 	}
 	fmt.Printf("\nwrote %s\n", strings.Join(paths, ", "))
+	fmt.Printf("\n%s\n", r.GoalsLine(*strict))
+	failed := 0
 	for _, j := range r.Jobs {
 		if (j.Nbdkit != nil && j.Nbdkit.Error != "") || (j.Nvmeof != nil && j.Nvmeof.Error != "") {
 			fmt.Fprintf(os.Stderr, "nvmeof-bench: job %s failed on a side (see the table and %s)\n", j.Name, filepath.Base(*jsonPath))
-			return 1
+			failed++
 		}
+	}
+	switch {
+	case failed > 0:
+		return 1
+	case *strict && r.GoalsMissed > 0:
+		return report.ExitGoalsMissed
 	}
 	return 0
 }
