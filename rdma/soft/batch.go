@@ -21,6 +21,7 @@ func (d *Device) finishBatch(rx *rxState) {
 			continue
 		}
 		q.txMu.Lock()
+		rx.reqTx.src = q.src
 		if q.ackQueued {
 			q.ackQueued = false
 			if q.state != rdma.QPSErr && q.state != rdma.QPSReset {
@@ -38,6 +39,7 @@ func (d *Device) finishBatch(rx *rxState) {
 		if q.ackQueued {
 			q.ackQueued = false
 			if !q.destroyed && q.state != rdma.QPSErr && q.state != rdma.QPSReset {
+				rx.tx.src = q.src
 				q.flushAck(rx.tx)
 			}
 		}

@@ -54,6 +54,112 @@ func BenchmarkRDMARead(b *testing.B) {
 	}
 }
 
+// BenchmarkRDMAWrite2QP is BenchmarkRDMAWrite over two connections
+// between the same two devices, each driven by its own goroutine with 16
+// writes in flight: what spreading a device's work over cores gives.
+func BenchmarkRDMAWrite2QP(b *testing.B) {
+	for _, size := range []int{64 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			da, db := openPair(b, Config{DisableGSO: *noGSO}, Config{DisableGSO: *noGSO})
+			var ends [2]*end
+			var wrs [2]rdma.SendWR
+			for i := range ends {
+				ea, eb := connect(b, da, db, qpOpts{mtu: rdma.MTU4096, sendWR: 64, cqe: 256})
+				src := regMR(b, ea.pd, size, 0)
+				dst := regMR(b, eb.pd, size, rdma.AccessLocalWrite|rdma.AccessRemoteWrite)
+				ends[i] = ea
+				wrs[i] = rdma.SendWR{Opcode: rdma.WRRDMAWrite, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(src, 0, size)}, RemoteAddr: dst.Addr(), RKey: dst.RKey()}
+			}
+			pipelined2(b, da, ends, wrs, size)
+		})
+	}
+}
+
+// BenchmarkRDMARead2QP is BenchmarkRDMARead over two connections, as
+// BenchmarkRDMAWrite2QP.
+func BenchmarkRDMARead2QP(b *testing.B) {
+	for _, size := range []int{64 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			da, db := openPair(b, Config{DisableGSO: *noGSO}, Config{DisableGSO: *noGSO})
+			var ends [2]*end
+			var wrs [2]rdma.SendWR
+			for i := range ends {
+				ea, eb := connect(b, da, db, qpOpts{mtu: rdma.MTU4096, sendWR: 64, cqe: 256})
+				dst := regMR(b, ea.pd, size, rdma.AccessLocalWrite)
+				src := regMR(b, eb.pd, size, rdma.AccessRemoteRead)
+				ends[i] = ea
+				wrs[i] = rdma.SendWR{Opcode: rdma.WRRDMARead, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(dst, 0, size)}, RemoteAddr: src.Addr(), RKey: src.RKey()}
+			}
+			pipelined2(b, da, ends, wrs, size)
+		})
+	}
+}
+
+// pipelined2 runs b.N operations split over the two QPs of ends, each
+// posting its work request with 16 in flight from its own goroutine.
+func pipelined2(b *testing.B, da *Device, ends [2]*end, wrs [2]rdma.SendWR, size int) {
+	const depth = 16
+	ctx := context.Background()
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	errs := make(chan error, 2)
+	for k := range ends {
+		n := b.N / 2
+		if k == 0 {
+			n += b.N % 2
+		}
+		go func(e *end, wr *rdma.SendWR, n int) {
+			wc := make([]rdma.WorkCompletion, depth)
+			out := 0
+			reap := func() error {
+				k := e.scq.Poll(wc)
+				if k == 0 {
+					if err := e.scq.Wait(ctx); err != nil {
+						return err
+					}
+					k = e.scq.Poll(wc)
+				}
+				for _, c := range wc[:k] {
+					if c.Status != rdma.Success {
+						return fmt.Errorf("completion %+v", c)
+					}
+				}
+				out -= k
+				return nil
+			}
+			for i := 0; i < n; i++ {
+				for out == depth {
+					if err := reap(); err != nil {
+						errs <- err
+						return
+					}
+				}
+				if err := e.qp.PostSend(wr); err != nil {
+					errs <- err
+					return
+				}
+				out++
+			}
+			for out > 0 {
+				if err := reap(); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}(ends[k], &wrs[k], n)
+	}
+	for range ends {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	s := da.Stats()
+	b.ReportMetric(float64(s.Retransmissions)/float64(b.N), "retx/op")
+}
+
 // pipelined posts wr b.N times on ea's QP with 16 in flight, counting
 // size bytes each, and reports the retransmissions of da per operation.
 func pipelined(b *testing.B, da *Device, ea *end, wr *rdma.SendWR, size int) {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,6 +81,16 @@ type Config struct {
 	// its peers' GSO sends: the kernel segments them for a socket without
 	// UDP_GRO.
 	DisableGSO bool
+	// RecvQueues is the number of receive queues: sockets each read by
+	// its own goroutine, which spreads a device's receive and completion
+	// work over cores; all packets for one QP go to one queue, picked by
+	// destination QP number (net_linux.go). 0 means min(GOMAXPROCS, 4);
+	// 1 gives one receive goroutine per device.
+	RecvQueues int
+	// FixedSourcePort sends every packet from the device's own UDP port
+	// (4791) instead of a source port per QP (sport.go), which is what
+	// RoCEv2 peers and switches hash flows on.
+	FixedSourcePort bool
 	// Logger receives the connection manager's logs (nil: none).
 	Logger hclog.Logger
 	// MinRNRTimer is the RNR NAK timer the connection manager gives the
@@ -131,7 +142,9 @@ type Device struct {
 
 	txPool sync.Pool
 	stats  counters
-	rxDone chan struct{}
+	rxDone sync.WaitGroup // the receive goroutines
+	// rxqPackets counts the packets each receive queue read.
+	rxqPackets []atomic.Uint64
 	// handlers tracks CQs with completion handlers to run (handler.go).
 	handlers handlerState
 }
@@ -148,11 +161,14 @@ const (
 	maxPacketSize = wire.BTHLen + wire.RETHLen + wire.ImmDtLen + wire.IETHLen + wire.DETHLen + 4096 + 3 + wire.ICRCLen
 )
 
+// maxRecvQueues caps Config.RecvQueues (and its default).
+const maxRecvQueues = 4
+
 var _ rdma.Device = (*Device)(nil)
 
 // Open creates a soft device on cfg.Addr: it opens UDP port 4791 (and,
 // for IPv4 in raw mode, a raw socket, which needs CAP_NET_RAW; see
-// Config.DisableGSO) and starts the receive goroutine.
+// Config.DisableGSO) and starts the receive goroutines (Config.RecvQueues).
 func Open(cfg Config) (*Device, error) {
 	cfg.Addr = cfg.Addr.Unmap()
 	switch a := cfg.Addr; {
@@ -203,6 +219,10 @@ func Open(cfg Config) (*Device, error) {
 	if d.cfg.RecvBatch <= 0 {
 		d.cfg.RecvBatch = 64
 	}
+	if d.cfg.RecvQueues <= 0 {
+		d.cfg.RecvQueues = min(runtime.GOMAXPROCS(0), maxRecvQueues)
+	}
+	d.cfg.RecvQueues = min(d.cfg.RecvQueues, maxRecvQueues)
 	if d.cfg.MinRNRTimer <= 0 {
 		d.cfg.MinRNRTimer = DefaultMinRNRTimer
 	}
@@ -225,15 +245,18 @@ func Open(cfg Config) (*Device, error) {
 	}
 	d.SetFaults(cfg.SendFaults, cfg.RecvFaults)
 	d.txPool.New = func() any { return newTxBatch(d) }
-	s, err := openSockets(cfg.Addr, bind, d.cfg.RecvBuffer, !d.cfg.DisableGSO)
+	s, err := openSocketsN(cfg.Addr, bind, d.cfg.RecvBuffer, !d.cfg.DisableGSO, d.cfg.RecvQueues)
 	if err != nil {
 		return nil, err
 	}
 	d.socks = s
 	d.port = s.localPort()
 	d.mrs.init(d.mrSeed())
-	d.rxDone = make(chan struct{})
-	go d.rxLoop()
+	d.rxqPackets = make([]atomic.Uint64, len(s.recv))
+	for i, rc := range s.recv {
+		d.rxDone.Add(1)
+		go d.rxLoop(rc, i)
+	}
 	return d, nil
 }
 
@@ -393,7 +416,7 @@ func (d *Device) SetFaults(send, recv *FaultConfig) {
 	d.recvFaults.Store(newFaults(recv))
 }
 
-// Close stops the receive goroutine, closes the sockets and moves every
+// Close stops the receive goroutines, closes the sockets and moves every
 // QP to the error state.
 func (d *Device) Close() error {
 	d.cmOnce.Do(func() {}) // no manager from now on
@@ -412,7 +435,7 @@ func (d *Device) Close() error {
 	}
 	d.mu.Unlock()
 	d.socks.close()
-	<-d.rxDone
+	d.rxDone.Wait()
 	for _, q := range qps {
 		q.mu.Lock()
 		q.stopTimers()
@@ -436,8 +459,21 @@ func (d *Device) lookupQP(qpn uint32) *qp {
 	return q
 }
 
-// addQP assigns q a QP number (1 for the GSI QP) and registers it.
+// addQP assigns q a QP number (1 for the GSI QP), registers it and gives
+// it its source port (sport.go).
 func (d *Device) addQP(q *qp) error {
+	if err := d.registerQP(q); err != nil {
+		return err
+	}
+	// Until then packets of q (in state Reset) leave from the device's port.
+	q.mu.Lock()
+	q.setSourcePort(qpSourcePort(q.qpn))
+	q.mu.Unlock()
+	return nil
+}
+
+// registerQP assigns q a QP number and registers it.
+func (d *Device) registerQP(q *qp) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -465,12 +501,16 @@ func (d *Device) addQP(q *qp) error {
 	}
 }
 
+// removeQP unregisters q and lets go of its source port.
 func (d *Device) removeQP(q *qp) {
 	d.mu.Lock()
 	if d.qps[q.qpn] == q {
 		delete(d.qps, q.qpn)
 	}
 	d.mu.Unlock()
+	q.mu.Lock()
+	q.releaseSourcePort()
+	q.mu.Unlock()
 }
 
 // pd is a protection domain.

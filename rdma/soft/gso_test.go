@@ -169,14 +169,15 @@ func TestGSOKernelHeader(t *testing.T) {
 		if len(ip) != wire.IPv4HeaderLen || len(pkt) != want.n {
 			t.Fatalf("super-datagram %d: IP header %d bytes, UDP payload %d; want 20, %d", i, len(ip), len(pkt), want.n)
 		}
+		sport := rcSourcePort(0, e.qp.QPN(), 0x4242) // the QP's own (sport.go)
 		kh := make([]byte, 28)
-		putIPv4UDPHeaderID(kh, addrA.As4(), addrB.As4(), 0, len(pkt))
+		putIPv4UDPHeaderPorts(kh, addrA.As4(), addrB.As4(), 0, sport, wire.UDPPort, len(pkt))
 		got := append(append([]byte(nil), ip...), udp[:6]...)
 		if !bytes.Equal(got, kh[:26]) {
 			t.Errorf("super-datagram %d header\n% x\nwant\n% x", i, got, kh[:26])
 		}
 		var s gsoSplitter
-		s.start(super, addrA.As4(), addrB.As4(), wire.UDPPort, want.seg)
+		s.start(super, addrA.As4(), addrB.As4(), sport, want.seg)
 		if s.segments() != want.segs {
 			t.Fatalf("super-datagram %d: %d segments, want %d", i, s.segments(), want.segs)
 		}
@@ -189,7 +190,7 @@ func TestGSOKernelHeader(t *testing.T) {
 				t.Fatalf("super-datagram %d segment %d: %v", i, k, err)
 			}
 			want := make([]byte, 28)
-			putIPv4UDPHeaderID(want, addrA.As4(), addrB.As4(), uint16(k), len(dg)-28)
+			putIPv4UDPHeaderPorts(want, addrA.As4(), addrB.As4(), uint16(k), sport, wire.UDPPort, len(dg)-28)
 			if !bytes.Equal(dg[:28], want) {
 				t.Errorf("segment %d header\n% x\nwant\n% x", k, dg[:28], want)
 			}

@@ -26,9 +26,10 @@ type handlerState struct {
 	pending atomic.Int32 // len(list), read without mu
 	mu      sync.Mutex
 	list    []*cq
-	// deferring is set while the receive goroutine runs handlers;
-	// deferred lists the QPs whose requester it must run.
-	deferring bool
+	// deferring counts the receive goroutines running handlers;
+	// deferred lists the QPs whose requester one of them must run: the
+	// first to finish takes the list.
+	deferring int
 	deferred  []*qp
 	// deferOn mirrors deferring for a lock-free check in PostSend: a stale
 	// false only means the QP's requester runs at once, which is always
@@ -131,7 +132,7 @@ func (h *handlerState) deferKick(q *qp) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.deferring {
+	if h.deferring == 0 {
 		return false
 	}
 	if !q.kickQueued {
@@ -149,13 +150,13 @@ func (d *Device) runDeferring(kicks []*qp) []*qp {
 		return kicks
 	}
 	h.mu.Lock()
-	h.deferring = true
+	h.deferring++
 	h.deferOn.Store(true)
 	h.mu.Unlock()
 	d.runHandlers()
 	h.mu.Lock()
-	h.deferring = false
-	h.deferOn.Store(false)
+	h.deferring--
+	h.deferOn.Store(h.deferring > 0)
 	kicks = append(kicks, h.deferred...)
 	clear(h.deferred)
 	h.deferred = h.deferred[:0]

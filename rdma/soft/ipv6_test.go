@@ -154,14 +154,23 @@ func TestIPv6Capture(t *testing.T) {
 		if s, d := netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40])); s != addr6 || d != addr6 {
 			t.Fatalf("record %d: %v -> %v", i, s, d)
 		}
+		// Both QPs send from the port rdma_get_udp_sport gives their
+		// connection (sport.go), the same on both ends: on one address
+		// only the first to bind it gets it, the other sends from its
+		// device's port.
+		qport := int(rcSourcePort(0, ea.qp.QPN(), eb.qp.QPN()))
+		bport := qport
+		if b.Stats().SourcePortFallbacks == 1 {
+			bport = b.UDPPort()
+		}
 		sport, dport := int(binary.BigEndian.Uint16(udp[0:])), int(binary.BigEndian.Uint16(udp[2:]))
 		switch {
-		case sport == a.UDPPort() && dport == b.UDPPort():
+		case sport == qport && dport == b.UDPPort():
 			sent++
-		case sport == b.UDPPort() && dport == a.UDPPort():
+		case sport == bport && dport == a.UDPPort():
 			rcvd++
 		default:
-			t.Fatalf("record %d: ports %d -> %d", i, sport, dport)
+			t.Fatalf("record %d: ports %d -> %d (devices %d, %d, QPs %d)", i, sport, dport, a.UDPPort(), b.UDPPort(), qport)
 		}
 		if err := wire.CheckICRC(r); err != nil {
 			t.Fatalf("record %d: %v", i, err)
@@ -373,7 +382,7 @@ func TestIPv6RxeLikePeer(t *testing.T) {
 	if s := d.Stats(); s.ICRCErrors != 1 {
 		t.Fatalf("ICRC errors %d, want 1", s.ICRCErrors)
 	}
-	// The ACK: to [::1]:sport from the device's port, ICRC over the IPv6
+	// The ACK: to [::1]:sport from the QP's source port, ICRC over the IPv6
 	// header a receiver sees.
 	if err := peer.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
 		t.Fatal(err)
@@ -384,8 +393,9 @@ func TestIPv6RxeLikePeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ack = ack[:n]
-	if from.Port != d.UDPPort() || !from.IP.Equal(net.IPv6loopback) {
-		t.Fatalf("ACK from %v", from)
+	qport := rcSourcePort(0, e.qp.QPN(), peerQPN) // the QP's source port (sport.go)
+	if from.Port != int(qport) || !from.IP.Equal(net.IPv6loopback) {
+		t.Fatalf("ACK from %v, want port %d", from, qport)
 	}
 	var p wire.Packet
 	if err := p.Parse(ack); err != nil {
@@ -394,7 +404,7 @@ func TestIPv6RxeLikePeer(t *testing.T) {
 	if p.Opcode() != wire.RCAcknowledge || p.BTH.DestQP() != peerQPN || p.BTH.PSN() != psn {
 		t.Fatalf("ACK %s", p.BTH)
 	}
-	if want := wire.ICRCForIPv6(addr6.As16(), addr6.As16(), uint16(d.UDPPort()), sport, ack[:n-wire.ICRCLen]); p.ICRCValue() != want {
+	if want := wire.ICRCForIPv6(addr6.As16(), addr6.As16(), qport, sport, ack[:n-wire.ICRCLen]); p.ICRCValue() != want {
 		t.Fatalf("ACK ICRC %#08x, want %#08x", p.ICRCValue(), want)
 	}
 }

@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nvmeof/nvmeof/rdma/wire"
 )
 
 // This file holds the device's sockets and the only use of package unsafe
@@ -90,12 +93,26 @@ import (
 //     hands them to the receiver whole; towards other hosts one datagram
 //     per packet, as towards rxe.
 
+// Receive queues (Config.RecvQueues; rxqueue.go has the rules): a
+// device may read through several sockets, each served by its own
+// receive goroutine. In GSO mode and on IPv6 they are UDP sockets bound
+// to the same address and port with SO_REUSEPORT, with a classic BPF
+// program (SO_ATTACH_REUSEPORT_CBPF) that picks the socket from the
+// destination QP number of the first packet in the datagram; in raw mode,
+// one raw socket per queue whose filter also requires destination QPN
+// mod queues = its index. Either way every packet for one QP is read by
+// one goroutine, in order.
+
 // sockets is one device's sockets.
 type sockets struct {
 	udp   *net.UDPConn
 	udpRC syscall.RawConn
-	raw   *net.IPConn // raw mode only
+	raw   *net.IPConn // raw mode only: queue 0's raw socket
 	rawRC syscall.RawConn
+	// recv are the receive queues' sockets, recv[0] being udpRC or
+	// rawRC; more holds the others' connections, for close.
+	recv []syscall.RawConn
+	more []net.PacketConn
 	// loopback: addr is in 127.0.0.0/8 (or ::1).
 	loopback bool
 	// v6: an IPv6 device (udp6 mode): it receives on its UDP socket.
@@ -106,6 +123,11 @@ type sockets struct {
 	// with UDP GSO.
 	gsoMode bool
 	gso     gsoCounters
+
+	// Source port sockets (sport.go), by port.
+	srcMu  sync.Mutex
+	srcs   map[uint16]*srcSock
+	closed bool
 }
 
 // udpRecv reports whether the device receives on its UDP socket (GSO
@@ -120,25 +142,116 @@ func (s *sockets) localPort() uint16 {
 	return 0
 }
 
-// openSockets opens the sockets of addr, binding UDP port port (0: any):
+// openSockets opens the sockets of addr with one receive queue (see
+// openSocketsN).
+func openSockets(addr netip.Addr, port uint16, rcvbuf int, gso bool) (*sockets, error) {
+	return openSocketsN(addr, port, rcvbuf, gso, 1)
+}
+
+// openSocketsN opens the sockets of addr, binding UDP port port (0: any):
 // for an IPv4 address in GSO mode if gso is set and addr is a loopback
 // address, otherwise in raw mode; for an IPv6 address in udp6 mode (with
-// UDP_GRO if gso is set). rcvbuf sets the receive buffer of the receiving
-// socket (SO_RCVBUFFORCE, falling back to SO_RCVBUF).
-func openSockets(addr netip.Addr, port uint16, rcvbuf int, gso bool) (*sockets, error) {
-	if addr.Is6() {
-		return openSockets6(addr, port, rcvbuf, gso)
+// UDP_GRO if gso is set); with queues receive sockets (at least 1).
+// rcvbuf sets the receive buffer of each receiving socket
+// (SO_RCVBUFFORCE, falling back to SO_RCVBUF).
+func openSocketsN(addr netip.Addr, port uint16, rcvbuf int, gso bool, queues int) (*sockets, error) {
+	queues = max(queues, 1)
+	s := &sockets{loopback: addr.IsLoopback(), v6: addr.Is6()}
+	s.gsoMode = gso && (s.loopback || s.v6)
+	reuse := queues > 1 && s.udpRecv()
+	if reuse {
+		// SO_REUSEPORT would let a second device on the address join
+		// the group instead of failing with EADDRINUSE: bind the port
+		// once without it first (and learn it, if port is 0).
+		p, err := probePort(addr, port)
+		if err != nil {
+			return nil, err
+		}
+		port = p
 	}
-	s := &sockets{loopback: addr.IsLoopback()}
-	s.gsoMode = gso && s.loopback
+	udp, err := s.listenUDP(addr, port, rcvbuf, reuse)
+	if err != nil {
+		return nil, err
+	}
+	s.udp = udp
+	if s.udpRC, err = s.udp.SyscallConn(); err != nil {
+		s.close()
+		return nil, fmt.Errorf("soft: UDP socket on %s: %w", addr, err)
+	}
+	if s.udpRecv() {
+		s.recv = append(s.recv, s.udpRC)
+		if !reuse {
+			return s, nil
+		}
+		port = s.localPort()
+		for i := 1; i < queues; i++ {
+			u, err := s.listenUDP(addr, port, rcvbuf, true)
+			if err != nil {
+				s.close()
+				return nil, err
+			}
+			s.more = append(s.more, u)
+			rc, err := u.SyscallConn()
+			if err != nil {
+				s.close()
+				return nil, fmt.Errorf("soft: UDP socket on %s: %w", addr, err)
+			}
+			s.recv = append(s.recv, rc)
+		}
+		if err := s.steer(queues); err != nil {
+			s.close()
+			return nil, err
+		}
+		return s, nil
+	}
+	for i := 0; i < queues; i++ {
+		if err := s.openRaw(addr, s.localPort(), rcvbuf, i, queues); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// probePort binds addr:port without SO_REUSEPORT and lets it go,
+// returning the port bound.
+func probePort(addr netip.Addr, port uint16) (uint16, error) {
+	network := "udp4"
+	if addr.Is6() {
+		network = "udp6"
+	}
+	pc, err := net.ListenPacket(network, netip.AddrPortFrom(addr, port).String())
+	if err != nil {
+		return 0, fmt.Errorf("soft: UDP socket on %s: %w", netip.AddrPortFrom(addr, port), err)
+	}
+	defer pc.Close()
+	return uint16(pc.LocalAddr().(*net.UDPAddr).Port), nil
+}
+
+// listenUDP opens one UDP socket of the device on addr:port (with
+// SO_REUSEPORT if reuse). On IPv4 it sets s.gsoMode false if the kernel
+// refuses UDP_GRO, making it a raw mode socket.
+func (s *sockets) listenUDP(addr netip.Addr, port uint16, rcvbuf int, reuse bool) (*net.UDPConn, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) {
-			if serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO); serr != nil {
+			if serr = setSendOptions(fd, s.v6); serr != nil {
 				return
 			}
-			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 4<<20) != nil {
-				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+			if reuse {
+				if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); serr != nil {
+					return
+				}
+			}
+			if s.v6 {
+				if serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_NO_CHECK6_RX, 1); serr != nil {
+					return
+				}
+				if s.gsoMode && unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1) != nil {
+					s.gsoMode = false
+				}
+				setRcvbuf(fd, rcvbuf)
+				return
 			}
 			if s.gsoMode && unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1) == nil {
 				setRcvbuf(fd, rcvbuf)
@@ -155,80 +268,58 @@ func openSockets(addr netip.Addr, port uint16, rcvbuf int, gso bool) (*sockets, 
 		}
 		return serr
 	}}
-	up, err := lc.ListenPacket(context.Background(), "udp4", netip.AddrPortFrom(addr, port).String())
+	network := "udp4"
+	if s.v6 {
+		network = "udp6"
+	}
+	up, err := lc.ListenPacket(context.Background(), network, netip.AddrPortFrom(addr, port).String())
 	if err != nil {
-		return nil, fmt.Errorf("soft: UDP socket on %s:%d: %w", addr, port, err)
+		return nil, fmt.Errorf("soft: UDP socket on %s: %w", netip.AddrPortFrom(addr, port), err)
 	}
-	s.udp = up.(*net.UDPConn)
-	if s.udpRC, err = s.udp.SyscallConn(); err != nil {
-		s.close()
-		return nil, fmt.Errorf("soft: UDP socket on %s: %w", addr, err)
-	}
-	if s.gsoMode {
-		return s, nil
-	}
-	if err := s.openRaw(addr, s.localPort(), rcvbuf); err != nil {
-		s.close()
-		return nil, err
-	}
-	return s, nil
+	return up.(*net.UDPConn), nil
 }
 
-// openSockets6 opens the one UDP socket of an IPv6 device (udp6 mode, see
-// above).
-func openSockets6(addr netip.Addr, port uint16, rcvbuf int, gso bool) (*sockets, error) {
-	s := &sockets{loopback: addr.IsLoopback(), v6: true, gsoMode: gso}
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			if serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO); serr != nil {
-				return
-			}
-			if serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_NO_CHECK6_RX, 1); serr != nil {
-				return
-			}
-			// Before Linux 4.16 there is no such option: then the flow
-			// label may be automatic, which the ICRC masks.
-			_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_AUTOFLOWLABEL, 0)
-			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 4<<20) != nil {
-				_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
-			}
-			if s.gsoMode && unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1) != nil {
-				s.gsoMode = false
-			}
-			setRcvbuf(fd, rcvbuf)
-		})
-		if err != nil {
-			return err
-		}
-		return serr
-	}}
-	up, err := lc.ListenPacket(context.Background(), "udp6", netip.AddrPortFrom(addr, port).String())
+// steer attaches the reuseport program that sends each datagram to the
+// socket of its destination QPN mod queues.
+func (s *sockets) steer(queues int) error {
+	prog := reuseportProg(queues)
+	var serr error
+	err := s.udpRC.Control(func(fd uintptr) {
+		serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF,
+			&unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]})
+	})
+	if err == nil {
+		err = serr
+	}
 	if err != nil {
-		return nil, fmt.Errorf("soft: UDP socket on [%s]:%d: %w", addr, port, err)
+		return fmt.Errorf("soft: steering program: %w", err)
 	}
-	s.udp = up.(*net.UDPConn)
-	if s.udpRC, err = s.udp.SyscallConn(); err != nil {
-		s.close()
-		return nil, fmt.Errorf("soft: UDP socket on %s: %w", addr, err)
-	}
-	return s, nil
+	return nil
 }
 
-// openRaw opens the raw socket of raw mode, for UDP port port.
-func (s *sockets) openRaw(addr netip.Addr, port uint16, rcvbuf int) error {
+// openRaw opens raw mode's raw socket of receive queue i of n, for UDP
+// port port.
+func (s *sockets) openRaw(addr netip.Addr, port uint16, rcvbuf, i, n int) error {
 	pc, err := net.ListenPacket("ip4:udp", addr.String())
 	if err != nil {
 		return fmt.Errorf("soft: raw socket on %s (needs CAP_NET_RAW): %w", addr, err)
 	}
-	s.raw = pc.(*net.IPConn)
-	if s.rawRC, err = s.raw.SyscallConn(); err != nil {
+	ipc := pc.(*net.IPConn)
+	rc, err := ipc.SyscallConn()
+	if err != nil {
+		ipc.Close()
 		return fmt.Errorf("soft: raw socket on %s: %w", addr, err)
 	}
+	if i == 0 {
+		s.raw, s.rawRC = ipc, rc
+	} else {
+		s.more = append(s.more, ipc)
+	}
+	s.recv = append(s.recv, rc)
 	a4 := addr.As4()
-	filter := rawFilter(binary.BigEndian.Uint32(a4[:]), port)
+	filter := rawFilterQueue(binary.BigEndian.Uint32(a4[:]), port, i, n)
 	var serr error
-	err = s.rawRC.Control(func(fd uintptr) {
+	err = rc.Control(func(fd uintptr) {
 		prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 		if serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); serr != nil {
 			return
@@ -258,21 +349,18 @@ func setRcvbuf(fd uintptr, n int) {
 	}
 }
 
-// recvRC returns the socket the receive loop reads.
-func (s *sockets) recvRC() syscall.RawConn {
-	if s.udpRecv() {
-		return s.udpRC
-	}
-	return s.rawRC
-}
-
+// close closes every socket of the device.
 func (s *sockets) close() {
 	if s.raw != nil {
 		s.raw.Close()
 	}
+	for _, c := range s.more {
+		c.Close()
+	}
 	if s.udp != nil {
 		s.udp.Close()
 	}
+	s.closeSources()
 }
 
 // Classic BPF opcodes (linux/filter.h).
@@ -281,6 +369,10 @@ const (
 	bpfLdAbsH = unix.BPF_LD | unix.BPF_H | unix.BPF_ABS
 	bpfLdAbsW = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
 	bpfLdIndH = unix.BPF_LD | unix.BPF_H | unix.BPF_IND
+	bpfLdIndW = unix.BPF_LD | unix.BPF_W | unix.BPF_IND
+	bpfAnd    = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
+	bpfMod    = unix.BPF_ALU | unix.BPF_MOD | unix.BPF_K
+	bpfRetA   = unix.BPF_RET | unix.BPF_A
 	bpfLdxMSH = unix.BPF_LDX | unix.BPF_B | unix.BPF_MSH
 	bpfJeq    = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
 	bpfJset   = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
@@ -293,18 +385,54 @@ var dropAll = []unix.SockFilter{{Code: bpfRet, K: 0}}
 // fragment, destination address dst, UDP destination port port. A raw
 // socket's filter sees the packet from the IP header on.
 func rawFilter(dst uint32, port uint16) []unix.SockFilter {
+	return rawFilterQueue(dst, port, 0, 1)
+}
+
+// rawFilterQueue is rawFilter for receive queue i of n: with n > 1 it
+// also requires the BTH's destination QP number mod n to be i.
+func rawFilterQueue(dst uint32, port uint16, i, n int) []unix.SockFilter {
+	f := []unix.SockFilter{
+		{Code: bpfLdAbsB, K: 9},         // A = protocol
+		{Code: bpfJeq, K: 17},           // UDP?
+		{Code: bpfLdAbsH, K: 6},         // A = flags | fragment offset
+		{Code: bpfJset, K: 0x1fff},      // a fragment after the first?
+		{Code: bpfLdAbsW, K: 16},        // A = destination address
+		{Code: bpfJeq, K: dst},          //
+		{Code: bpfLdxMSH, K: 0},         // X = IP header length
+		{Code: bpfLdIndH, K: 2},         // A = UDP destination port
+		{Code: bpfJeq, K: uint32(port)}, //
+	}
+	if n > 1 {
+		f = append(f,
+			unix.SockFilter{Code: bpfLdIndW, K: wire.UDPHeaderLen + 4}, // A = BTH word 1: reserved, destination QP
+			unix.SockFilter{Code: bpfAnd, K: wire.QPNMask},
+			unix.SockFilter{Code: bpfMod, K: uint32(n)},
+			unix.SockFilter{Code: bpfJeq, K: uint32(i)})
+	}
+	f = append(f, unix.SockFilter{Code: bpfRet, K: 0x40000}, unix.SockFilter{Code: bpfRet, K: 0}) // accept, drop
+	drop := len(f) - 1
+	for j := range f {
+		switch f[j].Code {
+		case bpfJeq: // go on if equal, else drop
+			f[j].Jt, f[j].Jf = 0, uint8(drop-j-1)
+		case bpfJset: // drop if set
+			f[j].Jt, f[j].Jf = uint8(drop-j-1), 0
+		}
+	}
+	return f
+}
+
+// reuseportProg returns the program that picks, among the n sockets of a
+// reuseport group, the one for a datagram: its destination QP number mod
+// n. It sees the datagram from the UDP payload on (the BTH of its first
+// packet); if the load fails (a datagram shorter than 8 bytes) it
+// returns 0, the first socket.
+func reuseportProg(n int) []unix.SockFilter {
 	return []unix.SockFilter{
-		{Code: bpfLdAbsB, K: 9},                       // 0: A = protocol
-		{Code: bpfJeq, K: 17, Jt: 0, Jf: 8},           // 1: UDP?
-		{Code: bpfLdAbsH, K: 6},                       // 2: A = flags | fragment offset
-		{Code: bpfJset, K: 0x1fff, Jt: 6, Jf: 0},      // 3: a fragment after the first?
-		{Code: bpfLdAbsW, K: 16},                      // 4: A = destination address
-		{Code: bpfJeq, K: dst, Jt: 0, Jf: 4},          // 5
-		{Code: bpfLdxMSH, K: 0},                       // 6: X = IP header length
-		{Code: bpfLdIndH, K: 2},                       // 7: A = UDP destination port
-		{Code: bpfJeq, K: uint32(port), Jt: 0, Jf: 1}, // 8
-		{Code: bpfRet, K: 0x40000},                    // 9: accept
-		{Code: bpfRet, K: 0},                          // 10: drop
+		{Code: bpfLdAbsW, K: 4}, // A = BTH word 1: reserved, destination QP
+		{Code: bpfAnd, K: wire.QPNMask},
+		{Code: bpfMod, K: uint32(n)},
+		{Code: bpfRetA},
 	}
 }
 
@@ -544,10 +672,15 @@ func (m *mmsg) recvBatch(rc syscall.RawConn, n int) (int, error) {
 // in m.errs (when made withNames); the first such error is returned along
 // with the count of messages sent.
 func (m *mmsg) sendBatch(rc syscall.RawConn, n int) (sent, failed int, err error) {
+	return m.sendRange(rc, 0, n)
+}
+
+// sendRange is sendBatch for messages [lo, hi).
+func (m *mmsg) sendRange(rc syscall.RawConn, lo, n int) (sent, failed int, err error) {
 	if m.errs != nil {
-		clear(m.errs[:n])
+		clear(m.errs[lo:n])
 	}
-	for i := 0; i < n; {
+	for i := lo; i < n; {
 		m.off, m.n = i, n-i
 		m.res, m.errno = 0, 0
 		if werr := rc.Write(m.sendFn); werr != nil {

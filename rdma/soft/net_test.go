@@ -80,7 +80,8 @@ func TestKernelHeader(t *testing.T) {
 			t.Errorf("IP ID %#x flags %#x, want ID 0 and DF", id, flags)
 		}
 		want := make([]byte, 28)
-		putIPv4UDPHeader(want, addrA.As4(), addrB.As4(), len(pkt))
+		// From the QP's own source port (sport.go), to 4791.
+		putIPv4UDPHeaderPorts(want, addrA.As4(), addrB.As4(), 0, rcSourcePort(0, e.qp.QPN(), 0x4242), wire.UDPPort, len(pkt))
 		got := append(append([]byte(nil), ip...), udp...)
 		if !bytes.Equal(got, want) {
 			t.Errorf("kernel header\n% x\nsynthetic header\n% x", got, want)

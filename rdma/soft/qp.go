@@ -93,6 +93,9 @@ type qp struct {
 	kickQueued bool
 	// commEst is set once the first request arrived in RTR.
 	commEst bool
+	// src is the socket of the QP's UDP source port (sport.go; nil: the
+	// device's own).
+	src *srcSock
 }
 
 var _ rdma.QP = (*qp)(nil)
@@ -287,6 +290,9 @@ func (q *qp) Modify(attr *rdma.QPAttr, mask rdma.QPAttrMask) error {
 	if mask&rdma.QPAttrDestQPN != 0 {
 		a.DestQPN = attr.DestQPN & wire.QPNMask
 	}
+	if mask&rdma.QPAttrAV != 0 && q.typ == rdma.QPTypeRC {
+		q.setSourcePort(rcSourcePort(a.AH.FlowLabel, q.qpn, a.DestQPN)) // as rxe_modify_qp
+	}
 	if next == cur {
 		if cur == rdma.QPSRTS {
 			q.kick()
@@ -362,6 +368,7 @@ func (q *qp) kick() {
 	}
 	q.txMu.Lock()
 	tx := q.dev.getTx()
+	tx.src = q.src
 	q.runRequester(tx)
 	tx.flush()
 	q.txMu.Unlock()
@@ -529,6 +536,7 @@ func (q *qp) PostSend(wr *rdma.SendWR) error {
 			if !q.dev.handlers.deferKick(q) && q.canSend() {
 				q.txMu.Lock()
 				tx = q.dev.getTx()
+				tx.src = q.src
 				q.runRequester(tx)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -33,10 +34,13 @@ type rxState struct {
 	heldLen int
 	// split cuts received UDP payloads into packets (GSO mode).
 	split gsoSplitter
+	// queue is the receive queue's index (Config.RecvQueues).
+	queue uint32
 }
 
-func (d *Device) rxLoop() {
-	defer close(d.rxDone)
+// rxLoop is the receive goroutine of receive queue queue, reading rc.
+func (d *Device) rxLoop(rc syscall.RawConn, queue int) {
+	defer d.rxDone.Done()
 	batch := d.cfg.RecvBatch
 	udp := d.socks.udpRecv()
 	size, head := rxBufSize, 0
@@ -58,8 +62,7 @@ func (d *Device) rxLoop() {
 	for i := 0; i < batch; i++ {
 		m.setBuf(i, bufs[i*size+head:(i+1)*size])
 	}
-	rx := &rxState{tx: newTxBatch(d), reqTx: newTxBatch(d), acks: make([]*qp, 0, 64), kicks: make([]*qp, 0, 64), held: make([]byte, size)}
-	rc := d.socks.recvRC()
+	rx := &rxState{tx: newTxBatch(d), reqTx: newTxBatch(d), acks: make([]*qp, 0, 64), kicks: make([]*qp, 0, 64), held: make([]byte, size), queue: uint32(queue)}
 	for {
 		n, err := m.recvBatch(rc, batch)
 		if err != nil {
@@ -108,6 +111,7 @@ func (d *Device) rxLoop() {
 			pkts += np
 			bytes += nb
 		}
+		d.rxqPackets[queue].Add(uint64(pkts))
 		d.stats.packetsReceived.Add(uint64(pkts))
 		d.stats.bytesReceived.Add(uint64(bytes))
 		d.finishBatch(rx)
@@ -209,13 +213,21 @@ func (d *Device) input(b []byte, rx *rxState) {
 		d.stats.dropped.Add(1)
 		return
 	}
-	q := d.lookupQP(p.BTH.DestQP())
+	qpn := p.BTH.DestQP()
+	q := d.lookupQP(qpn)
 	if q == nil {
 		d.stats.unknownQP.Add(1)
 		return
 	}
+	if n := uint32(len(d.rxqPackets)); n > 1 && qpn%n != rx.queue {
+		// Not the QP's queue (a GSO send from a peer mixing QPs):
+		// handled all the same, under the QP's lock.
+		d.stats.steerMisses.Add(1)
+	}
 	op := p.Opcode()
 	q.mu.Lock()
+	// The responder's packets leave from the QP's source port.
+	rx.tx.src = q.src
 	switch {
 	case q.destroyed:
 		d.stats.unknownQP.Add(1)

@@ -30,6 +30,8 @@ type Stats struct {
 	UDDropped       uint64 // UD datagrams dropped (Q_Key mismatch, no receive posted, too long)
 	FencedResponses uint64 // READ responses built but not sent: their region was invalidated or remapped first
 
+	SourcePortFallbacks uint64 // QPs sending from the device's port because their own source port could not be bound
+
 	FaultDrops       uint64 // packets dropped by the fault injector
 	FaultDuplicates  uint64 // packets duplicated by the fault injector
 	FaultReorders    uint64 // packets delayed behind the next one by the fault injector
@@ -44,6 +46,8 @@ type counters struct {
 	seqNAKsSent, seqNAKsReceived, rnrNAKsSent, rnrNAKsReceived       atomic.Uint64
 	errNAKsSent, errNAKsReceived, duplicates, outOfSequence          atomic.Uint64
 	staleResponses, udDropped, fencedResponses                       atomic.Uint64
+	sourcePortFallbacks                                              atomic.Uint64
+	steerMisses                                                      atomic.Uint64 // packets read by another receive queue than their QP's (not in Stats)
 	faultDrops, faultDuplicates, faultReorders, faultCorruptions     atomic.Uint64
 }
 
@@ -63,5 +67,6 @@ func (d *Device) Stats() Stats {
 		StaleResponses: c.staleResponses.Load(), UDDropped: c.udDropped.Load(), FencedResponses: c.fencedResponses.Load(),
 		FaultDrops: c.faultDrops.Load(), FaultDuplicates: c.faultDuplicates.Load(),
 		FaultReorders: c.faultReorders.Load(), FaultCorruptions: c.faultCorruptions.Load(),
+		SourcePortFallbacks: c.sourcePortFallbacks.Load(),
 	}
 }

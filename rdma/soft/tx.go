@@ -41,6 +41,9 @@ type txPkt struct {
 	src  *mr
 	gen  uint64
 	dead bool // fenced off: not sent
+	// from is the source port socket of the QP that built the packet
+	// (nil: the device's socket and port).
+	from *srcSock
 }
 
 // materialize copies an ext payload into buf, making the packet one
@@ -59,9 +62,10 @@ func (p *txPkt) materialize() {
 // txMsg is one message of a sendmmsg: a packet, or a run of packets sent
 // with UDP GSO.
 type txMsg struct {
-	count int // packets
-	bytes int // UDP payload bytes
-	seg   int // GSO segment size (0: one packet)
+	count int      // packets
+	bytes int      // UDP payload bytes
+	seg   int      // GSO segment size (0: one packet)
+	from  *srcSock // the socket it leaves through (nil: the device's)
 }
 
 // txBatch collects packets and sends them with one sendmmsg. The ICRC is
@@ -86,6 +90,10 @@ type txBatch struct {
 	msgs  [txMaxOut]txMsg
 	// held is the packet the fault injector delays behind the next one.
 	held txPkt
+	// src is the source port socket of the QP building packets now
+	// (nil: the device's): whoever hands the batch to a QP sets it,
+	// and commit stamps it on the packet.
+	src *srcSock
 }
 
 func newTxBatch(d *Device) *txBatch {
@@ -110,7 +118,10 @@ func (t *txBatch) next() *txPkt {
 }
 
 // commit adds the packet returned by next to the batch.
-func (t *txBatch) commit() { t.n++ }
+func (t *txBatch) commit() {
+	t.pkts[t.n].from = t.src
+	t.n++
+}
 
 // last returns the most recently committed packet, or nil.
 func (t *txBatch) last() *txPkt {
@@ -166,7 +177,7 @@ func (t *txBatch) send() {
 		return
 	}
 	gso := d.socks.gsoMode && !d.socks.gso.disabled.Load()
-	sport, dport := d.port, uint16(d.peerPort.Load())
+	dport := uint16(d.peerPort.Load())
 	nm, iv := 0, 0
 	for i := 0; i < k; {
 		run := 1
@@ -175,6 +186,7 @@ func (t *txBatch) send() {
 		}
 		bytes := 0
 		first := iv
+		sport := d.sourcePort(t.out[i].from)
 		for j := i; j < i+run; j++ {
 			p := t.out[j]
 			id := uint16(j - i)
@@ -212,7 +224,7 @@ func (t *txBatch) send() {
 			seg = t.out[i].n
 		}
 		t.m.setMsg(nm, first, iv-first, t.out[i].dst, dport, seg)
-		t.msgs[nm] = txMsg{count: run, bytes: bytes, seg: seg}
+		t.msgs[nm] = txMsg{count: run, bytes: bytes, seg: seg, from: t.out[i].from}
 		nm++
 		i += run
 	}
@@ -226,6 +238,7 @@ func (t *txBatch) send() {
 	}
 	if d.pcap != nil {
 		for i, p := range t.out[:k] {
+			sport := d.sourcePort(p.from)
 			if d.v6 {
 				d.pcap.writeSent6(d.addr16, p.dst, sport, dport, p.buf[:p.n])
 			} else {
@@ -234,7 +247,19 @@ func (t *txBatch) send() {
 		}
 	}
 	wireRelease()
-	t.m.sendBatch(d.socks.udpRC, nm)
+	// One sendmmsg per run of messages leaving through one socket.
+	for i := 0; i < nm; {
+		from, j := t.msgs[i].from, i+1
+		for j < nm && t.msgs[j].from == from {
+			j++
+		}
+		rc := d.socks.udpRC
+		if from != nil {
+			rc = from.rc
+		}
+		t.m.sendRange(rc, i, j)
+		i = j
+	}
 	var pkts, bytes, failed uint64
 	for i, msg := range t.msgs[:nm] {
 		if e := t.m.errs[i]; e != 0 {
@@ -259,6 +284,7 @@ func (t *txBatch) send() {
 		d.stats.sendErrors.Add(failed)
 	}
 	clear(t.out[:k])
+	clear(t.msgs[:nm])
 }
 
 // applyFaults fills t.out with the batch's packets as the send-side fault
@@ -292,7 +318,7 @@ func (t *txBatch) applyFaults(f *faults) int {
 			if act&faultReorder != 0 && !reordered && i+1 < t.n {
 				// Deliver it after the next packet of this batch.
 				d.stats.faultReorders.Add(1)
-				t.held.n, t.held.dst, t.held.flip = p.n, p.dst, p.flip
+				t.held.n, t.held.dst, t.held.flip, t.held.from = p.n, p.dst, p.flip, p.from
 				copy(t.held.buf[:p.n], p.buf[:p.n])
 				holding, reordered = true, true
 				continue
@@ -316,11 +342,13 @@ func (t *txBatch) applyFaults(f *faults) int {
 }
 
 // gsoRun returns the length of the GSO run starting at t.out[i] (1: the
-// packet goes alone): the packet and the following ones of its length to
-// the same loopback destination (127.0.0.0/8, or ::1 for an IPv6
-// device), and one shorter one to end the run, within gsoMaxSegments
-// packets and gsoMaxPayload bytes (gso.go). Duplicates made by the fault
-// injector go alone.
+// packet goes alone): the packet and the following ones of its length
+// from the same source port to the same loopback destination
+// (127.0.0.0/8, or ::1 for an IPv6 device) and destination QP, and one
+// shorter one to end the run, within gsoMaxSegments packets and
+// gsoMaxPayload bytes (gso.go). One destination QP, because the receiver
+// picks its receive queue by the first packet's. Duplicates made by the
+// fault injector go alone.
 func (t *txBatch) gsoRun(i, k int) int {
 	p := t.out[i]
 	if t.alone[i] || (p.dst[12] != 127 && !t.dev.v6) || (t.dev.v6 && p.dst != ipv6Loopback) {
@@ -330,7 +358,8 @@ func (t *txBatch) gsoRun(i, k int) int {
 	for i+run < k && run < gsoMaxSegments {
 		j := i + run
 		q := t.out[j]
-		if t.alone[j] || q.dst != p.dst || q.n > s || total+q.n > gsoMaxPayload {
+		if t.alone[j] || q.dst != p.dst || q.from != p.from || [3]byte(q.buf[5:8]) != [3]byte(p.buf[5:8]) ||
+			q.n > s || total+q.n > gsoMaxPayload {
 			break
 		}
 		total += q.n
