@@ -1,0 +1,151 @@
+package interop
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nvmeof/nvmeof/tests/interop/kpeer"
+)
+
+// ublkKernel is the guest kernel with ublk (6.0+; the 6.1 image has no
+// ublk_drv with the ioctl-encoded opcodes checked).
+const ublkKernel = "6.12"
+
+// ublkNvmetdConfig exports namespace 1 (64 MiB, 512-byte blocks) and, with
+// ns2, namespace 2 (32 MiB, 4096-byte blocks) from files in dir.
+func ublkNvmetdConfig(dir string, ns2 bool) string {
+	cfg := fmt.Sprintf(`
+log_level = "info"
+port "kpeer" {
+  transport = "rdma"
+  address   = %q
+  service   = 4420
+}
+subsystem %q {
+  ports          = ["kpeer"]
+  allow_any_host = true
+  serial         = "NVMEOFUBLK01"
+  model          = "nvmeof-ublk"
+  namespace "1" {
+    backend    = "file"
+    path       = %q
+    size       = "64MiB"
+    block_size = 512
+  }
+`, kpeer.HostAddr, kpeerNQN, filepath.Join(dir, "ns1.img"))
+	if ns2 {
+		cfg += fmt.Sprintf(`  namespace "2" {
+    backend    = "file"
+    path       = %q
+    size       = "32MiB"
+    block_size = 4096
+  }
+`, filepath.Join(dir, "ns2.img"))
+	}
+	return cfg + "}\n"
+}
+
+// TestUblkInGuest: a static build of cmd/nvmeof in a 6.12 guest (its own
+// soft RoCEv2, no kernel rxe) connects to nvmetd on the host side of the
+// kernel-peer namespace and maps the namespace through the kernel's ublk
+// driver (guest/ublk-host.sh): ext4 with checksums after a remount, a
+// disconnect refused while mounted, write zeroes, fio verify, a namespace
+// added by nvmetd's reload mapped and unmapped with the controller,
+// disconnect with nothing left, a killed daemon's device cleaned up. Then
+// fio 4k random reads at QD1 and QD32 on the same namespace through ublk
+// and through NBD, logged with their ratio (correctness is asserted, speed
+// is not).
+func TestUblkInGuest(t *testing.T) {
+	dir := kpeer.RequireKernel(t, ublkKernel)
+	s := newGuestShare(t)
+	s.addStaticBinary(t, "./cmd/nvmeof", "nvmeof")
+	work := t.TempDir()
+	nvmetd := filepath.Join(work, "nvmetd")
+	buildTagged(t, "./cmd/nvmetd", nvmetd, false)
+	cfg := filepath.Join(work, "nvmetd.hcl")
+	cfg2 := filepath.Join(work, "nvmetd-ns2.hcl")
+	if err := writeFile(cfg, ublkNvmetdConfig(work, false)); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(cfg2, ublkNvmetdConfig(work, true)); err != nil {
+		t.Fatal(err)
+	}
+	// nvmetd, and on the guest's add-ns signal the second namespace by a
+	// configuration reload (SIGHUP); the guest polls for its disk.
+	host := filepath.Join(work, "nvmetd-host.sh")
+	if err := writeFile(host, fmt.Sprintf(`#!/bin/bash
+%s --config %s &
+p=$!
+trap 'kill -TERM $p; wait $p; exit' TERM INT
+while [ ! -e "$KPEER_SIGNAL/add-ns" ]; do
+  kill -0 $p 2>/dev/null || { echo "nvmetd exited"; exit 1; }
+  sleep 0.2
+done
+cp %s %s && kill -HUP $p && echo "nvmetd: namespace 2 added" && touch "$KPEER_SIGNAL/ns-added"
+wait $p
+`, nvmetd, cfg, cfg2, cfg)); err != nil {
+		t.Fatal(err)
+	}
+	res := kpeer.Do(t, dir, kpeer.Run{
+		Kernel:  ublkKernel,
+		Scripts: []string{s.script("ublk-host.sh")},
+		HostCmd: "exec bash " + host,
+		Env:     []string{"NQN=" + kpeerNQN, "TARGET_ADDR=" + kpeer.HostAddr, "FILE_MB=8", "FIO_VERIFY_MB=16", "PERF_S=8"},
+		Share:   s.Dir,
+		Timeout: 15 * time.Minute,
+	})
+	defer keepOnFailure(t, res, "")
+	script := res.Log("a/script.log")
+	t.Logf("guest checks:\n%s", passLines(script))
+	if res.Err != nil || !strings.Contains(script, "RESULT: PASS") {
+		t.Logf("guest script log:\n%s", tail(script, 120))
+		t.Logf("nvmetd log:\n%s", lastLines(res.Log("host-cmd.log"), 60))
+		t.Errorf("ublk guest failed: %v", res.Err)
+	}
+	for _, want := range []string{
+		"PASS: sha256 after remount matches", "PASS: disconnect refused", "PASS: fio verify",
+		"PASS: write zeroes reads back as zeroes", "PASS: namespace 2 mapped", "PASS: ublkc", "gone with the daemon",
+		"deleted by the stale cleanup",
+	} {
+		if !strings.Contains(script, want) {
+			t.Errorf("guest log lacks %q", want)
+		}
+	}
+
+	// PERF: <map> <job> <iops>
+	perf := map[string]map[string]float64{}
+	for _, l := range strings.Split(script, "\n") {
+		f := strings.Fields(l)
+		if len(f) != 4 || f[0] != "PERF:" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[3], 64)
+		if err != nil {
+			continue
+		}
+		if perf[f[2]] == nil {
+			perf[f[2]] = map[string]float64{}
+		}
+		perf[f[2]][f[1]] = v
+	}
+	for _, job := range []string{"randread-4k-qd1", "randread-4k-qd32"} {
+		u, n := perf[job]["ublk"], perf[job]["nbd"]
+		if u == 0 || n == 0 {
+			t.Errorf("fio %s: ublk %v IOPS, nbd %v IOPS: a run is missing", job, u, n)
+			continue
+		}
+		t.Logf("fio %s (TCG guest, 1 vCPU): ublk %.0f IOPS, nbd %.0f IOPS, ublk/nbd %.2f", job, u, n, u/n)
+	}
+	if b, err := os.ReadFile(filepath.Join(res.Share, "out", "a", "dmesg.txt")); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "ublk") || strings.Contains(l, "WARNING") || strings.Contains(l, "BUG") {
+				t.Logf("dmesg: %s", l)
+			}
+		}
+	}
+}
