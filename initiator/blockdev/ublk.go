@@ -73,7 +73,9 @@ func openUblkCtrl() (*ublkCtrl, error) {
 }
 
 func (c *ublkCtrl) close() {
-	c.mu.Lock()
+	if !c.mu.TryLock() {
+		return // a command that timed out still holds it: leave it be
+	}
 	defer c.mu.Unlock()
 	if c.ring != nil {
 		c.ring.Close()
@@ -119,7 +121,7 @@ func (c *ublkCtrl) cmd(op, devID uint32, buf []byte, data uint64) error {
 	e.PrepURingCmd(c.fd, op, uint64(op))
 	ublkCtrlCmd(e.Cmd()).set(devID, 0xffff, addr, uint16(len(buf)), data)
 	var res int32
-	for i := 0; ; i++ {
+	for {
 		if err := c.ring.Submit(1); err != nil {
 			return fmt.Errorf("blockdev: ublk %s: %w", ublkCmdName(op), err)
 		}

@@ -229,15 +229,17 @@ func (r *Ring) SQE() SQE {
 // and call again.
 func (r *Ring) Submit(wait uint32) error {
 	atomic.StoreUint32(r.sqTail, r.tail)
-	for tries := 0; ; tries++ {
+	for short := 0; ; {
 		var flags uintptr
 		if wait > 0 {
 			flags = enterGetEvents
 		}
 		n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), uintptr(r.unsubmit), uintptr(wait), flags, 0, 0)
 		switch {
-		case errno == syscall.EINTR && tries < 100:
-			continue // nothing was taken (the kernel returns the count otherwise)
+		case errno == syscall.EINTR:
+			// A signal before anything was taken (the kernel returns the
+			// count otherwise): a long wait may see any number of these.
+			continue
 		case errno != 0:
 			return fmt.Errorf("uring: io_uring_enter: %w", errno)
 		}
@@ -245,7 +247,7 @@ func (r *Ring) Submit(wait uint32) error {
 		if r.unsubmit == 0 {
 			return nil
 		}
-		if tries >= 8 {
+		if short++; short > 8 {
 			return fmt.Errorf("uring: io_uring_enter left %d SQEs untaken", r.unsubmit)
 		}
 		wait = 0 // the wait, if any, is over; submit the rest
