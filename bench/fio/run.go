@@ -100,6 +100,10 @@ type Result struct {
 	// Under Wrap, the wrappers' own time counts too (wait4 of the
 	// outermost one); perf stat and nsenter spend little.
 	CPU time.Duration
+	// CtxSwitches is the fio process's voluntary and involuntary context
+	// switches over the run, from the same resource usage (all threads
+	// and waited-for children); -1 when not known.
+	CtxSwitches int64
 	// Wall is the run's elapsed time.
 	Wall time.Duration
 }
@@ -119,9 +123,12 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	cmd.WaitDelay = 5 * time.Second
 	t0 := time.Now()
 	runErr := cmd.Run()
-	res := Result{Raw: stdout.Bytes(), Wall: time.Since(t0)}
+	res := Result{Raw: stdout.Bytes(), Wall: time.Since(t0), CtxSwitches: -1}
 	if ps := cmd.ProcessState; ps != nil {
 		res.CPU = ps.UserTime() + ps.SystemTime()
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			res.CtxSwitches = ru.Nvcsw + ru.Nivcsw
+		}
 	}
 	out, parseErr := Parse(res.Raw)
 	res.Output = out

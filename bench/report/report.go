@@ -86,6 +86,9 @@ type Metrics struct {
 	FioSyscallsPerIO    float64 `json:"fio_syscalls_per_io"`
 	ServerSyscallsPerIO float64 `json:"server_syscalls_per_io"`
 	DatagramsPerIO      float64 `json:"datagrams_per_io"`
+	// Context switches per I/O, fio and server.
+	FioCtxSwitchesPerIO    float64 `json:"fio_ctx_switches_per_io"`
+	ServerCtxSwitchesPerIO float64 `json:"server_ctx_switches_per_io"`
 	// Rounds is how many rounds these figures are the median of (0 or 1:
 	// a single run).
 	Rounds int `json:"rounds,omitempty"`
@@ -109,10 +112,17 @@ type Counts struct {
 	DatagramsOut   float64 `json:"udp_datagrams_out"`
 	DatagramsIn    float64 `json:"udp_datagrams_in"`
 	DatagramSource string  `json:"datagram_source,omitempty"`
+	// FioCtxSwitches and ServerCtxSwitches are the context switches
+	// (voluntary and involuntary) of the fio process (all threads, from
+	// wait4) and of the server (its threads' /proc/PID/task/TID/status)
+	// during the run: counted without perf, and shown instead of the
+	// system calls when those were not counted.
+	FioCtxSwitches    float64 `json:"fio_ctx_switches"`
+	ServerCtxSwitches float64 `json:"server_ctx_switches"`
 }
 
 // NoCounts is Counts with nothing counted.
-var NoCounts = Counts{FioSyscalls: -1, ServerSyscalls: -1, DatagramsOut: -1, DatagramsIn: -1}
+var NoCounts = Counts{FioSyscalls: -1, ServerSyscalls: -1, DatagramsOut: -1, DatagramsIn: -1, FioCtxSwitches: -1, ServerCtxSwitches: -1}
 
 // SetCounts stores c and computes the per-I/O figures from it.
 func (m *Metrics) SetCounts(c Counts) {
@@ -126,6 +136,8 @@ func (m *Metrics) SetCounts(c Counts) {
 	m.FioSyscallsPerIO = per(c.FioSyscalls)
 	m.ServerSyscallsPerIO = per(c.ServerSyscalls)
 	m.DatagramsPerIO = per(c.DatagramsOut)
+	m.FioCtxSwitchesPerIO = per(c.FioCtxSwitches)
+	m.ServerCtxSwitchesPerIO = per(c.ServerCtxSwitches)
 }
 
 // FromFio computes a side's metrics from fio's report of one job file.
@@ -261,6 +273,10 @@ func Median(rounds []*Metrics) *Metrics {
 		func(m *Metrics) *float64 { return &m.FioSyscallsPerIO },
 		func(m *Metrics) *float64 { return &m.ServerSyscallsPerIO },
 		func(m *Metrics) *float64 { return &m.DatagramsPerIO },
+		func(m *Metrics) *float64 { return &m.FioCtxSwitches },
+		func(m *Metrics) *float64 { return &m.ServerCtxSwitches },
+		func(m *Metrics) *float64 { return &m.FioCtxSwitchesPerIO },
+		func(m *Metrics) *float64 { return &m.ServerCtxSwitchesPerIO },
 	}
 	vals := make([]float64, len(rounds))
 	for _, f := range floats {

@@ -288,6 +288,27 @@ func TestGoalsNotMeasured(t *testing.T) {
 	}
 }
 
+// TestTableCtxSwitches: without system call counts, the column shows
+// context switches and says so.
+func TestTableCtxSwitches(t *testing.T) {
+	r := sample()
+	for _, j := range r.Jobs {
+		for _, m := range []*Metrics{j.Nbdkit, j.Nvmeof} {
+			m.FioSyscallsPerIO, m.ServerSyscallsPerIO = -1, -1
+			m.FioCtxSwitchesPerIO, m.ServerCtxSwitchesPerIO = 1.5, -1
+		}
+	}
+	r.Compute()
+	rows := r.Table()
+	if rows[0][colSyscalls] != "ctxsw/IO" || rows[4][colSyscalls] != "1.50+?" {
+		t.Errorf("header %q, first job %q", rows[0][colSyscalls], rows[4])
+	}
+	var b bytes.Buffer
+	if err := r.WriteTable(&b); err != nil || !strings.Contains(b.String(), "ctxsw/IO, shown instead") {
+		t.Errorf("%v\n%s", err, b.String())
+	}
+}
+
 func TestAllocsGoal(t *testing.T) {
 	r := sample()
 	r.Allocs = []AllocBench{{Package: "p", Name: "BenchmarkA-2", AllocsPerOp: 0}, {Package: "q", Name: "BenchmarkB-2", AllocsPerOp: 2}}

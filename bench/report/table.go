@@ -31,7 +31,12 @@ const (
 // Table returns the report's rows: a header, the three ceilings, then each
 // job's nbdkit and nvmeof rows. Every row has numCols cells.
 func (r *Report) Table() [][]string {
-	rows := [][]string{{"job", "side", "IOPS", "MB/s", "p50 µs", "p99 µs", "CPU µs/IO", "fio+server", "syscalls/IO", "dgrams/IO", "nvmeof/nbdkit"}}
+	ctxsw := !r.syscallsCounted()
+	calls := "syscalls/IO"
+	if ctxsw {
+		calls = "ctxsw/IO"
+	}
+	rows := [][]string{{"job", "side", "IOPS", "MB/s", "p50 µs", "p99 µs", "CPU µs/IO", "fio+server", calls, "dgrams/IO", "nvmeof/nbdkit"}}
 	c := r.Ceilings
 	ceilRow := func(name string) []string {
 		return []string{name, "udp", dash, dash, dash, dash, dash, "", "", "", ""}
@@ -69,7 +74,7 @@ func (r *Report) Table() [][]string {
 	rows = append(rows, pp, dg, gso)
 
 	for _, j := range r.Jobs {
-		rows = append(rows, sideRow(j.Name, SideNbdkit, j.Nbdkit, ""))
+		rows = append(rows, sideRow(j.Name, SideNbdkit, j.Nbdkit, "", ctxsw))
 		var vs []string
 		if v := j.Ratios.IOPS; v != nil {
 			vs = append(vs, fmt.Sprintf("IOPS %.2f×", *v))
@@ -80,7 +85,7 @@ func (r *Report) Table() [][]string {
 		if v := j.Ratios.CPUPerIO; v != nil {
 			vs = append(vs, fmt.Sprintf("CPU/IO %.2f×", *v))
 		}
-		rows = append(rows, sideRow("", SideNvmeof, j.Nvmeof, strings.Join(vs, ", ")))
+		rows = append(rows, sideRow("", SideNvmeof, j.Nvmeof, strings.Join(vs, ", "), ctxsw))
 	}
 	return rows
 }
@@ -91,7 +96,21 @@ type ceilingRate struct {
 	size     int
 }
 
-func sideRow(name, side string, m *Metrics, vs string) []string {
+// syscallsCounted reports whether any job has a system call count.
+func (r *Report) syscallsCounted() bool {
+	for _, j := range r.Jobs {
+		for _, m := range []*Metrics{j.Nbdkit, j.Nvmeof} {
+			if ok(m) && (m.FioSyscallsPerIO >= 0 || m.ServerSyscallsPerIO >= 0) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sideRow is one side's row of a job; with ctxsw, the calls column holds
+// context switches instead of system calls.
+func sideRow(name, side string, m *Metrics, vs string, ctxsw bool) []string {
 	row := []string{name, side, dash, dash, dash, dash, dash, "", "", "", vs}
 	switch {
 	case m == nil:
@@ -114,8 +133,12 @@ func sideRow(name, side string, m *Metrics, vs string) []string {
 			}
 			row[colCPUSplit] = us(m.FioCPUusPerIO) + "+" + srv
 		}
-		if m.FioSyscallsPerIO >= 0 || m.ServerSyscallsPerIO >= 0 {
-			row[colSyscalls] = count(m.FioSyscallsPerIO) + "+" + count(m.ServerSyscallsPerIO)
+		fio, srv := m.FioSyscallsPerIO, m.ServerSyscallsPerIO
+		if ctxsw {
+			fio, srv = m.FioCtxSwitchesPerIO, m.ServerCtxSwitchesPerIO
+		}
+		if fio >= 0 || srv >= 0 {
+			row[colSyscalls] = count(fio) + "+" + count(srv)
 		}
 		if m.DatagramsPerIO >= 0 {
 			row[colDgrams] = count(m.DatagramsPerIO)
@@ -180,6 +203,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	b.WriteString("(all threads, the engine's included; from wait4) + the server (nbdkit, nvmetd; all threads, from /proc/PID/stat).\n")
 	b.WriteString("Ceilings: CPU µs per datagram (GSO: per 4 KiB segment), sender + receiver.\n")
 	fmt.Fprintf(&b, "syscalls/IO: fio + server, %s.\n", orUnknown(r.SyscallSource))
+	if !r.syscallsCounted() {
+		b.WriteString("ctxsw/IO, shown instead: context switches per I/O, fio (all threads, from wait4) + server (its threads' /proc/PID/task/TID/status).\n")
+	}
 	fmt.Fprintf(&b, "dgrams/IO (nvmeof): UDP datagrams sent per I/O, both ends, %s.\n", orUnknown(r.DatagramSource))
 	if l := max(r.Ceilings.Datagram.Loss(), r.Ceilings.GSO.Loss()); l > 0.2 {
 		fmt.Fprintf(&b, "WARNING: the receiver lost up to %.0f %% of the ceilings' datagrams (other work on the machine?): ratios to them are unreliable.\n", l*100)
@@ -200,7 +226,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		rows := [][]string{{"package", "benchmark", "ns/op", "B/op", "allocs/op"}}
 		for _, a := range r.Allocs {
-			rows = append(rows, []string{a.Package, a.Name, fmt.Sprintf("%.0f", a.NsPerOp), fmt.Sprintf("%.0f", a.BytesPerOp), fmt.Sprintf("%g", a.AllocsPerOp)})
+			rows = append(rows, []string{strings.TrimPrefix(a.Package, modulePrefix), a.Name, fmt.Sprintf("%.0f", a.NsPerOp), fmt.Sprintf("%.0f", a.BytesPerOp), fmt.Sprintf("%g", a.AllocsPerOp)})
 		}
 		if len(r.Allocs) > 0 {
 			var t strings.Builder
@@ -244,6 +270,9 @@ func (r *Report) GoalsLine(strict bool) string {
 	}
 	return fmt.Sprintf("goals missed: %d (not enforced without -strict)", r.GoalsMissed)
 }
+
+// modulePrefix is left out of package names in the allocations table.
+const modulePrefix = "github.com/nvmeof/nvmeof/"
 
 // ExitGoalsMissed is nvmeof-bench's exit status under -strict when a goal
 // was missed.

@@ -263,6 +263,41 @@ func (s *Server) CPUSeconds() (float64, error) {
 	return parseStatCPU(string(b))
 }
 
+// CtxSwitches returns the voluntary and involuntary context switches of the
+// server's threads now (/proc/PID/task/TID/status); a thread that ended
+// takes its count with it.
+func (s *Server) CtxSwitches() (float64, error) {
+	tasks, err := filepath.Glob(filepath.Join("/proc", strconv.Itoa(s.PID), "task", "*", "status"))
+	if err != nil || len(tasks) == 0 {
+		return 0, fmt.Errorf("%s: no threads in /proc/%d/task", s.Name, s.PID)
+	}
+	var n float64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread ended
+		}
+		n += parseCtxSwitches(string(b))
+	}
+	return n, nil
+}
+
+// parseCtxSwitches sums voluntary_ctxt_switches and
+// nonvoluntary_ctxt_switches in the text of /proc/PID/status.
+func parseCtxSwitches(status string) float64 {
+	var n float64
+	for _, l := range strings.Split(status, "\n") {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok || (k != "voluntary_ctxt_switches" && k != "nonvoluntary_ctxt_switches") {
+			continue
+		}
+		if x, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			n += x
+		}
+	}
+	return n
+}
+
 // parseStatCPU reads utime and stime (fields 14 and 15) from the text of
 // /proc/PID/stat. The command name, field 2, is in parentheses and may hold
 // spaces and parentheses itself, so fields are counted after the last ')'.

@@ -251,10 +251,13 @@ func (c Config) runJob(ctx context.Context, s *side, j JobFile, round int) *repo
 		// fio gets SIGKILL when perf, its parent, dies (a timeout).
 		cmd.Wrap = append(cmd.Wrap, "setpriv", "--pdeathsig", "KILL", "--")
 	}
-	cpu0 := -1.0
+	cpu0, csw0 := -1.0, -1.0
 	if s.server != nil {
 		if v, err := s.server.CPUSeconds(); err == nil {
 			cpu0 = v
+		}
+		if v, err := s.server.CtxSwitches(); err == nil {
+			csw0 = v
 		}
 	}
 	in0, out0, snmpErr := -1.0, -1.0, error(nil)
@@ -275,6 +278,14 @@ func (c Config) runJob(ctx context.Context, s *side, j JobFile, round int) *repo
 		}
 	}
 	counts := report.NoCounts
+	if res.CtxSwitches >= 0 {
+		counts.FioCtxSwitches = float64(res.CtxSwitches)
+	}
+	if s.server != nil && csw0 >= 0 {
+		if v, err := s.server.CtxSwitches(); err == nil {
+			counts.ServerCtxSwitches = v - csw0
+		}
+	}
 	if s.datagrams && snmpErr == nil {
 		if in1, out1, err := snmpUDP(s.netnsPID); err == nil {
 			counts.DatagramsIn, counts.DatagramsOut = in1-in0, out1-out0
@@ -326,6 +337,7 @@ func (c Config) runJob(ctx context.Context, s *side, j JobFile, round int) *repo
 	if m.DatagramsPerIO >= 0 {
 		extra += "  dgrams/IO " + perIO(m.DatagramsPerIO)
 	}
+	extra += "  ctxsw/IO " + perIO(m.FioCtxSwitchesPerIO) + "+" + perIO(m.ServerCtxSwitchesPerIO)
 	c.logf("   %-29s %s: %8.0f IOPS %8.1f MB/s  p50 %7.1f µs  p99 %8.1f µs  CPU %.1f µs/IO (fio %.1f + server %.1f)%s",
 		name, s.name, m.IOPS, m.MBps, m.P50us, m.P99us, m.CPUusPerIO, m.FioCPUusPerIO, m.ServerCPUusPerIO, extra)
 	return m

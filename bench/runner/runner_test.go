@@ -49,6 +49,13 @@ func TestServerCPUOfSelf(t *testing.T) {
 	if v, err := s.CPUSeconds(); err != nil || v < 0 {
 		t.Errorf("CPUSeconds of this process = %v, %v", v, err)
 	}
+	if v, err := s.CtxSwitches(); err != nil || v <= 0 {
+		t.Errorf("CtxSwitches of this process = %v, %v", v, err)
+	}
+	st := "Name:\tx\nvoluntary_ctxt_switches:\t12\nnonvoluntary_ctxt_switches:\t3\n"
+	if n := parseCtxSwitches(st); n != 15 {
+		t.Errorf("parseCtxSwitches = %v, want 15", n)
+	}
 }
 
 func TestListJobs(t *testing.T) {
