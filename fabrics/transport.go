@@ -144,11 +144,23 @@ type Dialer interface {
 }
 
 // HostQueue is one NVMe queue seen from the host.
+//
+// Commands are named by tags: the caller (the host's command engine, see
+// docs/host-engine.md) gives each outstanding command a tag of its own in
+// [0, Depth()), and the transport keeps its per-command state (capsule,
+// response handling, memory registrations, the CID generation) in a slot
+// indexed by the tag: it keeps no free list of its own. The CID the
+// command carries is the tag in its low CIDTagBits bits with a generation
+// above them that the transport bumps each time the tag is reused
+// (NextCID), so that a late or stray CQE naming an earlier command of the
+// tag is told apart and dropped.
 type HostQueue interface {
-	// Submit sends cmd; the transport sets the SQE's CID and data pointer
-	// (SGL) from cmd.Data, and calls cmd.Done when the CQE arrives (or the
-	// queue fails). It returns an error at once when the queue is full or
-	// closed.
+	// Submit sends cmd under tag cmd.Tag; the transport sets the SQE's
+	// CID (NextCID) and data pointer (SGL) from cmd.Data, and calls
+	// cmd.Done exactly once when the CQE arrives (or the queue fails).
+	// It returns an error at once, and then never calls cmd.Done, when
+	// the tag is out of range or still in use, the transfer is too large
+	// or the queue is closed. Done may be called before Submit returns.
 	Submit(cmd *HostCommand) error
 	// Depth returns how many commands may be outstanding.
 	Depth() int
@@ -185,19 +197,38 @@ const (
 	DirBidirectional DataDirection = 3
 )
 
+// CIDTagBits is the number of low CID bits that carry the command's tag;
+// the bits above carry its generation (as Linux's nvme_cid).
+const CIDTagBits = 12
+
+// MaxTags bounds the depth of a host queue: the tags a CID can carry.
+const MaxTags = 1 << CIDTagBits
+
+// CIDTag returns the tag part of a CID.
+func CIDTag(cid uint16) uint16 { return cid & (MaxTags - 1) }
+
+// NextCID returns the CID of the next command of tag after one whose CID
+// was prev: the tag, with the generation of prev plus one (modulo 16).
+func NextCID(tag, prev uint16) uint16 {
+	return CIDTag(tag) | (prev>>CIDTagBits+1)<<CIDTagBits
+}
+
 // HostCommand is one command submitted by the host. Callers reuse them.
 type HostCommand struct {
 	SQE [64]byte
 	// Data is the buffer to send (DirHostToCtrl) or to fill (DirCtrlToHost).
 	Data      []byte
 	Direction DataDirection
+	// Tag names the command among the queue's outstanding ones: the
+	// caller sets it, in [0, Depth()), unique among its outstanding
+	// commands; the transport indexes its per-command state by it.
+	Tag uint16
 	// CQE is the completion as received.
 	CQE [16]byte
 	// Err is set when the command failed in the transport (no CQE).
 	Err error
-	// Done is called once, on a transport goroutine, when the command has
-	// completed; it must not block.
+	// Done is called once, on a transport goroutine (or on the caller's,
+	// before Submit returns), when the command has completed; it must not
+	// block. The transport no longer touches Data once Done is called.
 	Done func(*HostCommand)
-	// Transport-private state.
-	Slot int
 }

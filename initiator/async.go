@@ -2,7 +2,6 @@ package initiator
 
 import (
 	"fmt"
-	"runtime"
 
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
@@ -66,9 +65,9 @@ type IO struct {
 
 // Start starts io and returns without waiting for it; io.Done is called
 // exactly once with the result, which is what ReadAt, WriteAt,
-// WriteZeroes, Trim or Flush would have returned for the same request
-// (except that a command timeout sends no Abort: its queue is reset at
-// once, as the Linux fabrics hosts do).
+// WriteZeroes, Trim or Flush would have returned for the same request.
+// Start and the synchronous methods run on the same engine, with the same
+// timeout policy (docs/host-engine.md).
 //
 // A Read, Write, Write Zeroes or Flush that is one command (at most the
 // controller's transfer limit and 65536 blocks), on a live controller
@@ -176,7 +175,7 @@ func (ns *Namespace) startFast(io *IO) bool {
 // startAsync submits io's command on the next I/O queue if the controller
 // is live and the queue has a free slot; it never blocks. It reports false
 // when io must take the slow path (nothing submitted, or the submission
-// failed before anything else took io).
+// failed: io is the caller's again).
 func (c *Controller) startAsync(io *IO) bool {
 	if State(c.state.Load()) != StateLive {
 		return false
@@ -200,48 +199,10 @@ func (c *Controller) startAsync(io *IO) bool {
 	s.cmd.SQE = io.sqe
 	s.cmd.Data = data
 	s.cmd.Direction = dir
-	s.cmd.Err = nil
-	s.cmd.CQE = [16]byte{}
 	s.aio = io
-	// Three references: the transport's completion, the timer's run (or
-	// the Stop that prevents it) and this submission, which keeps the
-	// slot from being reused by an I/O that follows an inline completion
-	// until Submit has returned.
-	s.arefs.Store(3)
-	s.submitted.Store(false)
-	s.state.Store(slotBusy)
-	s.atimer.Reset(c.opts.CommandTimeout)
-	err := q.hq.Submit(&s.cmd)
-	s.submitted.Store(true) // the transport has written the CID
-	if err == nil {
-		s.unref()
-		return true // io may be done already: touch nothing
-	}
-	// The submission failed: whoever moves the slot out of busy has io.
-	// The transport may have completed it as it failed it, or (with a
-	// tiny timeout) it may have timed out.
-	won := s.state.CompareAndSwap(slotBusy, slotAbandoned)
-	if won && s.atimer.Stop() {
-		s.unref() // the timer's reference: it will not run
-	}
-	s.unref()
-	if !won {
-		return true
-	}
-	// io is the caller's again; the slot stays abandoned until a late
-	// completion, if any, frees it.
-	q.transportFailed(err)
-	return false
-}
-
-// unref drops one reference to an asynchronous slot; the last one frees
-// the slot. The timer's reference guarantees that a timer run for one
-// command never sees the slot reused by the next.
-func (s *cmdSlot) unref() {
-	if s.arefs.Add(-1) == 0 {
-		s.aio = nil
-		s.q.put(s)
-	}
+	s.setTimeout(c.cmdWait())
+	// On success io may be done already: touch nothing.
+	return s.submit() == nil
 }
 
 // asyncRetry kinds: how a completed command must go on.
@@ -251,30 +212,25 @@ const (
 	retryStatus // a status without DNR: retry it
 )
 
-// completeAsync is the transport's completion of an asynchronous slot
-// (from complete, on a transport goroutine).
+// completeAsync finishes an asynchronous slot (from finish: on a
+// transport goroutine, the submitting one, or the timeout handler's): the
+// slot goes back to the free list, then io completes, or a retry starts.
 func (s *cmdSlot) completeAsync() {
-	if !s.state.CompareAndSwap(slotBusy, slotDone) {
-		if s.state.Load() == slotAbandoned {
-			s.unref() // the I/O timed out or its Submit failed: free the slot
-		}
-		return // else a duplicate completion: ignore it
-	}
-	if s.atimer.Stop() {
-		s.unref() // the timer's reference: it will not run
-	}
 	io, q := s.aio, s.q
 	var err error
 	retry := retryNone
-	if s.cmd.Err != nil {
+	switch {
+	case s.terr != nil:
+		err = s.terr
+	case s.cmd.Err != nil:
 		retry = retryReset
-	} else if !nvme.CQE(s.cmd.CQE[:]).Status().Success() {
+	case !nvme.CQE(s.cmd.CQE[:]).Status().Success():
 		err = s.result(io.Op.String())
 		if retryable(err) {
 			retry = retryStatus
 		}
 	}
-	s.unref()
+	q.put(s)
 	switch retry {
 	case retryNone:
 		io.finish(err)
@@ -296,28 +252,4 @@ func (c *Controller) asyncRetry(io *IO, q *queue, reset bool) {
 		err = c.ioSyncN(&io.sqe, data, dir, name, 1)
 	}
 	io.finish(err)
-}
-
-// asyncTimeout runs when an asynchronous command's timer expires. If the
-// command is still outstanding, its I/O completes with a *TimeoutError and
-// its queue is reset (closed, so that the transport no longer touches the
-// I/O's buffer, and reconnected): no Abort, as the Linux fabrics hosts.
-func (s *cmdSlot) asyncTimeout() {
-	if !s.state.CompareAndSwap(slotBusy, slotAbandoned) {
-		s.unref() // the command completed (or its Submit failed) meanwhile
-		return
-	}
-	q, c, io := s.q, s.q.c, s.aio
-	for !s.submitted.Load() {
-		runtime.Gosched() // Submit is still writing the SQE (it does not block)
-	}
-	d := c.opts.CommandTimeout
-	terr := &TimeoutError{Op: io.Op.String(), QID: q.qid, CID: s.cid(), After: d}
-	s.unref() // the queue reset's completion frees the slot
-	c.log.Warn("command timeout", "op", terr.Op, "qid", q.qid, "cid", terr.CID, "timeout", d)
-	c.resetIOQueue(q, terr)
-	// Whoever resets or tears down the queue closes it: wait for that, so
-	// that the transport is done with the buffer before Done.
-	q.close()
-	io.finish(terr)
 }

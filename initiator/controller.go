@@ -602,23 +602,18 @@ func (c *Controller) keepAlive(a *assoc) {
 // and handles the events it reports.
 func (c *Controller) asyncEvents(a *assoc, s *cmdSlot) {
 	defer a.wg.Done()
+	var sqe [64]byte
+	sq := nvme.SQE(sqe[:])
+	sq.SetOpcode(uint8(nvme.AdminAsyncEventRequest))
+	sq.SetFlags(byte(nvme.PSDTSGLMPTRAddress) << 6)
 	for {
-		s.cmd.SQE = [64]byte{}
-		sq := nvme.SQE(s.cmd.SQE[:])
-		sq.SetOpcode(uint8(nvme.AdminAsyncEventRequest))
-		sq.SetFlags(byte(nvme.PSDTSGLMPTRAddress) << 6)
-		s.cmd.Data = nil
-		s.cmd.Direction = fabrics.DirNone
-		if err := s.start(); err != nil {
+		// No timeout: the controller answers when it has an event.
+		s.prep(&sqe, nil, fabrics.DirNone, "Asynchronous Event Request", waitOpts{})
+		if err := s.submit(); err != nil {
 			return
 		}
-		select {
-		case <-s.done:
-		case <-a.ctx.Done():
-			if !s.abandon() {
-				a.admin.put(s)
-			}
-			return
+		if err := s.wait(a.ctx.Done(), a.ctx.Err); err != nil {
+			return // abandoned: the queue's teardown frees the slot
 		}
 		if s.cmd.Err != nil {
 			a.admin.put(s)
@@ -632,7 +627,7 @@ func (c *Controller) asyncEvents(a *assoc, s *cmdSlot) {
 			a.admin.put(s)
 			return
 		}
-		c.handleEvent(a, nvme.AsyncEvent(cqe.DW0()))
+		c.handleEvent(a, nvme.AsyncEvent(cqe.DW0())) // the slot stays ours for the next request
 	}
 }
 

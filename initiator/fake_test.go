@@ -47,6 +47,10 @@ type fakeTarget struct {
 	stallRead atomic.Bool           // Reads are never completed
 	stallKA   atomic.Bool           // Keep Alives are never completed
 	abortOK   atomic.Bool           // Abort completes the stalled command
+	abortDone atomic.Bool           // Abort lets the stalled Reads complete with their data (not aborting them)
+	stallAbrt atomic.Bool           // Aborts are never completed
+	inflight  atomic.Int32          // delayed Reads (readDelay) in flight
+	maxFlight atomic.Int32          // the most delayed Reads in flight at once
 	retryIO   atomic.Int32          // that many Reads and Writes fail with a status without DNR
 	readDelay atomic.Int64          // Reads complete after that many nanoseconds
 	holdLogs  chan *fabrics.Request // under mu: Get Log Page requests, filled, go here uncompleted
@@ -222,7 +226,24 @@ func (fq *fakeQueue) HandleCommand(r *fabrics.Request) {
 			ft.mu.Unlock()
 			return
 		case nvme.AdminAbort:
-			if ft.abortOK.Load() {
+			if ft.stallAbrt.Load() {
+				return
+			}
+			if ft.abortDone.Load() {
+				ft.mu.Lock()
+				held := ft.held
+				ft.held = nil
+				for _, h := range held {
+					rw := nvme.RWCommand{SQE: nvme.SQE(h.SQE[:])}
+					start := int(rw.SLBA()) * ft.bs
+					copy(h.Data, ft.ns[1][start:])
+				}
+				ft.mu.Unlock()
+				for _, h := range held {
+					h.Complete()
+				}
+				cqe.SetDW0(1) // not aborted: it completed first
+			} else if ft.abortOK.Load() {
 				ft.mu.Lock()
 				held := ft.held
 				ft.held = nil
@@ -475,7 +496,13 @@ func (fq *fakeQueue) io(r *fabrics.Request) {
 		copy(r.Data, b[start:start+n])
 		ft.mu.Unlock()
 		if d := ft.readDelay.Load(); d > 0 {
-			time.AfterFunc(time.Duration(d), r.Complete)
+			n := ft.inflight.Add(1)
+			for m := ft.maxFlight.Load(); n > m && !ft.maxFlight.CompareAndSwap(m, n); m = ft.maxFlight.Load() {
+			}
+			time.AfterFunc(time.Duration(d), func() {
+				ft.inflight.Add(-1)
+				r.Complete()
+			})
 			return
 		}
 	case nvme.IOWrite:

@@ -438,7 +438,7 @@ func (ns *Namespace) transfer(info *nsInfo, op nvme.IOOpcode, name string, dir f
 			ch.data = data[done*bs : (done+cnt)*bs]
 		}
 		for {
-			if c.tryStart(ch, dir) {
+			if c.tryStart(ch, dir, name) {
 				n++
 				break
 			}
@@ -504,7 +504,7 @@ func (c *Controller) waitGone(q *queue) {
 
 // tryStart submits ch on the next I/O queue if the controller is live and
 // the queue has a free slot; it never blocks.
-func (c *Controller) tryStart(ch *chunk, dir fabrics.DataDirection) bool {
+func (c *Controller) tryStart(ch *chunk, dir fabrics.DataDirection, name string) bool {
 	if State(c.state.Load()) != StateLive {
 		return false
 	}
@@ -520,10 +520,8 @@ func (c *Controller) tryStart(ch *chunk, dir fabrics.DataDirection) bool {
 	if s == nil {
 		return false
 	}
-	s.cmd.SQE = ch.sqe
-	s.cmd.Data = ch.data
-	s.cmd.Direction = dir
-	if s.start() != nil {
+	s.prep(&ch.sqe, ch.data, dir, name, c.cmdWait())
+	if s.submit() != nil {
 		return false
 	}
 	ch.q, ch.s = q, s
@@ -535,7 +533,7 @@ func (c *Controller) tryStart(ch *chunk, dir fabrics.DataDirection) bool {
 // ioSync.
 func (c *Controller) ioCollect(ch *chunk, dir fabrics.DataDirection, name string) error {
 	s, q := ch.s, ch.q
-	if err := s.wait(nil, nil, name, c.cmdWait()); err != nil {
+	if err := s.wait(nil, nil); err != nil {
 		return err
 	}
 	err := s.result(name)
@@ -579,18 +577,13 @@ func (c *Controller) ioSyncN(sqe *[64]byte, data []byte, dir fabrics.DataDirecti
 			c.waitGone(q)
 			continue
 		}
-		s.cmd.SQE = *sqe
-		s.cmd.Data = data
-		s.cmd.Direction = dir
-		if err := s.start(); err != nil {
+		s.prep(sqe, data, dir, name, c.cmdWait())
+		if err := s.run(); err != nil {
 			if !isReset(err) {
 				return err
 			}
 			c.waitGone(q)
 			continue
-		}
-		if err := s.wait(nil, nil, name, c.cmdWait()); err != nil {
-			return err
 		}
 		err = s.result(name)
 		q.put(s)

@@ -80,6 +80,7 @@ func BenchmarkReadQD32(b *testing.B) {
 		cmds[i].SQE = rwSQE(nvme.IORead, 1, uint64(i*8), 8)
 		cmds[i].Data = make([]byte, 4096)
 		cmds[i].Direction = fabrics.DirCtrlToHost
+		cmds[i].Tag = uint16(i)
 		cmds[i].Done = func(c *fabrics.HostCommand) { done <- c }
 	}
 	b.SetBytes(4096)

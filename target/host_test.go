@@ -123,6 +123,33 @@ type hq struct {
 	q      fabrics.HostQueue
 	cntlid uint16
 	qid    uint16
+	// The tags of the commands outstanding (fabrics.HostCommand.Tag):
+	// each takes the lowest free one.
+	tagMu sync.Mutex
+	busy  []bool
+}
+
+// takeTag returns the lowest free tag, false when every tag is taken.
+func (h *hq) takeTag() (uint16, bool) {
+	h.tagMu.Lock()
+	defer h.tagMu.Unlock()
+	if h.busy == nil {
+		h.busy = make([]bool, h.q.Depth())
+	}
+	for i, b := range h.busy {
+		if !b {
+			h.busy[i] = true
+			return uint16(i), true
+		}
+	}
+	return 0, false
+}
+
+// freeTag frees tag.
+func (h *hq) freeTag(tag uint16) {
+	h.tagMu.Lock()
+	h.busy[tag] = false
+	h.tagMu.Unlock()
 }
 
 // result is a completed command.
@@ -146,11 +173,18 @@ func (f *fixture) dial(qid uint16, depth int) *hq {
 // submit sends a command and returns a channel its completion arrives on.
 func (h *hq) submit(sqe [64]byte, data []byte, dir fabrics.DataDirection) <-chan result {
 	ch := make(chan result, 1)
-	cmd := &fabrics.HostCommand{SQE: sqe, Data: data, Direction: dir}
+	tag, ok := h.takeTag()
+	if !ok {
+		ch <- result{err: fmt.Errorf("all %d tags outstanding", len(h.busy))}
+		return ch
+	}
+	cmd := &fabrics.HostCommand{SQE: sqe, Data: data, Direction: dir, Tag: tag}
 	cmd.Done = func(c *fabrics.HostCommand) {
+		h.freeTag(tag)
 		ch <- result{cqe: nvme.CQE(c.CQE[:]), data: c.Data, err: c.Err}
 	}
 	if err := h.q.Submit(cmd); err != nil {
+		h.freeTag(tag)
 		ch <- result{err: err}
 	}
 	return ch

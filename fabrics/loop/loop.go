@@ -102,13 +102,11 @@ func (d Dialer) Dial(ctx context.Context, addr fabrics.Address, p fabrics.QueueP
 		depth:    depth,
 		maxXfer:  DefaultMaxTransfer,
 		slots:    make([]slot, depth),
-		free:     make([]int, 0, depth),
 		work:     make(chan int, depth),
 		closedCh: make(chan struct{}),
 	}
 	q.target = &targetQueue{q}
-	for i := depth - 1; i >= 0; i-- {
-		q.free = append(q.free, i)
+	for i := range depth {
 		q.slots[i].req.Slot = i
 		q.slots[i].req.Completer = q
 	}
@@ -122,10 +120,14 @@ func (d Dialer) Dial(ctx context.Context, addr fabrics.Address, p fabrics.QueueP
 	return &hostQueue{q}, nil
 }
 
+// slot is the state of one tag (fabrics.HostCommand.Tag): the command
+// outstanding under it and the target's request for it.
 type slot struct {
-	req fabrics.Request
-	cmd *fabrics.HostCommand
-	buf []byte
+	req  fabrics.Request
+	cmd  *fabrics.HostCommand
+	cid  uint16 // the CID of the tag's latest command
+	busy bool   // a command holds the tag (until its Done)
+	buf  []byte
 }
 
 // queue is the shared state of one host queue joined to one target queue.
@@ -136,8 +138,7 @@ type queue struct {
 	maxXfer int
 
 	mu        sync.Mutex
-	slots     []slot
-	free      []int
+	slots     []slot // indexed by tag
 	handler   fabrics.CommandHandler
 	closed    bool
 	closedCh  chan struct{}
@@ -204,8 +205,9 @@ func (q *queue) CompleteRequest(r *fabrics.Request) {
 	cmd.CQE[10], cmd.CQE[11] = byte(q.params.QID), byte(q.params.QID>>8)
 	cmd.Err = nil
 	q.copying.Done()
+	// The tag is free only now: its next command reuses s.req.
 	q.mu.Lock()
-	q.free = append(q.free, r.Slot)
+	s.busy = false
 	q.mu.Unlock()
 	cmd.Done(cmd)
 }
@@ -248,24 +250,26 @@ func (h *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 	if cmd.Done == nil {
 		return errors.New("loop: command without Done")
 	}
+	i := int(cmd.Tag)
+	if i >= h.depth {
+		return fmt.Errorf("loop: queue %d: tag %d outside the queue's %d", h.params.QID, i, h.depth)
+	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		return fabrics.ErrQueueClosed
 	}
-	if len(h.free) == 0 {
-		h.mu.Unlock()
-		return fmt.Errorf("loop: queue %d full (%d outstanding)", h.params.QID, h.depth)
-	}
-	i := h.free[len(h.free)-1]
-	h.free = h.free[:len(h.free)-1]
 	s := &h.slots[i]
+	if s.busy {
+		h.mu.Unlock()
+		return fmt.Errorf("loop: queue %d: tag %d in use", h.params.QID, i)
+	}
+	s.busy = true
 	s.cmd = cmd
+	s.cid = fabrics.NextCID(uint16(i), s.cid)
 	h.mu.Unlock()
 
-	cmd.Slot = i
-	// The CID is the slot: unique among outstanding commands.
-	cmd.SQE[2], cmd.SQE[3] = byte(i), byte(i>>8)
+	cmd.SQE[2], cmd.SQE[3] = byte(s.cid), byte(s.cid>>8)
 	r := &s.req
 	r.SQE = cmd.SQE
 	r.CQE = [16]byte{}
@@ -284,6 +288,17 @@ func (h *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 	case h.work <- i:
 		return nil
 	case <-h.closedCh:
+		// Fail the command here unless the shutdown took it (and
+		// completes it): never both.
+		h.mu.Lock()
+		mine := s.cmd == cmd
+		if mine {
+			s.cmd, s.busy = nil, false
+		}
+		h.mu.Unlock()
+		if !mine {
+			return nil
+		}
 		return fabrics.ErrQueueClosed
 	}
 }

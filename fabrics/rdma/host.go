@@ -49,7 +49,7 @@ func (d *Dialer) Dial(ctx context.Context, addr fabrics.Address, p fabrics.Queue
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	if p.SQSize < 2 || p.SQSize > 1024 { // at most maxHostSlots commands
+	if p.SQSize < 2 || p.SQSize > 1024 { // at most fabrics.MaxTags commands
 		return nil, fmt.Errorf("nvme-rdma: queue %d: SQ size %d outside 2..1024", p.QID, p.SQSize)
 	}
 	if p.RQSize == 0 {
@@ -90,15 +90,14 @@ func (d *Dialer) Dial(ctx context.Context, addr fabrics.Address, p fabrics.Queue
 	if acc, err := ParseCMAccept(conn.PrivateData()); err == nil && acc.CRQSize() > 0 {
 		q.depth = min(q.depth, int(acc.CRQSize()))
 	}
-	q.free = q.free[:0]
-	for i := q.depth - 1; i >= 0; i-- {
-		q.free = append(q.free, i)
-	}
 	go q.run()
 	go q.watchConn()
 	return q, nil
 }
 
+// hostSlot is the transport's state of one tag (fabrics.HostCommand.Tag):
+// the command outstanding under it, its capsule and the regions its data
+// goes through.
 type hostSlot struct {
 	cmd     *fabrics.HostCommand
 	capsule []byte // SQE + in-capsule data
@@ -108,7 +107,7 @@ type hostSlot struct {
 	// the command; the CQE was processed (data unmapped); a LOCAL_INV of
 	// the command's window is outstanding.
 	sent, answered, replied, invalidating bool
-	gen                                   uint16 // CID generation of the command (under the queue's lock)
+	cid                                   uint16 // CID of the tag's latest command (under the queue's lock)
 	// armed is set once Submit has set the slot up for its command,
 	// before the SEND: a CQE for a slot that is not armed is stray.
 	armed atomic.Bool
@@ -147,15 +146,6 @@ const (
 	wrHostBind = 7 << 56 // BIND_MW of a slot's window (unsignaled: only failures complete)
 )
 
-// cidGenShift places a command's generation in the top 4 bits of its
-// CID, above the slot index (as Linux's nvme_cid): a CQE that names an
-// earlier command of a reused slot is told apart and dropped.
-const (
-	cidGenShift  = 12
-	cidSlotMask  = 1<<cidGenShift - 1
-	maxHostSlots = cidSlotMask + 1
-)
-
 // hostQueue is one NVMe queue on an RC QP, seen from the host.
 type hostQueue struct {
 	log     hclog.Logger
@@ -170,8 +160,7 @@ type hostQueue struct {
 	mu       sync.Mutex
 	depth    int
 	inline   int
-	slots    []hostSlot
-	free     []int
+	slots    []hostSlot // indexed by tag
 	closed   bool
 	closeErr error
 
@@ -205,7 +194,6 @@ func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams) (
 		maxInl:   cfg.MaxInlineDataSize,
 		depth:    depth,
 		slots:    make([]hostSlot, depth),
-		free:     make([]int, 0, depth),
 		recvBufs: make([][]byte, p.RQSize),
 		recvSGE:  make([]rdma.SGE, p.RQSize),
 		recvWR:   make([]rdma.RecvWR, p.RQSize),
@@ -438,26 +426,28 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 	if cmd.Done == nil {
 		return errors.New("nvme-rdma: command without Done")
 	}
+	i := int(cmd.Tag)
 	q.mu.Lock()
 	if q.closed {
 		err := q.closeErr
 		q.mu.Unlock()
 		return err
 	}
-	if len(q.free) == 0 {
+	if i >= q.depth {
 		q.mu.Unlock()
-		return fmt.Errorf("nvme-rdma: queue %d full (%d outstanding)", q.qid, q.depth)
+		return fmt.Errorf("nvme-rdma: queue %d: tag %d outside the queue's %d", q.qid, i, q.depth)
 	}
-	i := q.free[len(q.free)-1]
-	q.free = q.free[:len(q.free)-1]
-	inline := q.inline
 	s := &q.slots[i]
+	if s.cmd != nil {
+		q.mu.Unlock()
+		return fmt.Errorf("nvme-rdma: queue %d: tag %d in use", q.qid, i)
+	}
+	inline := q.inline
 	s.cmd, s.sent, s.answered, s.replied, s.invalidating = cmd, false, false, false, false
-	s.gen = (s.gen + 1) & (1<<(16-cidGenShift) - 1)
-	cid := uint16(i) | s.gen<<cidGenShift
+	s.cid = fabrics.NextCID(uint16(i), s.cid)
+	cid := s.cid
 	q.mu.Unlock()
 
-	cmd.Slot = i
 	cmd.Err = nil
 	binary.LittleEndian.PutUint16(cmd.SQE[2:], cid)
 	cmd.SQE[1] = cmd.SQE[1]&0x3f | 0x40 // PSDT: SGL, MPTR is an address
@@ -471,7 +461,9 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 		length += n
 	case n > 0:
 		if err := q.mapData(s, cmd, sgl); err != nil {
-			q.release(i)
+			if !q.release(i) {
+				return nil // the queue's teardown took the command: it completes it
+			}
 			return fmt.Errorf("nvme-rdma: queue %d: map %d-byte buffer: %w", q.qid, n, err)
 		}
 	default:
@@ -492,7 +484,9 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 			// again before it is invalidated).
 			q.shutdown(fmt.Errorf("nvme-rdma: queue %d: post SEND after BIND_MW: %w", q.qid, err))
 		}
-		q.release(i)
+		if !q.release(i) {
+			return nil // the queue's teardown took the command: it completes it
+		}
 		return fmt.Errorf("nvme-rdma: queue %d: post SEND: %w", q.qid, err)
 	}
 	return nil
@@ -578,8 +572,10 @@ func (q *hostQueue) unmapData(s *hostSlot, remoteInvalidated bool) {
 	}
 }
 
-// release returns slot i, whose command was not sent, to the free list.
-func (q *hostQueue) release(i int) {
+// release frees tag i, whose command was not sent. It reports false when
+// the queue's teardown took the command meanwhile: the teardown then
+// completes it (Done), and Submit must not fail it as well.
+func (q *hostQueue) release(i int) bool {
 	s := &q.slots[i]
 	s.armed.Store(false)
 	if q.remap && s.cur != nil {
@@ -587,9 +583,10 @@ func (q *hostQueue) release(i int) {
 	}
 	s.cur = nil
 	q.mu.Lock()
+	taken := s.cmd == nil
 	s.cmd = nil
-	q.free = append(q.free, i)
 	q.mu.Unlock()
+	return !taken
 }
 
 // run polls the CQ until the queue closes, then fails what is outstanding.
@@ -659,13 +656,13 @@ func (q *hostQueue) complete(wc *rdma.WorkCompletion) {
 func (q *hostQueue) onCQE(b []byte, wc *rdma.WorkCompletion) {
 	cqe := nvme.CQE(b)
 	cid := cqe.CID()
-	i := int(cid & cidSlotMask)
+	i := int(fabrics.CIDTag(cid)) // a CID is its tag with a generation above (fabrics.NextCID)
 	var s *hostSlot
 	var cmd *fabrics.HostCommand
 	if i < len(q.slots) {
 		s = &q.slots[i]
 		q.mu.Lock()
-		if s.cmd != nil && !s.answered && s.gen == cid>>cidGenShift && s.armed.Load() {
+		if s.cmd != nil && !s.answered && s.cid == cid && s.armed.Load() {
 			cmd = s.cmd
 			s.answered = true
 		}
@@ -719,7 +716,6 @@ func (q *hostQueue) finish(i int, ev int) {
 	}
 	s.armed.Store(false)
 	s.cmd = nil
-	q.free = append(q.free, i)
 	q.mu.Unlock()
 	cmd.Done(cmd)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -217,13 +218,56 @@ func (r *rogue) read(addr uint64, rkey uint32, n int) rdma.WCStatus {
 	return r.post(&rdma.SendWR{Opcode: rdma.WRRDMARead, SGL: r.dataSGE(n), RemoteAddr: addr, RKey: rkey})
 }
 
-// submitAsync submits a command and returns the channel its Done sends on.
+// testTags hands out the lowest tag not outstanding on each host queue
+// of the tests (commands submitted one after the other reuse tag 0).
+var testTags struct {
+	sync.Mutex
+	busy map[fabrics.HostQueue][]bool
+}
+
+// takeTag returns a free tag of hq.
+func takeTag(t *testing.T, hq fabrics.HostQueue) uint16 {
+	t.Helper()
+	testTags.Lock()
+	defer testTags.Unlock()
+	if testTags.busy == nil {
+		testTags.busy = map[fabrics.HostQueue][]bool{}
+	}
+	b := testTags.busy[hq]
+	if b == nil {
+		b = make([]bool, hq.Depth())
+		testTags.busy[hq] = b
+	}
+	for i, used := range b {
+		if !used {
+			b[i] = true
+			return uint16(i)
+		}
+	}
+	t.Fatalf("all %d tags of the queue outstanding", len(b))
+	return 0
+}
+
+// freeTag returns tag to hq's free tags.
+func freeTag(hq fabrics.HostQueue, tag uint16) {
+	testTags.Lock()
+	testTags.busy[hq][tag] = false
+	testTags.Unlock()
+}
+
+// submitAsync submits a command under a free tag and returns the channel
+// its Done sends on.
 func submitAsync(t *testing.T, hq fabrics.HostQueue, op byte, data []byte, dir fabrics.DataDirection) <-chan *fabrics.HostCommand {
 	t.Helper()
 	done := make(chan *fabrics.HostCommand, 1)
-	c := &fabrics.HostCommand{Data: data, Direction: dir, Done: func(c *fabrics.HostCommand) { done <- c }}
+	tag := takeTag(t, hq)
+	c := &fabrics.HostCommand{Data: data, Direction: dir, Tag: tag, Done: func(c *fabrics.HostCommand) {
+		freeTag(hq, tag)
+		done <- c
+	}}
 	c.SQE[0] = op
 	if err := hq.Submit(c); err != nil {
+		freeTag(hq, tag)
 		t.Fatal(err)
 	}
 	return done
@@ -257,8 +301,8 @@ func TestHostCIDGeneration(t *testing.T) {
 	}
 	b := submitAsync(t, hq, 0x7e, nil, fabrics.DirNone)
 	cidB := r.capsule().CID()
-	if cidB&cidSlotMask != cidA&cidSlotMask {
-		t.Logf("slot not reused (CIDs %#x, %#x): the test proves less", cidA, cidB)
+	if fabrics.CIDTag(cidA) != 0 || fabrics.CIDTag(cidB) != 0 {
+		t.Fatalf("CIDs %#x, %#x: both commands had tag 0", cidA, cidB)
 	}
 	if cidB == cidA {
 		t.Fatalf("the reused slot's command has the same CID %#x", cidA)

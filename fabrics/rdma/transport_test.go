@@ -152,6 +152,7 @@ func TestSoftConcurrent(t *testing.T) {
 	free := make(chan *fabrics.HostCommand, len(cmds))
 	for i := range cmds {
 		cmds[i].Data = make([]byte, 4096)
+		cmds[i].Tag = uint16(i)
 		cmds[i].Done = func(c *fabrics.HostCommand) { done <- c }
 		free <- &cmds[i]
 	}
@@ -259,6 +260,7 @@ func benchSoft(b *testing.B, op byte, dir fabrics.DataDirection, size, qd int) {
 		cmds[i].Data = make([]byte, size)
 		cmds[i].Direction = dir
 		cmds[i].SQE[0] = op
+		cmds[i].Tag = uint16(i)
 		cmds[i].Done = func(c *fabrics.HostCommand) { done <- c }
 	}
 	b.SetBytes(int64(size))
