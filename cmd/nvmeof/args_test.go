@@ -150,7 +150,7 @@ func TestConnectFlagsToOptions(t *testing.T) {
 		{name: "negative kato", args: []string{"-a", "192.0.2.1", "-n", tNQN, "-k", "-1"}, wantErr: "keep-alive-tmo -1"},
 		{name: "negative delay", args: []string{"-a", "192.0.2.1", "-n", tNQN, "-c", "-5"}, wantErr: "reconnect-delay -5"},
 		{name: "loop without config", args: []string{"-t", "loop", "-a", "127.0.0.1", "-n", tNQN}, wantErr: "--target-config"},
-		{name: "bad map", args: []string{"-a", "192.0.2.1", "-n", tNQN, "--map", "ublk"}, wantErr: "--map"},
+		{name: "bad map", args: []string{"-a", "192.0.2.1", "-n", tNQN, "--map", "loop"}, wantErr: "--map"},
 		{name: "bad host address", args: []string{"-a", "192.0.2.1", "-n", tNQN, "-w", "eth0"}, wantErr: "host-traddr"},
 		{name: "zero timeout", args: []string{"-a", "192.0.2.1", "-n", tNQN, "--timeout", "0s"}, wantErr: "--timeout"},
 	}
