@@ -111,6 +111,10 @@ type QPInitAttr struct {
 	Cap    QPCap
 	// SigAll makes every send work request signaled, as if each had SendSignaled.
 	SigAll bool
+	// SRQ, if set, is the shared receive queue (of the same PD) the QP
+	// takes its receives from: it has no receive queue of its own (Cap's
+	// MaxRecvWR and MaxRecvSGE are ignored) and PostRecv fails.
+	SRQ SRQ
 }
 
 // AH is an address vector: where a QP's packets go (struct ibv_ah_attr

@@ -353,6 +353,9 @@ func connParam(priv []byte, p rdma.ConnParam, qpn uint32) (param *C.struct_rdma_
 	}
 	C.nv_conn_param(param, data, C.int(len(priv)), C.uint8_t(p.ResponderResources), C.uint8_t(p.InitiatorDepth),
 		C.uint8_t(fc), C.uint8_t(p.RetryCount), C.uint8_t(p.RNRRetryCount), C.uint32_t(qpn))
+	if p.SRQ {
+		param.srq = 1 // the REP's SRQ bit (rdma_accept without an rdma_cm QP takes it from here)
+	}
 	return param, func() { C.free(data); C.free(unsafe.Pointer(param)) }
 }
 

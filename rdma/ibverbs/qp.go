@@ -30,6 +30,7 @@ type qp struct {
 	rcq    *cq
 	cap    rdma.QPCap
 	sigAll bool
+	srq    *srq // receives from an SRQ (srq.go), or nil
 	state  atomic.Uint32
 	qpn    uint32
 
@@ -84,8 +85,22 @@ func newQP(p *pd, attr *rdma.QPInitAttr) (*qp, error) {
 	if attr.SigAll {
 		ia.sq_sig_all = 1
 	}
+	sq, err := srqOf(attr)
+	if err != nil {
+		return nil, err
+	}
+	if sq != nil {
+		if err := sq.attach(); err != nil {
+			return nil, err
+		}
+		ia.srq = sq.srq
+		ia.cap.max_recv_wr, ia.cap.max_recv_sge = 0, 0
+	}
 	q, err := C.ibv_create_qp(p.pd, &ia)
 	if q == nil {
+		if sq != nil {
+			sq.detach()
+		}
 		return nil, fmt.Errorf("ibverbs: ibv_create_qp (%d/%d WRs, %d/%d SGEs, %d inline): %w",
 			c.MaxSendWR, c.MaxRecvWR, c.MaxSendSGE, c.MaxRecvSGE, c.MaxInlineData, errnoErr(err))
 	}
@@ -96,7 +111,7 @@ func newQP(p *pd, attr *rdma.QPInitAttr) (*qp, error) {
 	if C.ibv_query_qp(q, &qa, C.IBV_QP_CAP, &qia) == 0 {
 		c = capOf(&qia.cap)
 	}
-	x := &qp{pd: p, qp: q, qpn: uint32(q.qp_num), typ: attr.Type, scq: scq, rcq: rcq, cap: c, sigAll: attr.SigAll}
+	x := &qp{pd: p, qp: q, qpn: uint32(q.qp_num), typ: attr.Type, scq: scq, rcq: rcq, cap: c, sigAll: attr.SigAll, srq: sq}
 	ns := min(c.MaxSendWR, maxChain)
 	nr := min(max(c.MaxRecvWR, 1), maxChain)
 	x.sgp = (*C.struct_gsend)(C.calloc(C.size_t(ns), C.sizeof_struct_gsend))
@@ -319,6 +334,9 @@ func (q *qp) PostSend(wr *rdma.SendWR) error {
 
 // PostRecv implements rdma.QP.
 func (q *qp) PostRecv(wr *rdma.RecvWR) error {
+	if q.srq != nil {
+		return &rdma.PostError{Err: fmt.Errorf("ibverbs: QP %#x takes its receives from an SRQ: %w", q.QPN(), rdma.ErrInvalidArgument)}
+	}
 	if q.State() == rdma.QPSErr {
 		return q.flushRecv(wr)
 	}
@@ -369,6 +387,9 @@ func (q *qp) Destroy() error {
 		return fmt.Errorf("ibverbs: QP %#x: ibv_destroy_qp: %w", q.QPN(), errnoErr(syscall.Errno(r)))
 	}
 	q.closed = true
+	if q.srq != nil {
+		q.srq.detach()
+	}
 	q.pd.dev.removeQP(q)
 	q.scq.users.Add(-1)
 	q.rcq.users.Add(-1)

@@ -73,6 +73,11 @@ type qp struct {
 	sqHead, sqTail uint64 // completer and producer counters; the requester's is req.cur
 	rq             []recvWQE
 	rqHead, rqTail uint64
+	// With an SRQ (rq empty): the WQE taken from it for the message
+	// being received (see srq.go).
+	srq       *srq
+	rqOwn     recvWQE
+	rqOwnHeld bool
 
 	req  requester
 	comp completer
@@ -114,6 +119,14 @@ func (p *pd) CreateQP(a *rdma.QPInitAttr) (rdma.QP, error) {
 		return nil, fmt.Errorf("soft: QP needs send and receive CQs of this provider: %w", rdma.ErrInvalidArgument)
 	}
 	c := a.Cap
+	var sq *srq
+	if a.SRQ != nil {
+		var ok bool
+		if sq, ok = a.SRQ.(*srq); !ok || sq.pd.dev != d {
+			return nil, fmt.Errorf("soft: QP needs an SRQ of this device: %w", rdma.ErrInvalidArgument)
+		}
+		c.MaxRecvWR, c.MaxRecvSGE = 1, sq.maxSGE // checked, not allocated
+	}
 	if c.MaxSendWR <= 0 || c.MaxRecvWR <= 0 || c.MaxSendWR > maxQPWR || c.MaxRecvWR > maxQPWR ||
 		c.MaxSendSGE < 0 || c.MaxRecvSGE < 0 || c.MaxSendSGE > maxSGE || c.MaxRecvSGE > maxSGE ||
 		c.MaxInlineData < 0 || c.MaxInlineData > maxInline {
@@ -134,10 +147,16 @@ func (p *pd) CreateQP(a *rdma.QPInitAttr) (rdma.QP, error) {
 			q.sq[i].inline = inl[i*c.MaxInlineData : i*c.MaxInlineData : (i+1)*c.MaxInlineData]
 		}
 	}
-	q.rq = make([]recvWQE, c.MaxRecvWR)
-	rsgeBuf := make([]seg, c.MaxRecvWR*c.MaxRecvSGE)
-	for i := range q.rq {
-		q.rq[i].segs = rsgeBuf[i*c.MaxRecvSGE : i*c.MaxRecvSGE : (i+1)*c.MaxRecvSGE]
+	if sq != nil {
+		q.srq = sq
+		q.rqOwn.segs = make([]seg, 0, sq.maxSGE)
+		q.cap.MaxRecvWR = 0
+	} else {
+		q.rq = make([]recvWQE, c.MaxRecvWR)
+		rsgeBuf := make([]seg, c.MaxRecvWR*c.MaxRecvSGE)
+		for i := range q.rq {
+			q.rq[i].segs = rsgeBuf[i*c.MaxRecvSGE : i*c.MaxRecvSGE : (i+1)*c.MaxRecvSGE]
+		}
 	}
 	if a.Type == rdma.QPTypeGSI {
 		q.attr.QKey = rdma.QKeyGSI
@@ -146,19 +165,28 @@ func (p *pd) CreateQP(a *rdma.QPInitAttr) (rdma.QP, error) {
 	q.rtoTimer.Stop()
 	q.rnrTimer = time.AfterFunc(time.Hour, q.onRNRTimer)
 	q.rnrTimer.Stop()
+	if sq != nil {
+		if err := sq.attach(); err != nil {
+			return nil, err
+		}
+	}
 	if err := p.use(false); err != nil {
+		q.detachSRQ()
 		return nil, err
 	}
 	if err := scq.attach(); err != nil {
+		q.detachSRQ()
 		p.release(false)
 		return nil, err
 	}
 	if err := rcq.attach(); err != nil {
+		q.detachSRQ()
 		scq.detach()
 		p.release(false)
 		return nil, err
 	}
 	if err := d.addQP(q); err != nil {
+		q.detachSRQ()
 		rcq.detach()
 		scq.detach()
 		p.release(false)
@@ -390,7 +418,9 @@ func (q *qp) Destroy() error {
 	q.destroyed = true
 	q.stopTimers()
 	q.state = rdma.QPSReset
+	q.srqReturn()
 	q.mu.Unlock()
+	q.detachSRQ()
 	q.dev.removeQP(q)
 	q.scq.detach()
 	q.rcq.detach()
@@ -410,6 +440,7 @@ func (q *qp) reset() {
 	q.stopTimers()
 	q.state = rdma.QPSReset
 	q.sqHead, q.sqTail, q.rqHead, q.rqTail = 0, 0, 0, 0
+	q.srqReturn()
 	q.req, q.comp, q.resp = requester{}, completer{}, responder{}
 }
 
@@ -438,6 +469,14 @@ func (q *qp) flushSQ() {
 
 // flushRQ completes every outstanding receive WQE with WRFlushError.
 func (q *qp) flushRQ() {
+	if q.srq != nil {
+		// Only the WQE of a message begun: the SRQ's are not the QP's.
+		if q.rqOwnHeld {
+			wc := rdma.WorkCompletion{Status: rdma.WRFlushError, Opcode: rdma.WCRecv}
+			q.completeRecv(&wc)
+		}
+		return
+	}
 	for q.rqHead != q.rqTail {
 		w := &q.rq[q.rqHead%uint64(len(q.rq))]
 		wc := rdma.WorkCompletion{WRID: w.wrid, Status: rdma.WRFlushError, Opcode: rdma.WCRecv, QPN: q.qpn}
@@ -672,6 +711,9 @@ func (q *qp) postRecv(wr *rdma.RecvWR) error {
 	if q.destroyed {
 		return fmt.Errorf("soft: QP %#x: %w", q.qpn, rdma.ErrClosed)
 	}
+	if q.srq != nil {
+		return fmt.Errorf("soft: QP %#x takes its receives from an SRQ: %w", q.qpn, rdma.ErrInvalidArgument)
+	}
 	if q.state == rdma.QPSReset {
 		return fmt.Errorf("soft: post receive on QP %#x in state RESET: %w", q.qpn, rdma.ErrInvalidState)
 	}
@@ -703,6 +745,9 @@ func (q *qp) postRecv(wr *rdma.RecvWR) error {
 
 // recvHead returns the receive WQE at the head of the queue, or nil.
 func (q *qp) recvHead() *recvWQE {
+	if q.srq != nil {
+		return q.srqRecvHead()
+	}
 	if q.rqHead == q.rqTail {
 		return nil
 	}
@@ -713,6 +758,10 @@ func (q *qp) recvHead() *recvWQE {
 func (q *qp) completeRecv(wc *rdma.WorkCompletion) bool {
 	w := q.recvHead()
 	wc.WRID, wc.QPN = w.wrid, q.qpn
+	if q.srq != nil {
+		q.rqOwnHeld = false
+		return q.rcq.push(wc)
+	}
 	q.rqHead++
 	return q.rcq.push(wc)
 }
