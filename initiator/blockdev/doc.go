@@ -5,7 +5,9 @@
 // # Methods
 //
 // ublk (MethodUblk): this process is the ublk server of a /dev/ublkbN
-// (Linux 6.0+, ublk_drv; ioctl-encoded opcodes as 6.12 wants them). A small
+// (ublk_drv). It sends only the ioctl-encoded UBLK_U_* opcodes, which
+// later kernels require and the first ublk releases (6.0-6.2) do not
+// know; checked on 6.12. A small
 // io_uring with 128-byte SQEs (internal/uring, no cgo) sends the control
 // commands to /dev/ublk-control: ADD_DEV (one hardware queue, 64 tags,
 // 512 KiB requests), SET_PARAMS (logical block size of the namespace, up to

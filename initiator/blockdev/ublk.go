@@ -400,6 +400,9 @@ func mapUblk(ctx context.Context, e *engine, c *config) (_ *ublkMapping, err err
 	info.setSrvFlags(ublkOwnerMagic<<32 | uint64(os.Getpid()))
 	if err := ctrl.cmd(ublkCmdAddDev, ^uint32(0), info, 0); err != nil {
 		m.deleted, m.stopped, m.closed = true, true, true
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			err = fmt.Errorf("%w (a ublk driver without the ioctl-encoded opcodes?)", err)
+		}
 		return nil, err
 	}
 	m.devID = info.devID()

@@ -274,3 +274,25 @@ func TestUblkQueueWorkers(t *testing.T) {
 		t.Fatalf("at most %d reads in flight, want %d (the queue depth)", dev.max, depth)
 	}
 }
+
+// TestUblkServeAllocs: serving aligned reads, writes and flushes allocates
+// nothing per request.
+func TestUblkServeAllocs(t *testing.T) {
+	dev := newMemDevice(1<<20, 512)
+	e := testEngine(dev, false)
+	buf := make([]byte, 64<<10)
+	reqs := []ublkReq{
+		{op: ublkIOOpWrite, sectors: 128, start: 256},
+		{op: ublkIOOpRead, sectors: 128, start: 256},
+		{op: ublkIOOpFlush},
+	}
+	for _, r := range reqs {
+		if n := testing.AllocsPerRun(50, func() {
+			if res := ublkServe(e, r, buf); res < 0 {
+				t.Fatalf("op %d: %d", r.op, res)
+			}
+		}); n != 0 {
+			t.Errorf("op %d: %.1f allocations per request, want 0", r.op, n)
+		}
+	}
+}
