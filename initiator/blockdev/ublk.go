@@ -306,7 +306,7 @@ func (q *ublkQueue) loop(ready chan<- error) (err error) {
 	ready <- nil
 
 	aborted := 0
-	var committing []uint16
+	committing := make([]uint16, 0, q.depth)
 	for aborted < q.depth {
 		if err := r.Submit(1); err != nil {
 			return err
@@ -314,7 +314,12 @@ func (q *ublkQueue) loop(ready chan<- error) (err error) {
 		for c, ok := r.PeekCQE(); ok; c, ok = r.PeekCQE() {
 			r.Advance()
 			if c.UserData == evUserData {
-				if e := r.SQE(); e != nil && c.Res > 0 {
+				if c.Res < 0 {
+					q.log.Warn("ublk queue: eventfd read failed", "error", syscall.Errno(-c.Res))
+				}
+				// Re-armed whatever happened: without it served requests
+				// would wait for an unrelated completion to be committed.
+				if e := r.SQE(); e != nil {
 					e.PrepRead(q.efd, uintptr(unsafe.Pointer(&q.evBuf[0])), 8, evUserData)
 				}
 				continue
