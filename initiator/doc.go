@@ -19,10 +19,15 @@
 //     host reconnects every ReconnectDelay until CtrlLossTimeout, then
 //     fails I/O with ErrControllerLost. A Connect refused with DNR ends
 //     recovery at once.
-//   - An I/O command that times out gets an Abort on the admin queue and
-//     a further timeout; then its queue alone is closed and reconnected.
-//     The caller gets a *TimeoutError (errors.Is ErrTimeout). The Linux
-//     fabrics hosts send no Abort: they recover the whole controller.
+//   - Every command, synchronous or asynchronous, runs on one engine
+//     (docs/host-engine.md): a slot of its queue whose index is the
+//     command's tag (the CID's low bits) in the transport too. A command
+//     that times out gets an Abort on the admin queue and a further
+//     timeout; then its queue alone is closed and reconnected (the admin
+//     queue: the association). The caller gets a *TimeoutError
+//     (errors.Is ErrTimeout). Connect, Keep Alive, Abort and the commands
+//     run while connecting get no Abort. The Linux fabrics hosts send no
+//     Abort: they recover the whole controller.
 //   - Status errors come back as *CommandError (or *ConnectError) wrapping
 //     an *nvme.Error: errors.As(err, new(*nvme.Error)) gives the status.
 //   - Namespace.ReadAt and WriteAt split transfers at MDTS, the transport's
@@ -31,9 +36,9 @@
 //   - Namespace.Start is the asynchronous form (IO, its Done callback): a
 //     Read, Write, Write Zeroes or Flush that is one command is submitted
 //     on the caller's goroutine and completes from the transport's
-//     completion callback, with a per-slot timer for the command timeout
-//     (on expiry, no Abort: the queue is reset). Everything else runs the
-//     synchronous method on a goroutine. A 4 KiB Start allocates nothing.
+//     completion callback, timed out as any command. Everything else runs
+//     the synchronous method on a goroutine. A 4 KiB Start allocates
+//     nothing.
 //   - Namespace Attribute Changed events re-read the Changed Namespace List
 //     and the namespaces before Options.OnAsyncEvent is called.
 //   - Disconnect closes the I/O queues, sets CC.SHN to normal shutdown and
@@ -47,7 +52,8 @@
 //	ns, err := c.Namespace(1)
 //	n, err := ns.ReadAt(buf, 0) // offsets and lengths in whole blocks
 //
-// After a command returned a timeout, the transport may still write into
-// the command's buffer until its queue has been closed (done before
-// ReadAt returns for I/O queues; asynchronously for the admin queue).
+// No call returns, and no IO's Done runs, while the transport may still
+// write the caller's buffer: a command that timed out finishes once its
+// queue is closed, and an admin command whose context ends early has
+// moved its data through the slot's own buffer.
 package initiator

@@ -167,3 +167,85 @@ func TestCloseWaitsForCompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestTags: the queue keeps its commands by the caller's tags: a tag in
+// use or outside the depth is refused (and that command never completes),
+// the CID carries the tag with a generation bumped per reuse, and a
+// command refused because the queue closed is not completed as well.
+func TestTags(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, addr, l := listen(t)
+	h := holdHandler{held: make(chan *fabrics.Request, 4)}
+	go func() {
+		if tq, err := l.Accept(ctx); err == nil {
+			tq.Serve(h)
+		}
+	}()
+	hq, err := (Dialer{n}).Dial(ctx, addr, fabrics.QueueParams{QID: 1, SQSize: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hq.Close()
+	if hq.Depth() != 2 {
+		t.Fatalf("depth %d", hq.Depth())
+	}
+	var dones [4]int
+	cmds := make([]fabrics.HostCommand, 4)
+	for i := range cmds {
+		cmds[i].Done = func(*fabrics.HostCommand) { dones[i]++ }
+	}
+	cid := func(c *fabrics.HostCommand) uint16 { return uint16(c.SQE[2]) | uint16(c.SQE[3])<<8 }
+	recv := func() *fabrics.Request {
+		select {
+		case r := <-h.held:
+			return r
+		case <-ctx.Done():
+			t.Fatal("command never reached the target")
+			return nil
+		}
+	}
+	cmds[0].Tag = 1
+	if err := hq.Submit(&cmds[0]); err != nil {
+		t.Fatal(err)
+	}
+	first := cid(&cmds[0])
+	if fabrics.CIDTag(first) != 1 {
+		t.Fatalf("CID %#x for tag 1", first)
+	}
+	r := recv()
+	cmds[1].Tag = 1
+	if err := hq.Submit(&cmds[1]); err == nil {
+		t.Fatal("a second command under tag 1 accepted")
+	}
+	cmds[2].Tag = 2
+	if err := hq.Submit(&cmds[2]); err == nil {
+		t.Fatal("tag 2 of a queue of 2 accepted")
+	}
+	r.Complete()
+	if dones != [4]int{1, 0, 0, 0} {
+		t.Fatalf("Done calls %v, want only the first command's", dones)
+	}
+	if c := nvme16(cmds[0].CQE[12:]); c != first {
+		t.Fatalf("CQE CID %#x, want %#x", c, first)
+	}
+	if err := hq.Submit(&cmds[0]); err != nil {
+		t.Fatal(err)
+	}
+	if second := cid(&cmds[0]); fabrics.CIDTag(second) != 1 || second == first {
+		t.Fatalf("reused tag 1: CID %#x after %#x", second, first)
+	}
+	recv().Complete()
+	if dones[0] != 2 {
+		t.Fatalf("Done calls %v", dones)
+	}
+	hq.Close()
+	if err := hq.Submit(&cmds[3]); !errors.Is(err, fabrics.ErrQueueClosed) {
+		t.Fatalf("submit after close: %v", err)
+	}
+	if dones[3] != 0 {
+		t.Fatal("a refused command completed")
+	}
+}
+
+func nvme16(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }
