@@ -460,6 +460,21 @@ func Run(ctx context.Context, c Config) (*report.Report, error) {
 		}
 	}
 
+	// The servers stop before the Go benchmarks run.
+	if err := c.runServers(ctx, jobs, r); err != nil {
+		return nil, err
+	}
+	if c.Allocs {
+		c.runAllocs(ctx, r)
+	}
+	r.LoadEnd = loadAvg()
+	r.Compute()
+	return r, nil
+}
+
+// runServers starts nbdkit and the nvmeof side, prefills both, runs the
+// rounds into r and stops the servers.
+func (c Config) runServers(ctx context.Context, jobs []JobFile, r *report.Report) error {
 	// Both servers stay up for the whole run, so that the jobs can
 	// interleave.
 	var sides []*side
@@ -472,7 +487,7 @@ func Run(ctx context.Context, c Config) (*report.Report, error) {
 		}
 		nbd, err := StartNbdkit(ctx, c.Nbdkit, c.WorkDir, c.MemSize, w)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		defer func() {
 			if err := nbd.Stop(); err != nil {
@@ -481,7 +496,7 @@ func Run(ctx context.Context, c Config) (*report.Report, error) {
 		}()
 		s := &side{name: report.SideNbdkit, engine: nbd.Engine(), server: nbd.Server}
 		if err := c.prefill(ctx, s); err != nil {
-			return nil, err
+			return err
 		}
 		sides = append(sides, s)
 	}
@@ -490,12 +505,12 @@ func Run(ctx context.Context, c Config) (*report.Report, error) {
 	nv, stop, skip, err := c.setupNvmeof(ctx, r)
 	defer stop()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if skip == "" {
 		if err := c.prefill(ctx, nv); err != nil {
 			if ctx.Err() != nil {
-				return nil, err
+				return err
 			}
 			skip = "nvmeof: " + err.Error()
 		}
@@ -515,15 +530,7 @@ func Run(ctx context.Context, c Config) (*report.Report, error) {
 		}
 	}
 
-	if err := c.runRounds(ctx, sides, jobs, r); err != nil {
-		return nil, err
-	}
-	if c.Allocs {
-		c.runAllocs(ctx, r)
-	}
-	r.LoadEnd = loadAvg()
-	r.Compute()
-	return r, nil
+	return c.runRounds(ctx, sides, jobs, r)
 }
 
 // runRounds runs every job on every side, c.rounds() times, interleaved:

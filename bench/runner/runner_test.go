@@ -519,10 +519,13 @@ func TestRunNvmeofSmoke(t *testing.T) {
 		MemSize:      "128M",
 		SkipCeilings: true,
 		SkipNbdkit:   true,
+		Rounds:       2,
+		Syscalls:     true,
 		Nvmeof:       nv,
 		Log:          &log,
 	})
 	t.Logf("%s", log.String())
+	perfErr := CheckPerf(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,8 +534,19 @@ func TestRunNvmeofSmoke(t *testing.T) {
 	}
 	for _, j := range r.Jobs {
 		m := j.Nvmeof
-		if m == nil || m.Error != "" || m.IOPS <= 0 || m.FioCPUs <= 0 || m.ServerCPUs < 0 {
-			t.Errorf("job %s nvmeof metrics %+v", j.Name, m)
+		if m == nil || m.Error != "" || m.IOPS <= 0 || m.FioCPUs <= 0 || m.ServerCPUs < 0 || m.Rounds != 2 || len(j.NvmeofRounds) != 2 {
+			t.Fatalf("job %s nvmeof metrics %+v", j.Name, m)
+		}
+		// In the side's own network namespace, every I/O sends at
+		// least a command capsule.
+		if m.DatagramsPerIO < 1 || m.DatagramSource != srcNetnsSNMP {
+			t.Errorf("job %s: %v datagrams per I/O from %q", j.Name, m.DatagramsPerIO, m.DatagramSource)
+		}
+		if m.FioCtxSwitchesPerIO <= 0 || m.ServerCtxSwitchesPerIO < 0 {
+			t.Errorf("job %s: context switches per I/O %v + %v", j.Name, m.FioCtxSwitchesPerIO, m.ServerCtxSwitchesPerIO)
+		}
+		if perfErr == nil && (m.FioSyscallsPerIO <= 0 || m.ServerSyscallsPerIO <= 0) {
+			t.Errorf("job %s: system calls per I/O %v + %v with perf working", j.Name, m.FioSyscallsPerIO, m.ServerSyscallsPerIO)
 		}
 	}
 	if !strings.Contains(log.String(), "nvmetd pid") || strings.Contains(log.String(), "killed") {
