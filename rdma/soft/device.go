@@ -143,6 +143,9 @@ type Device struct {
 	txPool sync.Pool
 	stats  counters
 	rxDone sync.WaitGroup // the receive goroutines
+	// rxqs are the receive queues' states, shared by their goroutines
+	// and Progress (progress.go); set by each goroutine as it starts.
+	rxqs []atomic.Pointer[rxQueue]
 	// rxqPackets counts the packets each receive queue read.
 	rxqPackets []atomic.Uint64
 	// handlers tracks CQs with completion handlers to run (handler.go).
@@ -253,6 +256,7 @@ func Open(cfg Config) (*Device, error) {
 	d.port = s.localPort()
 	d.mrs.init(d.mrSeed())
 	d.rxqPackets = make([]atomic.Uint64, len(s.recv))
+	d.rxqs = make([]atomic.Pointer[rxQueue], len(s.recv))
 	for i, rc := range s.recv {
 		d.rxDone.Add(1)
 		go d.rxLoop(rc, i)

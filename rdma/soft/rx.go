@@ -63,15 +63,9 @@ func (d *Device) rxLoop(rc syscall.RawConn, queue int) {
 		m.setBuf(i, bufs[i*size+head:(i+1)*size])
 	}
 	rx := &rxState{tx: newTxBatch(d), reqTx: newTxBatch(d), acks: make([]*qp, 0, 64), kicks: make([]*qp, 0, 64), held: make([]byte, size), queue: uint32(queue)}
-	for {
-		n, err := m.recvBatch(rc, batch)
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) || d.isClosed() {
-				return
-			}
-			time.Sleep(time.Millisecond) // ENOBUFS and the like: try again
-			continue
-		}
+	rq := &rxQueue{rc: rc, m: m, batch: batch}
+	rq.readFn, rq.ctlFn = rq.readRecv, rq.controlRecv
+	rq.process = func(n int) {
 		wireAcquire()
 		f := d.recvFaults.Load()
 		var pkts, bytes int
@@ -115,6 +109,19 @@ func (d *Device) rxLoop(rc syscall.RawConn, queue int) {
 		d.stats.packetsReceived.Add(uint64(pkts))
 		d.stats.bytesReceived.Add(uint64(bytes))
 		d.finishBatch(rx)
+	}
+	d.rxqs[queue].Store(rq)
+	for {
+		n, err := rq.wait()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || d.isClosed() {
+				return
+			}
+			time.Sleep(time.Millisecond) // ENOBUFS and the like: try again
+			continue
+		}
+		rq.process(n)
+		rq.mu.Unlock()
 	}
 }
 

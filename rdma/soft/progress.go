@@ -1,0 +1,101 @@
+package soft
+
+import (
+	"sync"
+	"syscall"
+
+	"github.com/nvmeof/nvmeof/rdma"
+)
+
+var _ rdma.Progresser = (*cq)(nil)
+
+// rxQueue is one receive queue's socket and receive state, shared by the
+// queue's goroutine (rxLoop) and by consumers that drive the device on
+// their own goroutine (Progress). Whoever holds mu receives and handles a
+// batch; the goroutine holds it from the datagrams' arrival to the end of
+// their batch, never while it waits.
+type rxQueue struct {
+	mu      sync.Mutex
+	rc      syscall.RawConn
+	m       *mmsg
+	batch   int
+	process func(n int) // handles m's n datagrams and ends the batch (under mu)
+	got     bool        // controlRecv's result
+
+	// The two receive callbacks, bound once so that neither allocates.
+	readFn func(fd uintptr) bool
+	ctlFn  func(fd uintptr)
+}
+
+// recv receives one batch without blocking (under mu). It reports false
+// when the socket had nothing (EAGAIN).
+func (rq *rxQueue) recv(fd uintptr) bool {
+	m := rq.m
+	m.n = min(rq.batch, len(m.hdrs))
+	m.res, m.errno = 0, 0
+	return m.recv(fd)
+}
+
+// readRecv is the goroutine's RawConn.Read callback: it takes mu and keeps
+// it when datagrams (or an error) came, so that they are handled before
+// anyone else receives.
+func (rq *rxQueue) readRecv(fd uintptr) bool {
+	rq.mu.Lock()
+	if rq.recv(fd) {
+		return true
+	}
+	rq.mu.Unlock()
+	return false
+}
+
+// controlRecv is Progress's RawConn.Control callback (mu held). Control,
+// unlike Read, does not serialise with the goroutine parked in Read, and
+// it keeps the descriptor from being closed while it runs.
+func (rq *rxQueue) controlRecv(fd uintptr) { rq.got = rq.recv(fd) }
+
+// wait blocks until datagrams arrive and receives a batch of them. It
+// returns their number with mu held, or an error with mu not held.
+func (rq *rxQueue) wait() (int, error) {
+	if err := rq.rc.Read(rq.readFn); err != nil {
+		return 0, err
+	}
+	if rq.m.errno != 0 {
+		rq.mu.Unlock()
+		return 0, rq.m.errno
+	}
+	return rq.m.res, nil
+}
+
+// Progress receives and handles what the device's sockets hold now, on the
+// caller's goroutine, and with it runs the completion handlers of the CQs
+// that got completions (rdma.Progresser). It skips a receive queue whose
+// goroutine is busy handling a batch, never blocks, and reports whether it
+// handled any datagram.
+func (c *cq) Progress() bool { return c.dev.progress() }
+
+// progress is Progress for every receive queue of the device.
+func (d *Device) progress() bool {
+	got := false
+	for i := range d.rxqs {
+		rq := d.rxqs[i].Load()
+		if rq == nil || !rq.mu.TryLock() {
+			continue
+		}
+		if rq.poll() {
+			got = true
+		}
+		rq.mu.Unlock()
+	}
+	return got
+}
+
+// poll receives and handles one batch without blocking (mu held) and
+// reports whether there was one.
+func (rq *rxQueue) poll() bool {
+	rq.got = false
+	if rq.rc.Control(rq.ctlFn) != nil || !rq.got || rq.m.errno != 0 || rq.m.res <= 0 {
+		return false
+	}
+	rq.process(rq.m.res)
+	return true
+}
