@@ -110,7 +110,7 @@ wait $p
 	for _, want := range []string{
 		"PASS: sha256 after remount matches", "PASS: disconnect refused", "PASS: fio verify",
 		"PASS: write zeroes reads back as zeroes", "PASS: namespace 2 mapped", "PASS: ublkc", "gone with the daemon",
-		"deleted by the stale cleanup",
+		"deleted by the stale cleanup", "PASS: no ublk device left", "logical block size 4096", "--map auto chose ublk",
 	} {
 		if !strings.Contains(script, want) {
 			t.Errorf("guest log lacks %q", want)

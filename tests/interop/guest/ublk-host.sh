@@ -12,8 +12,8 @@
 # env (defaults):
 #   TARGET_ADDR=$KPEER_HOST_ADDR  TRSVCID=4420  NQN=nqn.2014-08.org.nvmexpress:kpeer-target
 #   NS_SIZE_MB=64  NS2_SIZE_MB=32  FILE_MB=8  FIO_VERIFY_MB=16  PERF_S=8
-#   ADD_NS=1   ask the host side for a second namespace ($SIGNAL/add-ns ->
-#              $SIGNAL/ns-added) and check it is mapped and then unmapped
+#   ADD_NS=1   ask the host side for a second namespace, 4 KiB blocks ($SIGNAL/add-ns
+#              -> $SIGNAL/ns-added) and check it is mapped and then unmapped
 # Prints PASS:/FAIL:/INFO: lines, "PERF: <map> <job> <iops>" and "RESULT: PASS|FAIL".
 set -u
 # shellcheck source=/dev/null
@@ -187,6 +187,8 @@ if [ "$ADD_NS" = 1 ]; then
     done
     if [ -n "$got2" ]; then
       pass "namespace 2 mapped as $got2 ($NS2_SIZE_MB MiB; $before ublk disk(s) before)"
+      lbs=$(cat "/sys/block/$(basename "$got2")/queue/logical_block_size")
+      [ "$lbs" = 4096 ] && pass "$got2: logical block size 4096 as the namespace's" || failc "$got2: logical block size $lbs, want 4096"
       dd if=/dev/urandom of=/tmp/n2.bin bs=64k count=16 status=none
       dd if=/tmp/n2.bin of="$got2" bs=64k oflag=direct status=none
       cmp -s /tmp/n2.bin <(dd if="$got2" bs=64k count=16 iflag=direct status=none) && pass "namespace 2 write/read back" || failc "namespace 2 data"
@@ -211,8 +213,9 @@ fi
 ls /sys/class/ublk-char/ 2>/dev/null
 
 # --- the same namespace through ublk and through NBD: fio randread ---
-step "fio 4k randread, ublk"
-connect ublk
+step "fio 4k randread, ublk (--map auto must pick ublk)"
+connect auto
+case "$DEV" in /dev/ublkb*) pass "--map auto chose ublk ($DEV)" ;; *) failc "--map auto gave $DEV, want a ublk disk" ;; esac
 perf ublk
 disconnect
 step "fio 4k randread, nbd"
