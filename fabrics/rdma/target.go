@@ -72,6 +72,9 @@ const (
 	preConnectData  = 4096
 )
 
+// maxSRQSize bounds TargetConfig.SRQSize (Linux's srq_size too).
+const maxSRQSize = 65535
+
 // ErrConnectTimeout is why the target closes a queue whose Fabrics
 // Connect did not succeed within the connect timeout.
 var ErrConnectTimeout = errors.New("nvme-rdma: no Fabrics Connect within the connect timeout")
@@ -106,7 +109,12 @@ type TargetConfig struct {
 	// keyed (RDMA READ or WRITE) data; a command that finds none waits for
 	// one. 0 means DefaultDataPoolBytes; it is raised to one MaxTransfer.
 	DataPoolBytes int64
-	Logger        hclog.Logger
+	// SRQSize is the number of command capsule buffers the port's queues
+	// share through a shared receive queue, where the provider has SRQs
+	// (elsewhere each queue has a receive ring of 2 × depth buffers).
+	// 0 means DefaultSRQSize; negative, no SRQ.
+	SRQSize int
+	Logger  hclog.Logger
 }
 
 // normalize fills in the defaults and checks the limits.
@@ -153,6 +161,12 @@ func (c *TargetConfig) normalize() error {
 		return fmt.Errorf("nvme-rdma: target: negative data pool size %d", c.DataPoolBytes)
 	}
 	c.DataPoolBytes = max(c.DataPoolBytes, int64(c.MaxTransfer))
+	switch {
+	case c.SRQSize == 0:
+		c.SRQSize = DefaultSRQSize
+	case c.SRQSize > maxSRQSize:
+		return fmt.Errorf("nvme-rdma: target: SRQ size %d exceeds %d", c.SRQSize, maxSRQSize)
+	}
 	if c.ConnectTimeout < 0 || c.MaxPending < 0 || c.MaxPendingPerHost < 0 {
 		return fmt.Errorf("nvme-rdma: target: negative connect timeout %v or pending limits %d/%d", c.ConnectTimeout, c.MaxPending, c.MaxPendingPerHost)
 	}
@@ -237,6 +251,7 @@ type Listener struct {
 	// out closes the pool and deallocates the PD.
 	pd        rdma.PD
 	pool      *dataPool
+	rpool     *recvPool // the SRQ and its buffers, nil without one
 	refsMu    sync.Mutex
 	refs      int
 	closeOnce sync.Once
@@ -251,6 +266,17 @@ func (l *Listener) openShared() error {
 	l.pd = pd
 	l.pool = newDataPool(pd, l.cfg.MaxTransfer, l.cfg.DataPoolBytes)
 	l.refs = 1
+	if l.cfg.SRQSize > 0 {
+		rp, err := newRecvPool(pd, l.cfg.SRQSize, nvme.SQESize+l.cfg.InlineDataSize)
+		switch {
+		case err == nil:
+			l.rpool = rp
+		case errors.Is(err, rdma.ErrNotSupported):
+			l.log.Debug("no shared receive queue: a receive ring per queue", "reason", err)
+		default:
+			l.log.Warn("no shared receive queue: a receive ring per queue", "error", err)
+		}
+	}
 	return nil
 }
 
@@ -271,14 +297,31 @@ func (l *Listener) unref() {
 		return
 	}
 	l.pool.close()
+	if l.rpool != nil {
+		if err := l.rpool.close(); err != nil {
+			l.log.Warn("destroy the port's SRQ", "error", err)
+		}
+	}
 	if err := l.pd.Dealloc(); err != nil {
 		l.log.Warn("deallocate the port's PD", "error", err)
 	}
 }
 
-// PoolBytes returns the bytes the port's data pool has registered and
-// the bytes of it the commands in flight hold.
-func (l *Listener) PoolBytes() (registered, inUse int64) { return l.pool.stats() }
+// SharedBytes returns the bytes of buffers the port's queues share: the
+// capsule buffers of the shared receive queue (0 without one, registered
+// with the port), the data staging pool has registered so far, and the
+// part of it the commands in flight hold.
+func (l *Listener) SharedBytes() (srq, pool, poolInUse int64) {
+	if l.rpool != nil {
+		srq = l.rpool.bytes()
+	}
+	pool, poolInUse = l.pool.stats()
+	return srq, pool, poolInUse
+}
+
+// UsesSRQ reports whether the port's queues take their receives from a
+// shared receive queue.
+func (l *Listener) UsesSRQ() bool { return l.rpool != nil }
 
 // Pending returns the number of queues between CM REQ and a successful
 // Fabrics Connect.
@@ -288,9 +331,8 @@ func (l *Listener) Pending() int {
 	return l.pending
 }
 
-// BufferBytes returns the bytes of queue buffers (receive and response)
-// the port's queues hold; the data staging buffers they share are
-// PoolBytes.
+// BufferBytes returns the bytes of receive and response buffers the
+// port's queues hold, each its own. What they share is SharedBytes.
 func (l *Listener) BufferBytes() int64 { return l.bufBytes.Load() }
 
 // admit counts a CM REQ from src as pending, unless a limit is reached.
@@ -464,6 +506,7 @@ func (l *Listener) setup(req rdma.ConnRequest, ticket *pendingTicket, deadline t
 		RetryCount:         7,
 		RNRRetryCount:      7,
 		FlowControl:        true,
+		SRQ:                l.rpool != nil, // as rdma_accept sets it for a QP with an SRQ
 	}
 	// The RTU, too, must come within the connect timeout: a spoofed REQ
 	// holds its queue no longer than a silent host.
@@ -511,21 +554,24 @@ type targetSlot struct {
 	// with it.
 	hasData   bool
 	inHandler bool
-	recvLen   int
-	dir       fabrics.DataDirection
-	keyed     bool
-	inval     bool
-	rkey      uint32
-	raddr     uint64
-	dataLen   int
-	recvSGE   [1]rdma.SGE
-	recvWR    rdma.RecvWR
-	readSGE   [1]rdma.SGE
-	readWR    rdma.SendWR
-	writeSGE  [1]rdma.SGE
-	writeWR   rdma.SendWR
-	sendSGE   [1]rdma.SGE
-	sendWR    rdma.SendWR
+	// With the port's SRQ: the index of the receive buffer (recvBuf)
+	// the slot's command arrived in, -1 for none (under slotMu).
+	recvIdx  int
+	recvLen  int
+	dir      fabrics.DataDirection
+	keyed    bool
+	inval    bool
+	rkey     uint32
+	raddr    uint64
+	dataLen  int
+	recvSGE  [1]rdma.SGE
+	recvWR   rdma.RecvWR
+	readSGE  [1]rdma.SGE
+	readWR   rdma.SendWR
+	writeSGE [1]rdma.SGE
+	writeWR  rdma.SendWR
+	sendSGE  [1]rdma.SGE
+	sendWR   rdma.SendWR
 }
 
 // targetQueue is one NVMe queue on an RC QP. Its goroutine polls the CQ.
@@ -545,7 +591,14 @@ type targetQueue struct {
 	// slots are indexed by WRID; those beyond preConnectSlots are nil
 	// until the Fabrics Connect succeeds.
 	slots    []*targetSlot
-	recvSize int
+	recvSize int // of the slots' own receive buffers: 0 with the SRQ
+
+	// With the port's SRQ (rpool) a command takes a free slot when its
+	// capsule arrives, and gives it back with its receive buffer when
+	// its response SEND has completed.
+	rpool  *recvPool
+	freeMu sync.Mutex
+	free   []int
 
 	// Set once by grow, when the Fabrics Connect succeeded.
 	connected atomic.Bool
@@ -705,6 +758,7 @@ func newTargetQueue(l *Listener, qr queueRequest, req rdma.ConnRequest, ticket *
 		ticket:   ticket,
 		slots:    make([]*targetSlot, nslots),
 		recvSize: nvme.SQESize + qr.inline,
+		rpool:    l.rpool,
 		waiting:  make([]int, 0, nslots),
 		serveCh:  make(chan struct{}),
 		closing:  make(chan struct{}),
@@ -721,12 +775,21 @@ func newTargetQueue(l *Listener, qr queueRequest, req rdma.ConnRequest, ticket *
 		q.release()
 		return nil, fmt.Errorf("create CQ: %w", err)
 	}
-	q.qp, err = q.pd.CreateQP(&rdma.QPInitAttr{
+	qa := rdma.QPInitAttr{
 		Type:   rdma.QPTypeRC,
 		SendCQ: q.cq,
 		RecvCQ: q.cq,
 		Cap:    rdma.QPCap{MaxSendWR: 2*nslots + 1, MaxRecvWR: nslots, MaxSendSGE: 1, MaxRecvSGE: 1},
-	})
+	}
+	if q.rpool != nil {
+		// Receives from the port's SRQ: the queue holds no receive
+		// buffers of its own, before its Connect or after.
+		qa.SRQ = q.rpool.srq
+		qa.Cap.MaxRecvWR, qa.Cap.MaxRecvSGE = 0, 0
+		q.recvSize = 0
+		q.free = make([]int, 0, nslots)
+	}
+	q.qp, err = q.pd.CreateQP(&qa)
 	if err != nil {
 		q.release()
 		return nil, fmt.Errorf("create QP: %w", err)
@@ -745,6 +808,7 @@ func newTargetQueue(l *Listener, qr queueRequest, req rdma.ConnRequest, ticket *
 		off := i * per
 		q.initSlot(s, i, mem[off:off+per], q.mr.Addr()+uint64(off), q.mr.LKey())
 		q.slots[i] = s
+		q.pushFree(i)
 	}
 	// Receives may be posted from Init on, before the host's first
 	// capsule can arrive; rdma_cm does the same (rdma_create_qp leaves
@@ -755,6 +819,9 @@ func newTargetQueue(l *Listener, qr queueRequest, req rdma.ConnRequest, ticket *
 		return nil, fmt.Errorf("QP to INIT: %w", err)
 	}
 	for _, s := range q.slots[:pre] {
+		if q.rpool != nil {
+			break
+		}
 		if err := q.qp.PostRecv(&s.recvWR); err != nil {
 			q.release()
 			return nil, fmt.Errorf("post receive: %w", err)
@@ -782,6 +849,104 @@ func (q *targetQueue) initSlot(s *targetSlot, i int, buf []byte, addr uint64, lk
 	s.q = q
 	s.w.slot = s
 	s.w.granted = grantedData
+	s.recvIdx = -1
+}
+
+// pushFree makes slot i free for the next capsule (SRQ only).
+func (q *targetQueue) pushFree(i int) {
+	if q.rpool == nil {
+		return
+	}
+	q.freeMu.Lock()
+	q.free = append(q.free, i)
+	q.freeMu.Unlock()
+}
+
+// popFree takes a free slot, -1 if there is none (SRQ only).
+func (q *targetQueue) popFree() int {
+	q.freeMu.Lock()
+	defer q.freeMu.Unlock()
+	n := len(q.free)
+	if n == 0 {
+		return -1
+	}
+	i := q.free[n-1]
+	q.free = q.free[:n-1]
+	return i
+}
+
+// takeRecv hands the slot's SRQ buffer back to the caller, who reposts
+// it (q.slotMu held).
+func (s *targetSlot) takeRecv() int {
+	b := s.recvIdx
+	s.recvIdx = -1
+	s.recvBuf = nil
+	return b
+}
+
+// repostRecv gives SRQ buffer b (if any) back to the SRQ.
+func (q *targetQueue) repostRecv(b int) {
+	if b < 0 {
+		return
+	}
+	if err := q.rpool.repost(b); err != nil {
+		q.log.Error("SRQ buffer lost", "error", err)
+	}
+}
+
+// onSRQRecv handles a receive completion from the port's SRQ: the
+// capsule takes a free slot. The host sends at most depth commands at a
+// time, and the slots are twice that (the slack for responses whose
+// SEND has not completed yet), so a capsule without a slot is a host
+// that exceeded its queue depth, or sent more than its Connect before
+// the Connect succeeded (a pending queue has preConnectSlots slots):
+// the queue is closed, as a receive queue overrun would close it.
+func (q *targetQueue) onSRQRecv(wc *rdma.WorkCompletion) {
+	b := int(wc.WRID &^ wrKind)
+	if b >= len(q.rpool.bufs) {
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: completion for unknown SRQ buffer %#x", q.qid, wc.WRID))
+		return
+	}
+	if wc.Status != rdma.Success {
+		q.repostRecv(b)
+		if wc.Status == rdma.WRFlushError {
+			q.shutdown(fmt.Errorf("nvme-rdma: queue %d: work requests flushed: %w", q.qid, fabrics.ErrQueueClosed))
+			return
+		}
+		q.log.Warn("receive failed", "status", wc.Status)
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: %w", q.qid, wc.Err()))
+		return
+	}
+	q.recvs.Add(1)
+	if n := int(wc.ByteLen); n > nvme.SQESize+q.inline {
+		// The SRQ's buffers take the port's in-capsule data; a queue
+		// takes less (none on the admin queue). A capsule larger than
+		// its own would have overrun a receive buffer of its ring: the
+		// queue ends the same way, with or without the SRQ.
+		q.repostRecv(b)
+		q.log.Warn("command capsule larger than the queue's receive size", "bytes", n, "max", nvme.SQESize+q.inline)
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: %d-byte command capsule exceeds %d: %w", q.qid, n, nvme.SQESize+q.inline,
+			&rdma.WCError{Status: rdma.LocalLengthError, WRID: wc.WRID, QPN: wc.QPN}))
+		return
+	}
+	i := q.popFree()
+	if i < 0 {
+		q.repostRecv(b)
+		what := "more commands than its queue depth"
+		if !q.connected.Load() {
+			what = "a command before its Connect succeeded"
+		}
+		q.log.Warn("host sent "+what+": queue closed", "slots", len(q.slots))
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: the host sent %s", q.qid, what))
+		return
+	}
+	s := q.slots[i]
+	q.slotMu.Lock()
+	s.recvIdx = b
+	s.recvBuf = q.rpool.bufs[b].buf
+	q.slotMu.Unlock()
+	s.recvLen = int(wc.ByteLen)
+	q.onCapsule(i)
 }
 
 // setData points the slot's RDMA READ and WRITE staging at buf.
@@ -851,6 +1016,7 @@ func (q *targetQueue) grow() error {
 			i := pre + j
 			q.initSlot(s, i, mem[j*per:(j+1)*per], base+uint64(j*per), lkey)
 			q.slots[i] = s
+			q.pushFree(i)
 		}
 	}
 	q.connected.Store(true)
@@ -860,6 +1026,9 @@ func (q *targetQueue) grow() error {
 		q.probeTimer = time.AfterFunc(iv, q.probe)
 	}
 	for _, s := range q.slots[pre:] {
+		if q.rpool != nil {
+			break
+		}
 		if err := q.qp.PostRecv(&s.recvWR); err != nil {
 			return fmt.Errorf("nvme-rdma: queue %d: post receive: %w", q.qid, err)
 		}
@@ -912,6 +1081,21 @@ func (q *targetQueue) release() {
 	}
 	ringMR := q.ringMR
 	q.mu.Unlock()
+	var recvs []int
+	if q.rpool != nil && q.qp != nil {
+		// The receives the QP consumed from the SRQ and nobody handled
+		// are in the CQ: once the QP is gone (destroyed here, which
+		// verbs.destroy then finds done) they go back to the SRQ.
+		q.qp.Destroy()
+		wcs := make([]rdma.WorkCompletion, 32)
+		for n := q.cq.Poll(wcs); n > 0; n = q.cq.Poll(wcs) {
+			for _, wc := range wcs[:n] {
+				if wc.WRID&wrKind == wrRecv && int(wc.WRID&^wrKind) < len(q.rpool.bufs) {
+					recvs = append(recvs, int(wc.WRID&^wrKind))
+				}
+			}
+		}
+	}
 	q.verbs.destroy(ringMR)
 	q.l.bufBytes.Add(-q.bufBytes)
 	q.ticket.release()
@@ -933,11 +1117,17 @@ func (q *targetQueue) release() {
 			if b, ok := s.takeData(); ok {
 				bufs = append(bufs, b)
 			}
+			if b := s.takeRecv(); b >= 0 {
+				recvs = append(recvs, b)
+			}
 		}
 	}
 	q.slotMu.Unlock()
 	for _, b := range bufs {
 		q.l.pool.put(b)
+	}
+	for _, b := range recvs {
+		q.repostRecv(b)
 	}
 	q.l.unref()
 	if f := q.l.released; f != nil {
@@ -1033,6 +1223,10 @@ const disconnectTimeout = 5e9
 
 // complete handles one work completion on the queue goroutine.
 func (q *targetQueue) complete(wc *rdma.WorkCompletion) {
+	if q.rpool != nil && wc.WRID&wrKind == wrRecv {
+		q.onSRQRecv(wc)
+		return
+	}
 	i := int(wc.WRID &^ wrKind)
 	probe := wc.WRID == wrProbe
 	if !probe && (i >= len(q.slots) || q.slots[i] == nil) {
@@ -1075,6 +1269,14 @@ func (q *targetQueue) complete(wc *rdma.WorkCompletion) {
 		// the data buffer goes back to the pool, the slot's receive
 		// buffer takes the next capsule.
 		q.putData(s)
+		if q.rpool != nil {
+			q.slotMu.Lock()
+			b := s.takeRecv()
+			q.slotMu.Unlock()
+			q.repostRecv(b)
+			q.pushFree(i)
+			return
+		}
 		if err := q.qp.PostRecv(&s.recvWR); err != nil {
 			q.shutdown(fmt.Errorf("nvme-rdma: queue %d: repost receive: %w", q.qid, err))
 		}
@@ -1276,11 +1478,19 @@ func (q *targetQueue) CompleteRequest(r *fabrics.Request) {
 	s.inHandler = false
 	if q.closed.Load() {
 		// Nothing more is sent: the data buffer, which no RDMA uses
-		// now (the READ is done, no WRITE was posted), goes back.
+		// now (the READ is done, no WRITE was posted), goes back, and
+		// so does the SRQ buffer the capsule came in.
 		b, ok := s.takeData()
+		rb := -1
+		if q.rpool != nil {
+			rb = s.takeRecv()
+		}
 		q.slotMu.Unlock()
 		if ok {
 			q.l.pool.put(b)
+		}
+		if rb >= 0 {
+			q.repostRecv(rb)
 		}
 		return
 	}
