@@ -326,6 +326,29 @@ func TestHostCIDGeneration(t *testing.T) {
 	if n := hq.(fabrics.StrayCounter).StrayCompletions(); n != 3 {
 		t.Errorf("%d stray completions counted, want 3", n)
 	}
+	// The caller's tag is the CID's slot part; a tag in use or beyond
+	// the depth is refused without a Done.
+	refused := func(*fabrics.HostCommand) { t.Error("Done of a refused command") }
+	d := make(chan *fabrics.HostCommand, 1)
+	e := &fabrics.HostCommand{Tag: 5, Done: func(c *fabrics.HostCommand) { d <- c }}
+	e.SQE[0] = 0x7e
+	if err := hq.Submit(e); err != nil {
+		t.Fatal(err)
+	}
+	cidE := r.capsule().CID()
+	if fabrics.CIDTag(cidE) != 5 {
+		t.Fatalf("CID %#x for tag 5", cidE)
+	}
+	if err := hq.Submit(&fabrics.HostCommand{Tag: 5, Done: refused}); err == nil {
+		t.Fatal("a second command under tag 5 accepted")
+	}
+	if err := hq.Submit(&fabrics.HostCommand{Tag: uint16(hq.Depth()), Done: refused}); err == nil {
+		t.Fatalf("tag %d of a queue of %d accepted", hq.Depth(), hq.Depth())
+	}
+	r.respond(cidE, 0xeeee, 0)
+	if c := waitDone(t, ctx, d); nvme.CQE(c.CQE[:]).DW0() != 0xeeee {
+		t.Fatalf("tag 5 completed by DW0 %#x", nvme.CQE(c.CQE[:]).DW0())
+	}
 }
 
 // TestHostRKeys: the target reaches a command's data only with the
