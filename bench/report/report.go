@@ -567,7 +567,7 @@ func ok(m *Metrics) bool { return m != nil && m.Error == "" }
 
 // ratioGoal judges nvmeof's figure of job against nbdkit's: value picks
 // the figure, better says whether a ratio passes, format writes a value.
-func (r *Report) ratioGoal(name, job string, value func(*Metrics) float64, pass func(ratio float64) bool, format func(float64) string) Goal {
+func (r *Report) ratioGoal(name, job string, threshold float64, value func(*Metrics) float64, pass func(ratio float64) bool, format func(float64) string) Goal {
 	g := Goal{Name: name, Job: job, Measured: nvmeofNotMeasured, Reference: nbdkitNotMeasured}
 	j := r.Job(job)
 	if j == nil {
@@ -580,7 +580,7 @@ func (r *Report) ratioGoal(name, job string, value func(*Metrics) float64, pass 
 		g.Measured = "nvmeof " + format(value(j.Nvmeof))
 		if ok(j.Nbdkit) && value(j.Nbdkit) > 0 && value(j.Nvmeof) > 0 {
 			ratio := value(j.Nvmeof) / value(j.Nbdkit)
-			g.Measured += fmt.Sprintf(" = %.2f× nbdkit", ratio)
+			g.Measured += " = " + ratioText(ratio, threshold) + " nbdkit"
 			g.Pass = boolPtr(pass(ratio))
 		}
 	}
@@ -603,23 +603,32 @@ func (r *Report) scalingGoal(name, one, two string, value func(*Metrics) float64
 	}
 	ns, nok := scale(j1.Nbdkit, j2.Nbdkit)
 	if nok {
-		g.Reference = fmt.Sprintf("nbdkit %s → %s = %.2f×", format(value(j1.Nbdkit)), format(value(j2.Nbdkit)), ns)
+		g.Reference = fmt.Sprintf("nbdkit %s → %s = %s", format(value(j1.Nbdkit)), format(value(j2.Nbdkit)), ratioText(ns, GoalTwoJobScaling))
 	}
 	vs, vok := scale(j1.Nvmeof, j2.Nvmeof)
 	if !vok {
 		return g
 	}
-	g.Measured = fmt.Sprintf("nvmeof %s → %s = %.2f×", format(value(j1.Nvmeof)), format(value(j2.Nvmeof)), vs)
+	g.Measured = fmt.Sprintf("nvmeof %s → %s = %s", format(value(j1.Nvmeof)), format(value(j2.Nvmeof)), ratioText(vs, GoalTwoJobScaling))
 	switch {
 	case !nok:
 		g.Measured += ", " + nbdkitScalingNotKnown
 	case ns < GoalTwoJobScaling:
 		g.NotApplicable = true
-		g.Measured += fmt.Sprintf(", not judged: nbdkit's two jobs reach only %.2f× its one (< %.1f×) on this machine", ns, GoalTwoJobScaling)
+		g.Measured += fmt.Sprintf(", not judged: nbdkit's two jobs reach only %s its one (< %.1f×) on this machine", ratioText(ns, GoalTwoJobScaling), GoalTwoJobScaling)
 	default:
 		g.Pass = boolPtr(vs >= GoalTwoJobScaling)
 	}
 	return g
+}
+
+// ratioText formats a ratio with two decimals, or three when two would
+// round it onto the goal's threshold (0.998× must not read 1.00×).
+func ratioText(x, threshold float64) string {
+	if math.Abs(x-threshold) < 0.005 && x != threshold {
+		return fmt.Sprintf("%.3f×", x)
+	}
+	return fmt.Sprintf("%.2f×", x)
 }
 
 func (r *Report) goals() []Goal {
@@ -630,11 +639,11 @@ func (r *Report) goals() []Goal {
 	fmtMBps := func(v float64) string { return fmt.Sprintf("%.0f MB/s", v) }
 	fmtP50 := func(v float64) string { return fmt.Sprintf("p50 %.1f µs", v) }
 	goals := []Goal{
-		r.ratioGoal(fmt.Sprintf("4K random read QD32 IOPS ≥ %.1f× nbdkit", GoalQD32IOPSRatio), JobRandRead4kQD32,
+		r.ratioGoal(fmt.Sprintf("4K random read QD32 IOPS ≥ %.1f× nbdkit", GoalQD32IOPSRatio), JobRandRead4kQD32, GoalQD32IOPSRatio,
 			iops, func(x float64) bool { return x >= GoalQD32IOPSRatio }, fmtIOPS),
-		r.ratioGoal(fmt.Sprintf("128K sequential read throughput ≥ %.1f× nbdkit", GoalSeqReadRatio), JobSeqRead128kQD8,
+		r.ratioGoal(fmt.Sprintf("128K sequential read throughput ≥ %.1f× nbdkit", GoalSeqReadRatio), JobSeqRead128kQD8, GoalSeqReadRatio,
 			mbps, func(x float64) bool { return x >= GoalSeqReadRatio }, fmtMBps),
-		r.ratioGoal(fmt.Sprintf("4K random read QD1 p50 latency ≤ %.1f× nbdkit's", GoalQD1P50Ratio), JobRandRead4kQD1,
+		r.ratioGoal(fmt.Sprintf("4K random read QD1 p50 latency ≤ %.1f× nbdkit's", GoalQD1P50Ratio), JobRandRead4kQD1, GoalQD1P50Ratio,
 			p50, func(x float64) bool { return x <= GoalQD1P50Ratio }, fmtP50),
 		r.scalingGoal(fmt.Sprintf("4K random read QD32, two jobs ≥ %.1f× one job (where nbdkit's are)", GoalTwoJobScaling),
 			JobRandRead4kQD32, JobRandRead4kQD32Two, iops, fmtIOPS),

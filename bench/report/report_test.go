@@ -239,6 +239,12 @@ func TestGoalsFail(t *testing.T) {
 	if r.GoalsMissed != 4 {
 		t.Errorf("missed %d, want 4", r.GoalsMissed)
 	}
+	// Just under the threshold: three decimals, not a rounded 1.00×.
+	r.Job(JobRandRead4kQD32).Nvmeof.IOPS = 39920
+	r.Compute()
+	if g := r.Goals[0]; g.Status() != "FAIL" || !strings.Contains(g.Measured, "= 0.998× nbdkit") {
+		t.Errorf("QD32 goal at 0.998×: %s %q", g.Status(), g.Measured)
+	}
 }
 
 // TestSmokeNotJudged: a smoke run lists its goals with figures but judges
