@@ -55,7 +55,7 @@ subsystem %q {
 // kernel-peer namespace and maps the namespace through the kernel's ublk
 // driver (guest/ublk-host.sh): ext4 with checksums after a remount, a
 // disconnect refused while mounted, write zeroes, fio verify, a namespace
-// added by nvmetd's reload mapped and unmapped with the controller,
+// added by nvmetd's reload mapped and unmapped when a reload removes it,
 // disconnect with nothing left, a killed daemon's device cleaned up. Then
 // fio 4k random reads at QD1 and QD32 on the same namespace through ublk
 // and through NBD, logged with their ratio (correctness is asserted, speed
@@ -75,8 +75,9 @@ func TestUblkInGuest(t *testing.T) {
 	if err := writeFile(cfg2, ublkNvmetdConfig(work, true)); err != nil {
 		t.Fatal(err)
 	}
-	// nvmetd, and on the guest's add-ns signal the second namespace by a
-	// configuration reload (SIGHUP); the guest polls for its disk.
+	// nvmetd; on the guest's add-ns signal the second namespace comes by a
+	// configuration reload (SIGHUP), on del-ns it goes by another; the
+	// guest polls for its disk to appear and to go.
 	host := filepath.Join(work, "nvmetd-host.sh")
 	if err := writeFile(host, fmt.Sprintf(`#!/bin/bash
 %s --config %s &
@@ -86,9 +87,14 @@ while [ ! -e "$KPEER_SIGNAL/add-ns" ]; do
   kill -0 $p 2>/dev/null || { echo "nvmetd exited"; exit 1; }
   sleep 0.2
 done
-cp %s %s && kill -HUP $p && echo "nvmetd: namespace 2 added" && touch "$KPEER_SIGNAL/ns-added"
+cp %s %s.1 && cp %s %s && kill -HUP $p && echo "nvmetd: namespace 2 added" && touch "$KPEER_SIGNAL/ns-added"
+while [ ! -e "$KPEER_SIGNAL/del-ns" ]; do
+  kill -0 $p 2>/dev/null || { echo "nvmetd exited"; exit 1; }
+  sleep 0.2
+done
+cp %s.1 %s && kill -HUP $p && echo "nvmetd: namespace 2 removed" && touch "$KPEER_SIGNAL/ns-deleted"
 wait $p
-`, nvmetd, cfg, cfg2, cfg)); err != nil {
+`, nvmetd, cfg, cfg, cfg, cfg2, cfg, cfg, cfg)); err != nil {
 		t.Fatal(err)
 	}
 	res := kpeer.Do(t, dir, kpeer.Run{
@@ -111,6 +117,7 @@ wait $p
 		"PASS: sha256 after remount matches", "PASS: disconnect refused", "PASS: fio verify",
 		"PASS: write zeroes reads back as zeroes", "PASS: namespace 2 mapped", "PASS: ublkc", "gone with the daemon",
 		"deleted by the stale cleanup", "PASS: no ublk device left", "logical block size 4096", "--map auto chose ublk",
+		"unmapped after the namespace was removed", "deleted after the namespace was removed",
 	} {
 		if !strings.Contains(script, want) {
 			t.Errorf("guest log lacks %q", want)

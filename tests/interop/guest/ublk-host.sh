@@ -4,7 +4,8 @@
 # 192.0.2.1) through the kernel's ublk driver: connect --map ublk, mkfs.ext4,
 # mount, copy, sha256 after a remount, disconnect refused while mounted, fsck,
 # blkdiscard -z, fio verify on the block device, a namespace added by nvmetd
-# (SIGHUP) mapped as a second ublk disk, disconnect (disks and devices gone,
+# (SIGHUP) mapped as a second ublk disk and unmapped when nvmetd removes it
+# again, disconnect (disks and devices gone,
 # daemon exited); then fio 4k randread QD1/QD32 on the same namespace mapped
 # through ublk and through NBD; last, a daemon killed with SIGKILL: its disk
 # goes away with it and `nvmeof list` deletes the stopped device.
@@ -13,7 +14,8 @@
 #   TARGET_ADDR=$KPEER_HOST_ADDR  TRSVCID=4420  NQN=nqn.2014-08.org.nvmexpress:kpeer-target
 #   NS_SIZE_MB=64  NS2_SIZE_MB=32  FILE_MB=8  FIO_VERIFY_MB=16  PERF_S=8
 #   ADD_NS=1   ask the host side for a second namespace, 4 KiB blocks ($SIGNAL/add-ns
-#              -> $SIGNAL/ns-added) and check it is mapped and then unmapped
+#              -> $SIGNAL/ns-added), check it is mapped, then for its removal
+#              ($SIGNAL/del-ns -> $SIGNAL/ns-deleted) and check it is unmapped
 # Prints PASS:/FAIL:/INFO: lines, "PERF: <map> <job> <iops>" and "RESULT: PASS|FAIL".
 set -u
 # shellcheck source=/dev/null
@@ -196,6 +198,20 @@ if [ "$ADD_NS" = 1 ]; then
       ls /sys/block; nvmeof list; failc "namespace 2 not mapped within 30 s"
     fi
     UDEV2=$got2
+    if [ -n "$got2" ]; then
+      step "namespace 2 removed by nvmetd (SIGHUP): its disk and device go"
+      n2=${got2#/dev/ublkb}
+      put_signal del-ns
+      if wait_signal ns-deleted 60; then
+        for _ in $(seq 150); do [ -e "/sys/class/ublk-char/ublkc$n2" ] || break; sleep 0.2; done
+        [ -e "/sys/block/ublkb$n2" ] && failc "$got2 still there 30 s after the namespace went" || pass "$got2 unmapped after the namespace was removed"
+        [ -e "/sys/class/ublk-char/ublkc$n2" ] && failc "ublkc$n2 still there" || pass "ublkc$n2 deleted after the namespace was removed"
+        [ -b "$UDEV" ] && dd if="$UDEV" of=/dev/null bs=4k count=1 iflag=direct status=none && pass "$UDEV still served" || failc "$UDEV lost with namespace 2"
+        UDEV2=""
+      else
+        failc "the host side did not remove the namespace"
+      fi
+    fi
   else
     failc "the host side did not add the namespace"
     UDEV2=""
