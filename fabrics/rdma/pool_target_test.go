@@ -10,9 +10,10 @@ import (
 )
 
 // TestTargetPoolExhausted: with a data pool of one 128 KiB unit, 30
-// commands of 64 KiB in flight at once (RDMA READs and WRITEs) wait for
-// the buffer in turn and all complete; nothing is left held, with the
-// port's SRQ and with per-queue receive rings alike.
+// commands of 4, 64 and 128 KiB in flight at once on each of two queues
+// (RDMA READs and WRITEs) wait for buffers in turn and all complete;
+// nothing is left held, with the port's SRQ and with per-queue receive
+// rings alike.
 func TestTargetPoolExhausted(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -34,33 +35,55 @@ func TestTargetPoolExhausted(t *testing.T) {
 			if l.UsesSRQ() != (c.srq == 0) {
 				t.Fatalf("port uses an SRQ: %v, want %v", l.UsesSRQ(), c.srq == 0)
 			}
-			h := &memHandler{closed: make(chan error, 1)}
+			h := &memHandler{closed: make(chan error, 2)}
 			go func() {
-				if q, err := l.Accept(ctx); err == nil {
+				for range 2 {
+					q, err := l.Accept(ctx)
+					if err != nil {
+						return
+					}
 					q.Serve(h)
 				}
 			}()
-			hq, err := NewDialer(HostConfig{Device: hdev}).Dial(ctx, fabrics.Address{Transport: fabrics.TransportRDMA, Addr: pidAddr(31), ServiceID: port},
-				fabrics.QueueParams{QID: 1, SQSize: 32, RQSize: 32})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer hq.Close()
-			fabricsConnect(t, ctx, hq)
-			const n, size = 30, 64 << 10
-			var done []<-chan *fabrics.HostCommand
-			for i := range n {
-				op, dir := byte(0x01), fabrics.DirHostToCtrl
-				if i%2 == 1 {
-					op, dir = 0x02, fabrics.DirCtrlToHost
+			d := NewDialer(HostConfig{Device: hdev})
+			var hqs []fabrics.HostQueue
+			for qid := uint16(1); qid <= 2; qid++ {
+				hq, err := d.Dial(ctx, fabrics.Address{Transport: fabrics.TransportRDMA, Addr: pidAddr(31), ServiceID: port},
+					fabrics.QueueParams{QID: qid, SQSize: 32, RQSize: 32})
+				if err != nil {
+					t.Fatal(err)
 				}
-				done = append(done, submitAsync(t, hq, op, make([]byte, size), dir))
+				defer hq.Close()
+				fabricsConnect(t, ctx, hq)
+				hqs = append(hqs, hq)
 			}
-			for i, d := range done {
-				cmd := waitDone(t, ctx, d)
-				cqe := nvme.CQE(cmd.CQE[:])
-				if cmd.Err != nil || !cqe.Status().Success() || cqe.DW0() != size {
-					t.Fatalf("command %d: %v, status %v, DW0 %d", i, cmd.Err, cqe.Status(), cqe.DW0())
+			// Rounds of 30 commands in flight on each queue: 4 KiB,
+			// 64 KiB and 128 KiB, to the controller and from it (a
+			// 4 KiB one holds the unit as a slab until all its 4 KiB
+			// buffers are back).
+			sizes := []int{64 << 10, 4 << 10, 128 << 10}
+			for round := range 3 {
+				type sent struct {
+					done <-chan *fabrics.HostCommand
+					size int
+				}
+				var all []sent
+				for i := range 30 {
+					for _, hq := range hqs {
+						op, dir := byte(0x01), fabrics.DirHostToCtrl
+						if i%2 == 1 {
+							op, dir = 0x02, fabrics.DirCtrlToHost
+						}
+						size := sizes[(i/2+round)%len(sizes)]
+						all = append(all, sent{submitAsync(t, hq, op, make([]byte, size), dir), size})
+					}
+				}
+				for i, c := range all {
+					cmd := waitDone(t, ctx, c.done)
+					cqe := nvme.CQE(cmd.CQE[:])
+					if cmd.Err != nil || !cqe.Status().Success() || int(cqe.DW0()) != c.size {
+						t.Fatalf("round %d command %d: %v, status %v, DW0 %d", round, i, cmd.Err, cqe.Status(), cqe.DW0())
+					}
 				}
 			}
 			// The last buffer comes back when the target sees its

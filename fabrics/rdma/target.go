@@ -271,6 +271,7 @@ func (l *Listener) openShared() error {
 		switch {
 		case err == nil:
 			l.rpool = rp
+			l.log.Debug("shared receive queue", "buffers", l.cfg.SRQSize, "bytes", rp.bytes())
 		case errors.Is(err, rdma.ErrNotSupported):
 			l.log.Debug("no shared receive queue: a receive ring per queue", "reason", err)
 		default:
