@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,4 +98,73 @@ func TestTargetPoolExhausted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// holdHandler keeps the commands it is given until told to complete them.
+type holdHandler struct {
+	got    chan *fabrics.Request
+	closed chan error
+}
+
+func (h *holdHandler) HandleCommand(r *fabrics.Request) { h.got <- r }
+func (h *holdHandler) QueueClosed(err error)            { h.closed <- err }
+
+// TestSRQPreConnectOverrun: with the port's SRQ a queue before its
+// Connect has two slots; a host that sends a third command while the
+// first two are outstanding (no Connect at all here) has its queue
+// closed rather than holding more of the SRQ's buffers. The handler
+// completes the two it held after the close, which gives their buffers
+// back.
+func TestSRQPreConnectOverrun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const port = 4446
+	tdev, hdev := openSoft(t, pidAddr(33)), openSoft(t, pidAddr(34))
+	l, err := Listen(TargetConfig{Device: tdev, ServiceID: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if !l.UsesSRQ() {
+		t.Fatal("the soft provider's port has no SRQ")
+	}
+	h := &holdHandler{got: make(chan *fabrics.Request, 4), closed: make(chan error, 1)}
+	go func() {
+		if q, err := l.Accept(ctx); err == nil {
+			q.Serve(h)
+		}
+	}()
+	hq, err := NewDialer(HostConfig{Device: hdev}).Dial(ctx, fabrics.Address{Transport: fabrics.TransportRDMA, Addr: pidAddr(33), ServiceID: port},
+		fabrics.QueueParams{QID: 1, SQSize: 32, RQSize: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hq.Close()
+	var held []*fabrics.Request
+	for i := range 3 {
+		submitAsync(t, hq, 0x02, make([]byte, 4096), fabrics.DirCtrlToHost)
+		if i == 2 {
+			break
+		}
+		select {
+		case r := <-h.got:
+			held = append(held, r)
+		case <-ctx.Done():
+			t.Fatalf("command %d not delivered", i)
+		}
+	}
+	select {
+	case err := <-h.closed:
+		if err == nil || !strings.Contains(err.Error(), "before its Connect") {
+			t.Fatalf("queue closed with %v, want the host's command before its Connect", err)
+		}
+	case r := <-h.got:
+		t.Fatalf("third command delivered: %x", r.SQE[:4])
+	case <-ctx.Done():
+		t.Fatal("queue not closed")
+	}
+	for _, r := range held {
+		r.Complete()
+	}
+	waitFor(t, ctx, "data buffers back", func() bool { _, _, inUse := l.SharedBytes(); return inUse == 0 })
 }
