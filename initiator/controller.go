@@ -825,7 +825,13 @@ func (c *Controller) liveAssoc(ctx context.Context) (*assoc, error) {
 func (c *Controller) resetIOQueue(q *queue, reason error) {
 	a := q.a
 	idx := int(q.qid) - 1
-	if idx < 0 || idx >= len(a.io) || a.io[idx].Load() != q || a.ctx.Err() != nil || !q.resetting.CompareAndSwap(false, true) {
+	if idx < 0 || idx >= len(a.io) || a.io[idx].Load() != q || a.ctx.Err() != nil {
+		return
+	}
+	if c.cur.Load() != a || State(c.state.Load()) != StateLive {
+		return // the association is being recovered: its teardown closes q
+	}
+	if !q.resetting.CompareAndSwap(false, true) {
 		return
 	}
 	c.log.Warn("resetting I/O queue", "qid", q.qid, "reason", reason)
