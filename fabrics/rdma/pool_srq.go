@@ -2,6 +2,7 @@ package rdma
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/nvmeof/nvmeof/rdma"
 )
@@ -21,6 +22,9 @@ type recvPool struct {
 	mr   rdma.MR
 	size int // bytes per buffer
 	bufs []recvBuf
+	// out counts the buffers receives have consumed and not yet given
+	// back (taken, counted by the queue that got the completion).
+	out atomic.Int64
 }
 
 type recvBuf struct {
@@ -68,8 +72,12 @@ func newRecvPool(pd rdma.PD, n, size int) (*recvPool, error) {
 	return p, nil
 }
 
+// taken counts a buffer a receive consumed (its completion seen).
+func (p *recvPool) taken() { p.out.Add(1) }
+
 // repost gives buffer i back to the SRQ.
 func (p *recvPool) repost(i int) error {
+	p.out.Add(-1)
 	if err := p.srq.PostRecv(&p.bufs[i].wr); err != nil {
 		return fmt.Errorf("repost SRQ receive: %w", err)
 	}

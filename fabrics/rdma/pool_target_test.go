@@ -90,7 +90,10 @@ func TestTargetPoolExhausted(t *testing.T) {
 			// The last buffer comes back when the target sees its
 			// response's SEND complete, which may be after the host
 			// has the response.
-			waitFor(t, ctx, "all data buffers back", func() bool { _, _, inUse := l.SharedBytes(); return inUse == 0 })
+			waitFor(t, ctx, "all data and SRQ buffers back", func() bool {
+				_, _, inUse := l.SharedBytes()
+				return inUse == 0 && (l.rpool == nil || l.rpool.out.Load() == 0)
+			})
 			srq, pool, inUse := l.SharedBytes()
 			t.Logf("SRQ buffers %d bytes, data pool %d bytes registered, %d in use", srq, pool, inUse)
 			if pool != DefaultMaxTransfer || inUse != 0 || (srq > 0) != l.UsesSRQ() {
@@ -167,4 +170,109 @@ func TestSRQPreConnectOverrun(t *testing.T) {
 		r.Complete()
 	}
 	waitFor(t, ctx, "data buffers back", func() bool { _, _, inUse := l.SharedBytes(); return inUse == 0 })
+}
+
+// TestSRQTeardownReturnsBuffers: a queue torn down while its commands
+// wait for the data pool gives back their SRQ buffers, and the pool
+// buffer its handler held comes back when the handler completes the
+// command late. With an SRQ of 8 buffers and a one-unit pool, a second
+// queue then runs 200 commands at QD6: a leak of either would stall it.
+func TestSRQTeardownReturnsBuffers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const port = 4447
+	tdev, hdev := openSoft(t, pidAddr(35)), openSoft(t, pidAddr(36))
+	l, err := Listen(TargetConfig{Device: tdev, ServiceID: port, DataPoolBytes: 1, SRQSize: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if !l.UsesSRQ() {
+		t.Fatal("the soft provider's port has no SRQ")
+	}
+	hold := &holdHandler{got: make(chan *fabrics.Request, 8), closed: make(chan error, 1)}
+	mem := &memHandler{closed: make(chan error, 1)}
+	go func() {
+		for _, h := range []fabrics.CommandHandler{hold, mem} {
+			q, err := l.Accept(ctx)
+			if err != nil {
+				return
+			}
+			q.Serve(h)
+		}
+	}()
+	d := NewDialer(HostConfig{Device: hdev})
+	addr := fabrics.Address{Transport: fabrics.TransportRDMA, Addr: pidAddr(35), ServiceID: port}
+	hq, err := d.Dial(ctx, addr, fabrics.QueueParams{QID: 1, SQSize: 32, RQSize: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		// The Connect, held by the handler: answered here.
+		r := <-hold.got
+		r.Complete()
+	}()
+	fabricsConnect(t, ctx, hq)
+	// One 128 KiB read held by the handler (the pool's only unit), five
+	// more waiting for it, each in an SRQ buffer.
+	submitAsync(t, hq, 0x02, make([]byte, 128<<10), fabrics.DirCtrlToHost)
+	var held *fabrics.Request
+	select {
+	case held = <-hold.got:
+	case <-ctx.Done():
+		t.Fatal("first command not delivered")
+	}
+	for range 5 {
+		submitAsync(t, hq, 0x02, make([]byte, 64<<10), fabrics.DirCtrlToHost)
+	}
+	waitFor(t, ctx, "the five commands waiting in the SRQ's buffers", func() bool { return poolWaiters(l) == 5 })
+	hq.Close()
+	select {
+	case <-hold.closed:
+	case <-ctx.Done():
+		t.Fatal("queue not torn down")
+	}
+	held.Complete()
+	waitFor(t, ctx, "the pool's unit back", func() bool { _, _, inUse := l.SharedBytes(); return inUse == 0 })
+	if n := l.rpool.out.Load(); n != 0 {
+		t.Fatalf("%d SRQ buffers not given back after the teardown", n)
+	}
+	// A second queue runs on what came back.
+	hq2, err := d.Dial(ctx, addr, fabrics.QueueParams{QID: 1, SQSize: 32, RQSize: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hq2.Close()
+	fabricsConnect(t, ctx, hq2)
+	var pending []<-chan *fabrics.HostCommand
+	for i := range 200 {
+		if len(pending) == 6 {
+			c := waitDone(t, ctx, pending[0])
+			if c.Err != nil || !nvme.CQE(c.CQE[:]).Status().Success() {
+				t.Fatalf("command %d: %v %v", i, c.Err, nvme.CQE(c.CQE[:]).Status())
+			}
+			pending = pending[1:]
+		}
+		op, dir := byte(0x01), fabrics.DirHostToCtrl
+		if i%2 == 1 {
+			op, dir = 0x02, fabrics.DirCtrlToHost
+		}
+		pending = append(pending, submitAsync(t, hq2, op, make([]byte, 64<<10), dir))
+	}
+	for _, p := range pending {
+		if c := waitDone(t, ctx, p); c.Err != nil {
+			t.Fatal(c.Err)
+		}
+	}
+}
+
+// poolWaiters counts the commands waiting for a buffer of l's data pool.
+func poolWaiters(l *Listener) int {
+	l.pool.mu.Lock()
+	defer l.pool.mu.Unlock()
+	n := 0
+	for w := l.pool.wait.head; w != nil; w = w.next {
+		n++
+	}
+	return n
 }

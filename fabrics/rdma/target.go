@@ -908,6 +908,7 @@ func (q *targetQueue) onSRQRecv(wc *rdma.WorkCompletion) {
 		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: completion for unknown SRQ buffer %#x", q.qid, wc.WRID))
 		return
 	}
+	q.rpool.taken()
 	if wc.Status != rdma.Success {
 		q.repostRecv(b)
 		if wc.Status == rdma.WRFlushError {
@@ -1092,6 +1093,7 @@ func (q *targetQueue) release() {
 		for n := q.cq.Poll(wcs); n > 0; n = q.cq.Poll(wcs) {
 			for _, wc := range wcs[:n] {
 				if wc.WRID&wrKind == wrRecv && int(wc.WRID&^wrKind) < len(q.rpool.bufs) {
+					q.rpool.taken()
 					recvs = append(recvs, int(wc.WRID&^wrKind))
 				}
 			}
@@ -1111,9 +1113,9 @@ func (q *targetQueue) release() {
 		if s == nil {
 			continue
 		}
-		if q.l.pool.cancel(&s.w) {
-			continue
-		}
+		// A slot waiting for a pool buffer leaves the waiters (it holds
+		// none, but may hold its capsule's SRQ buffer).
+		q.l.pool.cancel(&s.w)
 		if !s.inHandler {
 			if b, ok := s.takeData(); ok {
 				bufs = append(bufs, b)
