@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,7 +102,7 @@ wait $p
 		Kernel:  ublkKernel,
 		Scripts: []string{s.script("ublk-host.sh")},
 		HostCmd: "exec bash " + host,
-		Env:     []string{"NQN=" + kpeerNQN, "TARGET_ADDR=" + kpeer.HostAddr, "FILE_MB=8", "FIO_VERIFY_MB=16", "PERF_S=8"},
+		Env:     []string{"NQN=" + kpeerNQN, "TARGET_ADDR=" + kpeer.HostAddr, "FILE_MB=8", "FIO_VERIFY_MB=16", "PERF_S=8", "PERF_ROUNDS=2"},
 		Share:   s.Dir,
 		Timeout: 15 * time.Minute,
 	})
@@ -124,8 +125,8 @@ wait $p
 		}
 	}
 
-	// PERF: <map> <job> <iops>
-	perf := map[string]map[string]float64{}
+	// PERF: <map> <job> <iops>, once per round.
+	perf := map[string]map[string][]float64{}
 	for _, l := range strings.Split(script, "\n") {
 		f := strings.Fields(l)
 		if len(f) != 4 || f[0] != "PERF:" {
@@ -136,17 +137,18 @@ wait $p
 			continue
 		}
 		if perf[f[2]] == nil {
-			perf[f[2]] = map[string]float64{}
+			perf[f[2]] = map[string][]float64{}
 		}
-		perf[f[2]][f[1]] = v
+		perf[f[2]][f[1]] = append(perf[f[2]][f[1]], v)
 	}
 	for _, job := range []string{"randread-4k-qd1", "randread-4k-qd32"} {
 		u, n := perf[job]["ublk"], perf[job]["nbd"]
-		if u == 0 || n == 0 {
+		if len(u) == 0 || len(n) == 0 {
 			t.Errorf("fio %s: ublk %v IOPS, nbd %v IOPS: a run is missing", job, u, n)
 			continue
 		}
-		t.Logf("fio %s (TCG guest, 1 vCPU): ublk %.0f IOPS, nbd %.0f IOPS, ublk/nbd %.2f", job, u, n, u/n)
+		t.Logf("fio %s (TCG guest, 1 vCPU), IOPS per round: ublk %v, nbd %v; best ublk/nbd %.2f",
+			job, u, n, slices.Max(u)/slices.Max(n))
 	}
 	if b, err := os.ReadFile(filepath.Join(res.Share, "out", "a", "dmesg.txt")); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
