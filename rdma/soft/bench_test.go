@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,12 +24,41 @@ import (
 // noGSO runs the RDMA benchmarks with Config.DisableGSO (go test -args -nogso).
 var noGSO = flag.Bool("nogso", false, "benchmarks: soft devices without UDP GSO")
 
+// Benchmark knobs: Config.RecvQueues (-queues) and Config.FixedSourcePort
+// (-fixedsport), for before/after runs of one binary.
+var (
+	benchQueues     = flag.Int("queues", 0, "benchmarks: receive queues per device (0: the default)")
+	benchFixedSport = flag.Bool("fixedsport", false, "benchmarks: send every packet from port 4791")
+)
+
+// cpuTime returns the CPU time (user and system) the process used so far:
+// on loopback the kernel's delivery to the receiver runs in the sender's
+// syscalls, so it counts too. Reported per operation ("cpu-ns/op") it is
+// less sensitive than ns/op to other work on a shared machine.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports the CPU time per operation since start.
+func reportCPU(b *testing.B, start time.Duration) {
+	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+}
+
+// benchConfig is the device configuration of the RDMA benchmarks.
+func benchConfig() Config {
+	return Config{DisableGSO: *noGSO, RecvQueues: *benchQueues, FixedSourcePort: *benchFixedSport}
+}
+
 // BenchmarkRDMAWrite measures RDMA WRITE bandwidth at MTU 4096 with 16
 // signaled writes in flight.
 func BenchmarkRDMAWrite(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			da, db := openPair(b, Config{DisableGSO: *noGSO}, Config{DisableGSO: *noGSO})
+			da, db := openPair(b, benchConfig(), benchConfig())
 			ea, eb := connect(b, da, db, qpOpts{mtu: rdma.MTU4096, sendWR: 64, cqe: 256})
 			src := regMR(b, ea.pd, size, 0)
 			dst := regMR(b, eb.pd, size, rdma.AccessLocalWrite|rdma.AccessRemoteWrite)
@@ -44,7 +74,7 @@ func BenchmarkRDMAWrite(b *testing.B) {
 func BenchmarkRDMARead(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			da, db := openPair(b, Config{DisableGSO: *noGSO}, Config{DisableGSO: *noGSO})
+			da, db := openPair(b, benchConfig(), benchConfig())
 			ea, eb := connect(b, da, db, qpOpts{mtu: rdma.MTU4096, sendWR: 64, cqe: 256})
 			dst := regMR(b, ea.pd, size, rdma.AccessLocalWrite)
 			src := regMR(b, eb.pd, size, rdma.AccessRemoteRead)
@@ -60,7 +90,7 @@ func BenchmarkRDMARead(b *testing.B) {
 func BenchmarkRDMAWrite2QP(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			da, db := openPair(b, Config{DisableGSO: *noGSO}, Config{DisableGSO: *noGSO})
+			da, db := openPair(b, benchConfig(), benchConfig())
 			var ends [2]*end
 			var wrs [2]rdma.SendWR
 			for i := range ends {
@@ -80,7 +110,7 @@ func BenchmarkRDMAWrite2QP(b *testing.B) {
 func BenchmarkRDMARead2QP(b *testing.B) {
 	for _, size := range []int{64 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			da, db := openPair(b, Config{DisableGSO: *noGSO}, Config{DisableGSO: *noGSO})
+			da, db := openPair(b, benchConfig(), benchConfig())
 			var ends [2]*end
 			var wrs [2]rdma.SendWR
 			for i := range ends {
@@ -103,6 +133,7 @@ func pipelined2(b *testing.B, da *Device, ends [2]*end, wrs [2]rdma.SendWR, size
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := cpuTime()
 	errs := make(chan error, 2)
 	for k := range ends {
 		n := b.N / 2
@@ -156,6 +187,7 @@ func pipelined2(b *testing.B, da *Device, ends [2]*end, wrs [2]rdma.SendWR, size
 		}
 	}
 	b.StopTimer()
+	reportCPU(b, cpu)
 	s := da.Stats()
 	b.ReportMetric(float64(s.Retransmissions)/float64(b.N), "retx/op")
 }
@@ -170,6 +202,7 @@ func pipelined(b *testing.B, da *Device, ea *end, wr *rdma.SendWR, size int) {
 	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
 		for out == depth {
 			out -= reap(b, ctx, ea.scq, wc)
@@ -183,6 +216,7 @@ func pipelined(b *testing.B, da *Device, ea *end, wr *rdma.SendWR, size int) {
 		out -= reap(b, ctx, ea.scq, wc)
 	}
 	b.StopTimer()
+	reportCPU(b, cpu)
 	s := da.Stats()
 	b.ReportMetric(float64(s.Retransmissions)/float64(b.N), "retx/op")
 }
@@ -207,7 +241,7 @@ func reap(b *testing.B, ctx context.Context, cq rdma.CQ, wc []rdma.WorkCompletio
 // BenchmarkSendRate measures the rate of 64-byte SENDs with 64 in flight
 // (one receive posted per message).
 func BenchmarkSendRate(b *testing.B) {
-	da, db := openPair(b, Config{}, Config{})
+	da, db := openPair(b, benchConfig(), benchConfig())
 	const depth, rdepth = 64, 256
 	ea, eb := connect(b, da, db, qpOpts{mtu: rdma.MTU4096, sendWR: depth, recvWR: rdepth, cqe: 1024})
 	src := regMR(b, ea.pd, 64, 0)
@@ -239,6 +273,7 @@ func BenchmarkSendRate(b *testing.B) {
 	b.SetBytes(64)
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := cpuTime()
 	for i := 0; i < b.N; i++ {
 		for out == depth {
 			out -= reap(b, ctx, ea.scq, wc)
@@ -259,6 +294,8 @@ func BenchmarkSendRate(b *testing.B) {
 		}
 		drainRecv()
 	}
+	b.StopTimer()
+	reportCPU(b, cpu)
 }
 
 // BenchmarkUDPLoopback is the ceiling: 4 KiB datagrams between two plain
