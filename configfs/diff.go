@@ -85,7 +85,8 @@ func Diff(old, new *Tree) Changes {
 			op.Traddr != np.Traddr || op.Trsvcid != np.Trsvcid || op.Treq != np.Treq ||
 			op.EffectiveInlineDataSize() != np.EffectiveInlineDataSize() ||
 			op.EffectiveProvider() != np.EffectiveProvider() || op.Device != np.Device || max(op.TOS, -1) != max(np.TOS, -1) ||
-			op.ConnectTimeout != np.ConnectTimeout || op.MaxPending != np.MaxPending || op.MaxPendingPerHost != np.MaxPendingPerHost
+			op.ConnectTimeout != np.ConnectTimeout || op.MaxPending != np.MaxPending || op.MaxPendingPerHost != np.MaxPendingPerHost ||
+			op.DataPoolSize != np.DataPoolSize || max(op.SRQSize, -1) != max(np.SRQSize, -1)
 		pc.SubsystemsAdded, pc.SubsystemsRemoved = addedRemoved(op.Subsystems, np.Subsystems)
 		if pc.Listener || len(pc.SubsystemsAdded)+len(pc.SubsystemsRemoved) > 0 {
 			c.Ports = append(c.Ports, pc)

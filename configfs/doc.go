@@ -33,6 +33,8 @@
 //	  connect_timeout  = 10          # seconds from CM REQ to Fabrics Connect (nvmetd only)
 //	  max_pending      = 256         # queues between CM REQ and Connect (nvmetd only)
 //	  max_pending_per_host = 128     # the same per host address (nvmetd only)
+//	  data_pool_size   = "64MiB"     # cap of the queues' shared data buffers (nvmetd only)
+//	  srq_size         = 1024        # capsule buffers of the shared receive queue, 0: none (nvmetd only)
 //	  portid           = 1           # addr_portid: the discovery log's PORTID
 //	  subsystems       = ["nqn…"]    # optional: the same links as a subsystem's ports
 //	}

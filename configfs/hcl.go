@@ -278,6 +278,10 @@ func (d *hclDecoder) port(b *hcl.Block) *Port {
 			intAttr(d, &p.MaxPending, p.src, path, a, 1, MaxPending)
 		case "max_pending_per_host":
 			intAttr(d, &p.MaxPendingPerHost, p.src, path, a, 1, MaxPending)
+		case "data_pool_size":
+			p.DataPoolSize, _ = d.size(p.src, path, a)
+		case "srq_size":
+			intAttr(d, &p.SRQSize, p.src, path, a, 0, MaxSRQSize)
 		case "address":
 			p.Traddr, _ = d.str(p.src, path, a)
 		case "address_family":
@@ -551,6 +555,12 @@ func (t *Tree) HCL() []byte {
 		}
 		if p.MaxPendingPerHost > 0 {
 			b.SetAttributeValue("max_pending_per_host", cty.NumberIntVal(int64(p.MaxPendingPerHost)))
+		}
+		if p.DataPoolSize > 0 {
+			b.SetAttributeValue("data_pool_size", cty.NumberIntVal(p.DataPoolSize))
+		}
+		if p.SRQSize >= 0 {
+			b.SetAttributeValue("srq_size", cty.NumberIntVal(int64(p.SRQSize)))
 		}
 		if p.Traddr != "" {
 			b.SetAttributeValue("address", cty.StringVal(p.Traddr))

@@ -41,6 +41,9 @@ const MaxConnectTimeout = 3600
 // MaxPending bounds max_pending and max_pending_per_host.
 const MaxPending = 65536
 
+// MaxSRQSize bounds srq_size (as Linux's nvmet-rdma srq_size).
+const MaxSRQSize = 65535
+
 // Transport requirements (addr_treq values, as the kernel names them).
 const (
 	TreqNotSpecified = "not specified"
@@ -137,6 +140,14 @@ type Port struct {
 	// and Fabrics Connect, in total and per host address (nvmetd only);
 	// 0: the transport's 256 and 128.
 	MaxPending, MaxPendingPerHost int
+	// DataPoolSize caps the bytes of the port's data staging pool, the
+	// RDMA READ and WRITE buffers its queues share (nvmetd only); 0: the
+	// transport's 64 MiB.
+	DataPoolSize int64
+	// SRQSize is the number of command capsule buffers of the port's
+	// shared receive queue (nvmetd only): 0 for none (a receive ring
+	// per queue), negative for the transport's 1024.
+	SRQSize int
 	// Subsystems lists the NQNs of the subsystems exported here
 	// (ports/<id>/subsystems/ symlinks).
 	Subsystems []string
@@ -238,6 +249,7 @@ func NewPort(id string) *Port {
 		Treq:           TreqNotSpecified,
 		InlineDataSize: -1,
 		TOS:            -1,
+		SRQSize:        -1,
 	}
 }
 

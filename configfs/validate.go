@@ -163,6 +163,7 @@ var (
 	portHCLNames = map[string]string{
 		"addr_trtype": "transport", "provider": "provider", "device": "device", "tos": "tos", "connect_timeout": "connect_timeout",
 		"max_pending": "max_pending", "max_pending_per_host": "max_pending_per_host", "addr_traddr": "address",
+		"data_pool_size": "data_pool_size", "srq_size": "srq_size",
 		"addr_adrfam": "address_family", "addr_trsvcid": "service", "addr_treq": "treq",
 		"param_inline_data_size": "inline_data_size", "addr_portid": "portid", "subsystems": "subsystems",
 	}

@@ -35,6 +35,11 @@ type PortListener struct {
 	// MaxPending and MaxPendingPerHost bound the queues between CM REQ
 	// and Fabrics Connect (0: the transport's defaults).
 	MaxPending, MaxPendingPerHost int
+	// DataPoolBytes caps the port's shared data staging buffers, SRQSize
+	// sizes its shared receive queue (0: the transport's defaults;
+	// SRQSize negative: none).
+	DataPoolBytes int64
+	SRQSize       int
 }
 
 // ConfigChanges says what ApplyConfig did to ports.
@@ -305,7 +310,20 @@ type nsKey struct {
 func portListener(p *configfs.Port, cfg PortConfig) PortListener {
 	return PortListener{Name: p.ID, ID: cfg.ID, Address: cfg.Address,
 		Provider: p.Provider, Device: p.Device, TOS: p.TOS, InlineDataSize: cfg.InlineDataSize,
-		ConnectTimeout: time.Duration(p.ConnectTimeout) * time.Second, MaxPending: p.MaxPending, MaxPendingPerHost: p.MaxPendingPerHost}
+		ConnectTimeout: time.Duration(p.ConnectTimeout) * time.Second, MaxPending: p.MaxPending, MaxPendingPerHost: p.MaxPendingPerHost,
+		DataPoolBytes: p.DataPoolSize, SRQSize: srqSize(p.SRQSize)}
+}
+
+// srqSize maps a port's srq_size (0 none, negative unset) to the
+// transport's (0 its default, negative none).
+func srqSize(n int) int {
+	switch {
+	case n < 0:
+		return 0
+	case n == 0:
+		return -1
+	}
+	return n
 }
 
 // sameBlockDevice reports whether two versions of a namespace use the

@@ -235,6 +235,8 @@ func (s *Server) startPort(pl target.PortListener, key *deviceKey) error {
 			ConnectTimeout:    pl.ConnectTimeout,
 			MaxPending:        pl.MaxPending,
 			MaxPendingPerHost: pl.MaxPendingPerHost,
+			DataPoolBytes:     pl.DataPoolBytes,
+			SRQSize:           pl.SRQSize,
 			Logger:            s.log.Named("rdma"),
 		})
 		if err != nil {
