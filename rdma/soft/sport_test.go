@@ -240,6 +240,9 @@ func TestRecvQueues(t *testing.T) {
 				}
 			}
 			for _, d := range []*Device{a, b} {
+				// A queue counts its batch after handling it: the
+				// completion may come first.
+				waitFor(5*time.Second, func() bool { return d.rxqPackets[0].Load() > 0 && d.rxqPackets[1].Load() > 0 })
 				if n0, n1 := d.rxqPackets[0].Load(), d.rxqPackets[1].Load(); n0 == 0 || n1 == 0 {
 					t.Errorf("%s: queues read %d and %d packets", d.Name(), n0, n1)
 				}
