@@ -4,11 +4,13 @@
 // rdma package's verbs API.
 //
 // One Device serves one IPv4 or IPv6 address. An IPv4 device sends from
-// an unconnected UDP socket bound to addr:4791 (IP_PMTUDISC_DO, so the
-// kernel sends DF and IP ID 0, which the ICRC covers). In raw mode (any
-// address outside 127.0.0.0/8, or Config.DisableGSO) it receives through a
-// raw socket with a BPF filter, so that it sees the sender's IP header and
-// can verify every packet's ICRC; opening such a device needs CAP_NET_RAW.
+// unconnected UDP sockets (IP_PMTUDISC_DO, so the kernel sends DF and IP
+// ID 0, which the ICRC covers): each QP from its own source port, as rxe
+// chooses it (sport.go), to port 4791, where the device receives. In raw
+// mode (any address outside 127.0.0.0/8, or Config.DisableGSO) it
+// receives through raw sockets with a BPF filter, so that it sees the
+// sender's IP header and can verify every packet's ICRC; opening such a
+// device needs CAP_NET_RAW.
 // In GSO mode (loopback addresses) runs of equal-length packets leave as
 // one UDP GSO send and arrive whole on the UDP socket (UDP_GRO), which
 // rebuilds each packet's headers for the ICRC; no privilege is needed (see
@@ -19,11 +21,13 @@
 // its sender sent (net_linux.go); towards ::1 it uses GSO as an IPv4
 // loopback device does.
 //
-// One goroutine per device reads batches with recvmmsg and demultiplexes
-// by destination QP; the responder and the completer run in it to
-// completion, under the QP's lock. The requester runs in the goroutine
-// that posts, in the receive goroutine when acknowledgements open the
-// window, and in the retransmission timer.
+// Receive goroutines (Config.RecvQueues, one socket each; the kernel
+// steers every datagram to the socket of its destination QP number) read
+// batches with recvmmsg and demultiplex by destination QP; the responder
+// and the completer run in them to completion, under the QP's lock, each
+// QP's packets in one goroutine. The requester runs in the goroutine that
+// posts, in a receive goroutine when acknowledgements open the window,
+// and in the retransmission timer.
 //
 // The RC protocol follows Linux rxe (drivers/infiniband/sw/rxe): go-back-N
 // from the oldest unacknowledged PSN on a NAK sequence error, a lost READ
