@@ -206,7 +206,7 @@ func (q *queue) put(s *cmdSlot) {
 	s.cmd.Data = nil
 	s.aio = nil
 	w := s.state.Load()
-	s.state.Store(w&^(phMask|flAbandoned) | phIdle)
+	s.state.Store(w &^ (phMask | flAbandoned)) // phase idle (0), sequence kept
 	if !s.dead {
 		q.push(s)
 	}

@@ -160,8 +160,6 @@ const (
 	upMaxDiscardSegs = 56
 )
 
-func (p ublkParams) u32(off int) uint32 { return binary.LittleEndian.Uint32(p[off:]) }
-
 // ublkBasicParams builds the parameters for a device of devSectors
 // 512-byte sectors with logical blocks of 1<<lbsShift bytes, requests of
 // at most maxSectors, and discard/write-zeroes limits unless readOnly.

@@ -254,10 +254,6 @@ func (r *Ring) Submit(wait uint32) error {
 	}
 }
 
-func (r *Ring) ready() uint32 {
-	return atomic.LoadUint32(r.cqTail) - atomic.LoadUint32(r.cqHead)
-}
-
 // PeekCQE returns the oldest completion without consuming it.
 func (r *Ring) PeekCQE() (CQE, bool) {
 	head := atomic.LoadUint32(r.cqHead)

@@ -381,15 +381,10 @@ const (
 
 var dropAll = []unix.SockFilter{{Code: bpfRet, K: 0}}
 
-// rawFilter returns the raw socket's filter: IPv4 protocol UDP, not a
-// fragment, destination address dst, UDP destination port port. A raw
-// socket's filter sees the packet from the IP header on.
-func rawFilter(dst uint32, port uint16) []unix.SockFilter {
-	return rawFilterQueue(dst, port, 0, 1)
-}
-
-// rawFilterQueue is rawFilter for receive queue i of n: with n > 1 it
-// also requires the BTH's destination QP number mod n to be i.
+// rawFilterQueue returns the filter of raw socket i of n: IPv4 protocol
+// UDP, not a fragment, destination address dst, UDP destination port
+// port, and with n > 1 the BTH's destination QP number mod n equal to i.
+// A raw socket's filter sees the packet from the IP header on.
 func rawFilterQueue(dst uint32, port uint16, i, n int) []unix.SockFilter {
 	f := []unix.SockFilter{
 		{Code: bpfLdAbsB, K: 9},         // A = protocol
