@@ -6,4 +6,8 @@ package fabrics
 // it found work. A host that busy-polls calls it in its completion loop.
 type Poller interface {
 	Poll() bool
+	// CanPoll reports whether Poll can ever find work (the provider
+	// can be driven on the caller's goroutine); a caller should not
+	// spin on a Poller that cannot.
+	CanPoll() bool
 }

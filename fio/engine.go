@@ -268,7 +268,10 @@ func (e *Engine) Reap(min, max int, timeout time.Duration, out []Completion) int
 
 // poller is implemented by a namespace whose completions can be run on
 // the caller's thread (*initiator.Namespace over RDMA).
-type poller interface{ Poll() bool }
+type poller interface {
+	Poll() bool
+	CanPoll() bool
+}
 
 // spin polls the transport for up to the busy-poll window (bounded by d
 // when d >= 0) and reports whether a completion came after ticket t: the
@@ -277,7 +280,7 @@ type poller interface{ Poll() bool }
 func (e *Engine) spin(t uint32, d time.Duration) bool {
 	p, ok := e.ns.(poller)
 	w := e.cfg.BusyPoll
-	if !ok || w <= 0 {
+	if !ok || w <= 0 || !p.CanPoll() {
 		return false
 	}
 	if d >= 0 && d < w {

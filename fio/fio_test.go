@@ -391,13 +391,18 @@ subsystem %q {
 		t.Fatal("nvmetd not serving after 30 s")
 	}
 
-	jobs, out, err := runFio(t, "--ioengine=external:"+so, "--transport=rdma",
-		"--traddr="+rdmaTargetAddr, "--trsvcid=4420", "--subnqn="+rdmaNQN, "--host_traddr="+rdmaHostAddr,
-		"--nsid=1", "--nr_io_queues=2", writeJob(t, verifyJob))
-	if err != nil {
-		logMu.Lock()
-		defer logMu.Unlock()
-		t.Fatalf("fio: %v\n%s\nnvmetd:\n%s", err, out, logText.String())
+	// busy_poll 50 (the default): completions run on fio's thread
+	// (Namespace.Poll, the soft device's Progress); 0: through the
+	// provider's receive goroutine and a futex wake.
+	for _, poll := range []string{"50", "0"} {
+		jobs, out, err := runFio(t, "--ioengine=external:"+so, "--transport=rdma",
+			"--traddr="+rdmaTargetAddr, "--trsvcid=4420", "--subnqn="+rdmaNQN, "--host_traddr="+rdmaHostAddr,
+			"--nsid=1", "--nr_io_queues=2", "--busy_poll="+poll, writeJob(t, verifyJob))
+		if err != nil {
+			logMu.Lock()
+			defer logMu.Unlock()
+			t.Fatalf("fio busy_poll=%s: %v\n%s\nnvmetd:\n%s", poll, err, out, logText.String())
+		}
+		checkVerifyJobs(t, jobs, out)
 	}
-	checkVerifyJobs(t, jobs, out)
 }

@@ -27,5 +27,26 @@ func (c *Controller) Poll() bool {
 	return got
 }
 
+// CanPoll reports whether Poll can find completions: whether some I/O
+// queue's transport can be driven on the caller's goroutine. A caller
+// should not spin on a controller that cannot.
+func (c *Controller) CanPoll() bool {
+	a := c.cur.Load()
+	if a == nil {
+		return false
+	}
+	for i := range a.io {
+		if q := a.io[i].Load(); q != nil {
+			if p, ok := q.hq.(fabrics.Poller); ok && p.CanPoll() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Poll is the controller's Poll (Controller.Poll).
 func (ns *Namespace) Poll() bool { return ns.c.Poll() }
+
+// CanPoll is the controller's CanPoll (Controller.CanPoll).
+func (ns *Namespace) CanPoll() bool { return ns.c.CanPoll() }

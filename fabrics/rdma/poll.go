@@ -10,3 +10,9 @@ func (q *hostQueue) Poll() bool {
 	p, ok := q.cq.(rdma.Progresser)
 	return ok && p.Progress()
 }
+
+// CanPoll reports whether the queue's CQ can be driven by Poll.
+func (q *hostQueue) CanPoll() bool {
+	_, ok := q.cq.(rdma.Progresser)
+	return ok
+}
