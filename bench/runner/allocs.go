@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,25 +35,16 @@ const allocBenchTime = "5000x"
 func allocsCommand() []string {
 	var names, pkgs []string
 	for _, b := range AllocBenchmarks {
-		if !contains(names, b.Bench) {
+		if !slices.Contains(names, b.Bench) {
 			names = append(names, b.Bench)
 		}
-		if !contains(pkgs, b.Package) {
+		if !slices.Contains(pkgs, b.Package) {
 			pkgs = append(pkgs, b.Package)
 		}
 	}
 	args := []string{"go", "test", "-run", "^$", "-bench", "^(" + strings.Join(names, "|") + ")$", "-benchmem",
 		"-benchtime", allocBenchTime, "-count", "1"}
 	return append(args, pkgs...)
-}
-
-func contains(l []string, s string) bool {
-	for _, v := range l {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // runAllocs runs AllocBenchmarks and stores their results (or why not) in

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -90,7 +91,7 @@ func parsePerfLines(data []byte) ([]perfLine, error) {
 			continue
 		}
 		f := strings.Split(l, ",")
-		i := slicesIndex(f, SyscallEvent)
+		i := slices.IndexFunc(f, func(v string) bool { return strings.TrimSpace(v) == SyscallEvent })
 		if i < 0 {
 			continue
 		}
@@ -120,15 +121,6 @@ func parsePerfLines(data []byte) ([]perfLine, error) {
 		lines = append(lines, pl)
 	}
 	return lines, nil
-}
-
-func slicesIndex(f []string, s string) int {
-	for i, v := range f {
-		if strings.TrimSpace(v) == s {
-			return i
-		}
-	}
-	return -1
 }
 
 // parsePerfTotal returns the count of perf stat -x, output without -I.
