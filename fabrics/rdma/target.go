@@ -544,16 +544,14 @@ type targetSlot struct {
 	req     fabrics.Request
 	recvBuf []byte // 64-byte SQE + in-capsule data, as received
 	respBuf []byte // 16-byte CQE, as sent
-	// The RDMA READ/WRITE staging of a command with keyed data: a pool
-	// buffer (w.buf) while hasData. w is the slot's place among the
-	// pool's waiters.
+	// The RDMA READ/WRITE staging of a command with keyed data: the
+	// pool buffer w.buf, nil when the slot holds none (under the queue's
+	// slotMu). w is the slot's place among the pool's waiters.
 	dataBuf []byte
 	w       poolWaiter
-	// Under the queue's slotMu: the slot holds w.buf; the command is
-	// with the handler (delivered, CompleteRequest not yet called). The
-	// buffer goes back when both the handler and the transport are done
-	// with it.
-	hasData   bool
+	// Under slotMu: the command is with the handler (delivered,
+	// CompleteRequest not yet called). The data buffer goes back when
+	// both the handler and the transport are done with it.
 	inHandler bool
 	// With the port's SRQ: the index of the receive buffer (recvBuf)
 	// the slot's command arrived in, -1 for none (under slotMu).
@@ -605,7 +603,7 @@ type targetQueue struct {
 	connected atomic.Bool
 	pd        rdma.PD // the port's (l.pd)
 
-	// slotMu guards the slots' buffer ownership (hasData, inHandler)
+	// slotMu guards the slots' buffer ownership (dataBuf, inHandler)
 	// against the teardown (released: the QP is gone).
 	slotMu   sync.Mutex
 	released bool
@@ -961,10 +959,9 @@ func (s *targetSlot) setData(buf []byte, addr uint64, lkey uint32) {
 // takeData hands the slot's pool buffer back to the caller, who puts it
 // in the pool (q.slotMu held): the buffer is no longer the slot's.
 func (s *targetSlot) takeData() (poolBuf, bool) {
-	if !s.hasData {
+	if s.dataBuf == nil {
 		return poolBuf{}, false
 	}
-	s.hasData = false
 	s.dataBuf = nil
 	s.req.Data = nil
 	return s.w.buf, true
@@ -1352,7 +1349,6 @@ func (q *targetQueue) withData(s *targetSlot) {
 	}
 	buf, addr, lkey := q.l.pool.bytes(s.w.buf)
 	s.setData(buf, addr, lkey)
-	s.hasData = true
 	r := &s.req
 	r.Data = buf[:s.dataLen:s.dataLen]
 	if s.dir != fabrics.DirHostToCtrl && (q.qid == 0 || r.SQE[0] != byte(nvme.IORead)) {
