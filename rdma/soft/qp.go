@@ -723,13 +723,20 @@ func (q *qp) postRecv(wr *rdma.RecvWR) error {
 	if len(wr.SGL) > q.cap.MaxRecvSGE {
 		return fmt.Errorf("soft: %d SGEs, QP %#x allows %d: %w", len(wr.SGL), q.qpn, q.cap.MaxRecvSGE, rdma.ErrInvalidArgument)
 	}
-	w := &q.rq[q.rqTail%uint64(len(q.rq))]
+	q.rq[q.rqTail%uint64(len(q.rq))].fill(q.pd, wr)
+	q.rqTail++
+	return nil
+}
+
+// fill makes w the receive WQE of wr, its SGEs resolved in pd's MRs; an
+// SGE that does not resolve marks it for a local protection error.
+func (w *recvWQE) fill(pd *pd, wr *rdma.RecvWR) {
 	w.wrid = wr.WRID
 	w.segs = w.segs[:0]
 	w.length = 0
 	w.status = rdma.Success
 	for _, s := range wr.SGL {
-		sg, ok := q.dev.mrs.resolveSGE(q.pd, s, rdma.AccessLocalWrite)
+		sg, ok := pd.dev.mrs.resolveSGE(pd, s, rdma.AccessLocalWrite)
 		if !ok {
 			w.status = rdma.LocalProtectionError
 			continue
@@ -739,8 +746,6 @@ func (q *qp) postRecv(wr *rdma.RecvWR) error {
 			w.length += sg.n
 		}
 	}
-	q.rqTail++
-	return nil
 }
 
 // recvHead returns the receive WQE at the head of the queue, or nil.

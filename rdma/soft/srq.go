@@ -65,22 +65,7 @@ func (s *srq) post(wr *rdma.RecvWR) error {
 	case len(wr.SGL) > s.maxSGE:
 		return fmt.Errorf("soft: %d SGEs, the SRQ allows %d: %w", len(wr.SGL), s.maxSGE, rdma.ErrInvalidArgument)
 	}
-	w := &s.wqes[s.tail%uint64(len(s.wqes))]
-	w.wrid = wr.WRID
-	w.segs = w.segs[:0]
-	w.length = 0
-	w.status = rdma.Success
-	for _, sg := range wr.SGL {
-		r, ok := s.pd.dev.mrs.resolveSGE(s.pd, sg, rdma.AccessLocalWrite)
-		if !ok {
-			w.status = rdma.LocalProtectionError
-			continue
-		}
-		if r.n > 0 {
-			w.segs = append(w.segs, r)
-			w.length += r.n
-		}
-	}
+	s.wqes[s.tail%uint64(len(s.wqes))].fill(s.pd, wr)
 	s.tail++
 	return nil
 }
