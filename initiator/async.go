@@ -196,11 +196,8 @@ func (c *Controller) startAsync(io *IO) bool {
 	if s == nil {
 		return false
 	}
-	s.cmd.SQE = io.sqe
-	s.cmd.Data = data
-	s.cmd.Direction = dir
+	s.prep(&io.sqe, data, dir, io.Op.String(), c.cmdWait())
 	s.aio = io
-	s.setTimeout(c.cmdWait())
 	// On success io may be done already: touch nothing.
 	return s.submit() == nil
 }

@@ -56,9 +56,8 @@ type cmdSlot struct {
 	// The command's timeout in scan ticks (0: none), set before the
 	// command is submitted; atomic as the scanner reads it.
 	ticks atomic.Int32
-	// Set before the command is submitted: the timeout, whether it is
-	// aborted on timeout, and its name for errors (synchronous commands;
-	// an IO's comes from its Op).
+	// Set before the command is submitted (prep): the timeout, whether
+	// it is aborted on timeout, and its name for errors.
 	timeout time.Duration
 	noAbort bool
 	op      string
@@ -524,9 +523,6 @@ func (q *queue) scanOnce(now int64) bool {
 func (q *queue) timedOut(s *cmdSlot) {
 	c := q.c
 	op := s.op
-	if s.aio != nil {
-		op = s.aio.Op.String()
-	}
 	cid := s.cid()
 	terr := &TimeoutError{Op: op, QID: q.qid, CID: cid, After: s.timeout}
 	c.log.Warn("command timeout", "op", op, "qid", q.qid, "cid", cid, "timeout", s.timeout)
