@@ -214,29 +214,30 @@ func busy(dev string) bool {
 	return false
 }
 
-// ensureDevNode waits briefly for udev to create /dev/<name>, then makes
-// the node itself from /sys/block/<name>/dev.
+// ensureDevNode is ensureNode for the block device /dev/<name>.
 func ensureDevNode(path, name string) error {
-	for i := 0; i < 20; i++ {
+	return ensureNode(path, "/sys/block/"+name+"/dev", unix.S_IFBLK|0o660)
+}
+
+// ensureNode waits briefly for devtmpfs/udev to create path, then makes
+// the node itself (mode: type and permissions) from sysDev, a sysfs "dev"
+// file ("major:minor").
+func ensureNode(path, sysDev string, mode uint32) error {
+	for i := 0; i < 50; i++ {
 		if _, err := os.Stat(path); err == nil {
 			return nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	b, err := os.ReadFile("/sys/block/" + name + "/dev")
+	b, err := os.ReadFile(sysDev)
 	if err != nil {
 		return err
 	}
-	majMin := strings.SplitN(strings.TrimSpace(string(b)), ":", 2)
-	if len(majMin) != 2 {
-		return fmt.Errorf("bad /sys/block/%s/dev %q", name, b)
+	var maj, mnr uint32
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d:%d", &maj, &mnr); err != nil {
+		return fmt.Errorf("bad %s %q", sysDev, b)
 	}
-	maj, err1 := strconv.ParseUint(majMin[0], 10, 32)
-	mnr, err2 := strconv.ParseUint(majMin[1], 10, 32)
-	if err1 != nil || err2 != nil {
-		return fmt.Errorf("bad /sys/block/%s/dev %q", name, b)
-	}
-	err = unix.Mknod(path, unix.S_IFBLK|0o660, int(unix.Mkdev(uint32(maj), uint32(mnr))))
+	err = unix.Mknod(path, mode, int(unix.Mkdev(maj, mnr)))
 	if err != nil && !errors.Is(err, unix.EEXIST) {
 		return err
 	}

@@ -429,7 +429,7 @@ func mapUblk(ctx context.Context, e *engine, c *config) (_ *ublkMapping, err err
 		done: make([]uint16, 0, depth), res: make([]int32, depth), ended: make(chan error, 1)}
 	m.q = q
 	cdev := "/dev/ublkc" + strconv.FormatUint(uint64(m.devID), 10)
-	if err := ensureNode(cdev, "/sys/class/ublk-char/ublkc"+strconv.FormatUint(uint64(m.devID), 10)+"/dev", unix.S_IFCHR); err != nil {
+	if err := ensureNode(cdev, "/sys/class/ublk-char/ublkc"+strconv.FormatUint(uint64(m.devID), 10)+"/dev", unix.S_IFCHR|0o600); err != nil {
 		return nil, fmt.Errorf("blockdev: ublk %s: %w", cdev, err)
 	}
 	if q.cfd, err = unix.Open(cdev, unix.O_RDWR|unix.O_CLOEXEC, 0); err != nil {
@@ -459,7 +459,7 @@ func mapUblk(ctx context.Context, e *engine, c *config) (_ *ublkMapping, err err
 		return nil, err
 	}
 	m.dev = "/dev/ublkb" + strconv.FormatUint(uint64(m.devID), 10)
-	if err := ensureNode(m.dev, "/sys/block/ublkb"+strconv.FormatUint(uint64(m.devID), 10)+"/dev", unix.S_IFBLK); err != nil {
+	if err := ensureNode(m.dev, "/sys/block/ublkb"+strconv.FormatUint(uint64(m.devID), 10)+"/dev", unix.S_IFBLK|0o600); err != nil {
 		c.Logger.Warn("ublk device node missing", "path", m.dev, "error", err)
 	}
 	return m, nil
@@ -548,30 +548,6 @@ func (m *ublkMapping) waitQueue(t time.Duration) {
 	}
 	q.stop()
 	m.srvErr = <-q.ended
-}
-
-// ensureNode waits briefly for devtmpfs/udev to create path, then makes
-// the node itself from sysDev (a sysfs "dev" file, "major:minor").
-func ensureNode(path, sysDev string, mode uint32) error {
-	for i := 0; i < 50; i++ {
-		if _, err := os.Stat(path); err == nil {
-			return nil
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	b, err := os.ReadFile(sysDev)
-	if err != nil {
-		return err
-	}
-	var maj, mnr uint32
-	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d:%d", &maj, &mnr); err != nil {
-		return fmt.Errorf("bad %s %q", sysDev, b)
-	}
-	err = unix.Mknod(path, mode|0o600, int(unix.Mkdev(maj, mnr)))
-	if err != nil && !errors.Is(err, unix.EEXIST) {
-		return err
-	}
-	return nil
 }
 
 // removeStaleUblk deletes the ublk devices this package added for servers
