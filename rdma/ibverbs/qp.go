@@ -41,16 +41,9 @@ type qp struct {
 	sgp    *C.struct_gsend
 	ssgep  *C.struct_ibv_sge
 	rmu    sync.Mutex
-	rid    []C.uint64_t
-	rn     []C.uint32_t
-	rsge   []C.struct_ibv_sge
-	rwr    *C.struct_ibv_recv_wr
-	ridp   *C.uint64_t
-	rnp    *C.uint32_t
-	rsgep  *C.struct_ibv_sge
+	rc     recvChain
 	sbad   *C.int // where ibv_post_send's failing index goes (C memory: a Go variable would escape per post)
-	rbad   *C.int
-	closed bool // under smu and rmu
+	closed bool   // under smu and rmu
 }
 
 func newQP(p *pd, attr *rdma.QPInitAttr) (*qp, error) {
@@ -119,15 +112,9 @@ func newQP(p *pd, attr *rdma.QPInitAttr) (*qp, error) {
 	x.swr = (*C.struct_ibv_send_wr)(C.calloc(C.size_t(ns), C.sizeof_struct_ibv_send_wr))
 	x.sg = unsafe.Slice(x.sgp, ns)
 	x.ssge = unsafe.Slice(x.ssgep, ns*c.MaxSendSGE)
-	x.ridp = (*C.uint64_t)(C.calloc(C.size_t(nr), 8))
-	x.rnp = (*C.uint32_t)(C.calloc(C.size_t(nr), 4))
-	x.rsgep = (*C.struct_ibv_sge)(C.calloc(C.size_t(nr*c.MaxRecvSGE), C.sizeof_struct_ibv_sge))
-	x.rwr = (*C.struct_ibv_recv_wr)(C.calloc(C.size_t(nr), C.sizeof_struct_ibv_recv_wr))
-	x.rid = unsafe.Slice(x.ridp, nr)
+	x.rc.alloc(nr, c.MaxRecvSGE)
 	x.sbad = (*C.int)(C.calloc(2, C.sizeof_int))
-	x.rbad = (*C.int)(unsafe.Add(unsafe.Pointer(x.sbad), C.sizeof_int))
-	x.rn = unsafe.Slice(x.rnp, nr)
-	x.rsge = unsafe.Slice(x.rsgep, nr*c.MaxRecvSGE)
+	x.rc.bad = (*C.int)(unsafe.Add(unsafe.Pointer(x.sbad), C.sizeof_int))
 	scq.users.Add(1)
 	rcq.users.Add(1)
 	p.dev.addQP(x)
@@ -348,30 +335,7 @@ func (q *qp) PostRecv(wr *rdma.RecvWR) error {
 	if q.State() == rdma.QPSReset {
 		return &rdma.PostError{Err: fmt.Errorf("ibverbs: post receive in RESET: %w", rdma.ErrInvalidState)}
 	}
-	base := 0
-	for wr != nil {
-		n, nsge := 0, 0
-		for ; wr != nil && n < len(q.rid); wr = wr.Next {
-			if len(wr.SGL) > q.cap.MaxRecvSGE {
-				if n > 0 {
-					break
-				}
-				return &rdma.PostError{Index: base, Err: fmt.Errorf("ibverbs: %d SGEs, QP takes %d: %w", len(wr.SGL), q.cap.MaxRecvSGE, rdma.ErrInvalidArgument)}
-			}
-			if nsge+len(wr.SGL) > len(q.rsge) {
-				break
-			}
-			q.rid[n] = C.uint64_t(wr.WRID)
-			q.rn[n] = C.uint32_t(len(wr.SGL))
-			nsge += putSGEs(q.rsge[nsge:], wr.SGL)
-			n++
-		}
-		if r := C.nv_post_recv(q.qp, q.ridp, q.rnp, C.int(n), q.rsgep, q.rwr, q.rbad); r != 0 {
-			return &rdma.PostError{Index: base + int(*q.rbad), Err: fmt.Errorf("ibverbs: ibv_post_recv: %w", errnoErr(syscall.Errno(r)))}
-		}
-		base += n
-	}
-	return nil
+	return q.rc.post(wr, q.qp, nil)
 }
 
 // Destroy implements rdma.QP.
@@ -393,10 +357,10 @@ func (q *qp) Destroy() error {
 	q.pd.dev.removeQP(q)
 	q.scq.users.Add(-1)
 	q.rcq.users.Add(-1)
-	for _, p := range []unsafe.Pointer{unsafe.Pointer(q.sgp), unsafe.Pointer(q.ssgep), unsafe.Pointer(q.swr),
-		unsafe.Pointer(q.ridp), unsafe.Pointer(q.rnp), unsafe.Pointer(q.rsgep), unsafe.Pointer(q.rwr), unsafe.Pointer(q.sbad)} {
+	for _, p := range []unsafe.Pointer{unsafe.Pointer(q.sgp), unsafe.Pointer(q.ssgep), unsafe.Pointer(q.swr), unsafe.Pointer(q.sbad)} {
 		C.free(p)
 	}
+	q.rc.free()
 	return nil
 }
 

@@ -41,14 +41,7 @@ type srq struct {
 	maxSGE int
 
 	mu     sync.Mutex
-	rid    []C.uint64_t
-	rn     []C.uint32_t
-	rsge   []C.struct_ibv_sge
-	ridp   *C.uint64_t
-	rnp    *C.uint32_t
-	rsgep  *C.struct_ibv_sge
-	rwr    *C.struct_ibv_recv_wr
-	rbad   *C.int
+	rc     recvChain
 	users  int // QPs created with it
 	closed bool
 }
@@ -73,14 +66,8 @@ func (p *pd) CreateSRQ(a *rdma.SRQAttr) (rdma.SRQ, error) {
 	}
 	x := &srq{pd: p, srq: s, maxSGE: int(ia.attr.max_sge)}
 	n := min(a.MaxWR, maxChain)
-	x.ridp = (*C.uint64_t)(C.calloc(C.size_t(n), 8))
-	x.rnp = (*C.uint32_t)(C.calloc(C.size_t(n), 4))
-	x.rsgep = (*C.struct_ibv_sge)(C.calloc(C.size_t(n*x.maxSGE), C.sizeof_struct_ibv_sge))
-	x.rwr = (*C.struct_ibv_recv_wr)(C.calloc(C.size_t(n), C.sizeof_struct_ibv_recv_wr))
-	x.rbad = (*C.int)(C.calloc(1, C.sizeof_int))
-	x.rid = unsafe.Slice(x.ridp, n)
-	x.rn = unsafe.Slice(x.rnp, n)
-	x.rsge = unsafe.Slice(x.rsgep, n*x.maxSGE)
+	x.rc.alloc(n, x.maxSGE)
+	x.rc.bad = (*C.int)(C.calloc(1, C.sizeof_int))
 	return x, nil
 }
 
@@ -91,26 +78,75 @@ func (s *srq) PostRecv(wr *rdma.RecvWR) error {
 	if s.closed {
 		return &rdma.PostError{Err: fmt.Errorf("ibverbs: SRQ: %w", rdma.ErrClosed)}
 	}
+	return s.rc.post(wr, nil, s.srq)
+}
+
+// recvChain is the C memory that one post of receive work requests is
+// built in, for a QP's receive queue or an SRQ.
+type recvChain struct {
+	id   []C.uint64_t
+	n    []C.uint32_t
+	sge  []C.struct_ibv_sge
+	wr   *C.struct_ibv_recv_wr
+	idp  *C.uint64_t
+	np   *C.uint32_t
+	sgep *C.struct_ibv_sge
+	bad  *C.int // where the failing index goes; the owner allocates and frees it
+	nsge int    // SGEs per work request
+}
+
+// alloc sizes the chain for n work requests of up to nsge SGEs each.
+func (c *recvChain) alloc(n, nsge int) {
+	c.nsge = nsge
+	c.idp = (*C.uint64_t)(C.calloc(C.size_t(n), 8))
+	c.np = (*C.uint32_t)(C.calloc(C.size_t(n), 4))
+	c.sgep = (*C.struct_ibv_sge)(C.calloc(C.size_t(n*nsge), C.sizeof_struct_ibv_sge))
+	c.wr = (*C.struct_ibv_recv_wr)(C.calloc(C.size_t(n), C.sizeof_struct_ibv_recv_wr))
+	c.id = unsafe.Slice(c.idp, n)
+	c.n = unsafe.Slice(c.np, n)
+	c.sge = unsafe.Slice(c.sgep, n*nsge)
+}
+
+// free releases what alloc allocated (not bad).
+func (c *recvChain) free() {
+	for _, p := range []unsafe.Pointer{unsafe.Pointer(c.idp), unsafe.Pointer(c.np), unsafe.Pointer(c.sgep), unsafe.Pointer(c.wr)} {
+		C.free(p)
+	}
+}
+
+// post posts the chain wr to qp or, when qp is nil, to srq, in as many
+// calls as the C memory needs.
+func (c *recvChain) post(wr *rdma.RecvWR, qp *C.struct_ibv_qp, srq *C.struct_ibv_srq) error {
+	who, verb := "QP", "ibv_post_recv"
+	if qp == nil {
+		who, verb = "SRQ", "ibv_post_srq_recv"
+	}
 	base := 0
 	for wr != nil {
 		n, nsge := 0, 0
-		for ; wr != nil && n < len(s.rid); wr = wr.Next {
-			if len(wr.SGL) > s.maxSGE {
+		for ; wr != nil && n < len(c.id); wr = wr.Next {
+			if len(wr.SGL) > c.nsge {
 				if n > 0 {
 					break
 				}
-				return &rdma.PostError{Index: base, Err: fmt.Errorf("ibverbs: %d SGEs, the SRQ takes %d: %w", len(wr.SGL), s.maxSGE, rdma.ErrInvalidArgument)}
+				return &rdma.PostError{Index: base, Err: fmt.Errorf("ibverbs: %d SGEs, the %s takes %d: %w", len(wr.SGL), who, c.nsge, rdma.ErrInvalidArgument)}
 			}
-			if nsge+len(wr.SGL) > len(s.rsge) {
+			if nsge+len(wr.SGL) > len(c.sge) {
 				break
 			}
-			s.rid[n] = C.uint64_t(wr.WRID)
-			s.rn[n] = C.uint32_t(len(wr.SGL))
-			nsge += putSGEs(s.rsge[nsge:], wr.SGL)
+			c.id[n] = C.uint64_t(wr.WRID)
+			c.n[n] = C.uint32_t(len(wr.SGL))
+			nsge += putSGEs(c.sge[nsge:], wr.SGL)
 			n++
 		}
-		if r := C.nv_post_srq_recv(s.srq, s.ridp, s.rnp, C.int(n), s.rsgep, s.rwr, s.rbad); r != 0 {
-			return &rdma.PostError{Index: base + int(*s.rbad), Err: fmt.Errorf("ibverbs: ibv_post_srq_recv: %w", errnoErr(syscall.Errno(r)))}
+		var r C.int
+		if qp != nil {
+			r = C.nv_post_recv(qp, c.idp, c.np, C.int(n), c.sgep, c.wr, c.bad)
+		} else {
+			r = C.nv_post_srq_recv(srq, c.idp, c.np, C.int(n), c.sgep, c.wr, c.bad)
+		}
+		if r != 0 {
+			return &rdma.PostError{Index: base + int(*c.bad), Err: fmt.Errorf("ibverbs: %s: %w", verb, errnoErr(syscall.Errno(r)))}
 		}
 		base += n
 	}
@@ -148,11 +184,8 @@ func (s *srq) Close() error {
 		return fmt.Errorf("ibverbs: ibv_destroy_srq: %w", errnoErr(syscall.Errno(r)))
 	}
 	s.closed = true
-	C.free(unsafe.Pointer(s.ridp))
-	C.free(unsafe.Pointer(s.rnp))
-	C.free(unsafe.Pointer(s.rsgep))
-	C.free(unsafe.Pointer(s.rwr))
-	C.free(unsafe.Pointer(s.rbad))
+	s.rc.free()
+	C.free(unsafe.Pointer(s.rc.bad))
 	return nil
 }
 
