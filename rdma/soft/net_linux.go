@@ -93,7 +93,7 @@ import (
 //     hands them to the receiver whole; towards other hosts one datagram
 //     per packet, as towards rxe.
 
-// Receive queues (Config.RecvQueues; rxqueue.go has the rules): a
+// Receive queues (Config.RecvQueues; rx.go and progress.go serve them): a
 // device may read through several sockets, each served by its own
 // receive goroutine. In GSO mode and on IPv6 they are UDP sockets bound
 // to the same address and port with SO_REUSEPORT, with a classic BPF
