@@ -44,7 +44,7 @@ failc() { echo "FAIL: $*"; NFAIL=$((NFAIL + 1)); }
 run() { echo "\$ $*"; "$@"; }
 finish() {
   # the logs of connection daemons still running (a clean disconnect removes them)
-  for f in "$RUNDIR"/*/*.log; do
+  for f in "$RUNDIR"/*/log; do
     [ -e "$f" ] && cp "$f" "$OUT/nvmeof-$(basename "$(dirname "$f")")-$(basename "$f")" 2>/dev/null
   done
   [ -n "$MOUNTED" ] && umount "$MOUNTED" 2>/dev/null
