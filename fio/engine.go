@@ -67,6 +67,7 @@ type Engine struct {
 	cfg  Config
 	conn *conn
 	ns   namespace
+	poll poller // ns, when it is one and cfg.BusyPoll > 0 (else nil)
 
 	slots []slot
 
@@ -131,6 +132,9 @@ func newEngine(cfg Config, c *conn, ns namespace) *Engine {
 		ns:    ns,
 		slots: make([]slot, cfg.Depth),
 		ring:  make([]int32, cfg.Depth),
+	}
+	if p, ok := ns.(poller); ok && cfg.BusyPoll > 0 {
+		e.poll = p
 	}
 	for i := range e.slots {
 		e.slots[i].io.Done = func(*initiator.IO) { e.done(int32(i)) }
@@ -278,9 +282,9 @@ type poller interface {
 // completion then ran on this thread, with no wake-up of the provider's
 // goroutine or of this one.
 func (e *Engine) spin(t uint32, d time.Duration) bool {
-	p, ok := e.ns.(poller)
-	w := e.cfg.BusyPoll
-	if !ok || w <= 0 || !p.CanPoll() {
+	// CanPoll is asked per spin, not once: the queues change on reconnect.
+	p, w := e.poll, e.cfg.BusyPoll
+	if p == nil || !p.CanPoll() {
 		return false
 	}
 	if d >= 0 && d < w {
