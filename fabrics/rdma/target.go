@@ -977,6 +977,23 @@ func (q *targetQueue) putData(s *targetSlot) {
 	}
 }
 
+// putBufs gives back what slot s holds once its command is over: its
+// data buffer to the pool and, with the SRQ, its capsule's receive
+// buffer to the SRQ.
+func (q *targetQueue) putBufs(s *targetSlot) {
+	q.slotMu.Lock()
+	b, ok := s.takeData()
+	rb := -1
+	if q.rpool != nil {
+		rb = s.takeRecv()
+	}
+	q.slotMu.Unlock()
+	if ok {
+		q.l.pool.put(b)
+	}
+	q.repostRecv(rb)
+}
+
 // account adds n bytes of buffers to the queue's and the port's count.
 func (q *targetQueue) account(n int) {
 	q.bufBytes += int64(n)
@@ -1268,12 +1285,8 @@ func (q *targetQueue) complete(wc *rdma.WorkCompletion) {
 		// The response is out, and the RDMA WRITE before it is done:
 		// the data buffer goes back to the pool, the slot's receive
 		// buffer takes the next capsule.
-		q.putData(s)
+		q.putBufs(s)
 		if q.rpool != nil {
-			q.slotMu.Lock()
-			b := s.takeRecv()
-			q.slotMu.Unlock()
-			q.repostRecv(b)
 			q.pushFree(i)
 			return
 		}
@@ -1475,25 +1488,15 @@ func (q *targetQueue) CompleteRequest(r *fabrics.Request) {
 	s := q.slots[r.Slot]
 	q.slotMu.Lock()
 	s.inHandler = false
+	q.slotMu.Unlock()
 	if q.closed.Load() {
 		// Nothing more is sent: the data buffer, which no RDMA uses
 		// now (the READ is done, no WRITE was posted), goes back, and
-		// so does the SRQ buffer the capsule came in.
-		b, ok := s.takeData()
-		rb := -1
-		if q.rpool != nil {
-			rb = s.takeRecv()
-		}
-		q.slotMu.Unlock()
-		if ok {
-			q.l.pool.put(b)
-		}
-		if rb >= 0 {
-			q.repostRecv(rb)
-		}
+		// so does the SRQ buffer the capsule came in (unless the
+		// teardown, seeing the slot out of the handler, took them).
+		q.putBufs(s)
 		return
 	}
-	q.slotMu.Unlock()
 	cqe := nvme.CQE(r.CQE[:])
 	cqe.SetCID(binary.LittleEndian.Uint16(r.SQE[2:]))
 	cqe.SetSQID(q.qid)
