@@ -248,7 +248,7 @@ func Open(cfg Config) (*Device, error) {
 	}
 	d.SetFaults(cfg.SendFaults, cfg.RecvFaults)
 	d.txPool.New = func() any { return newTxBatch(d) }
-	s, err := openSocketsN(cfg.Addr, bind, d.cfg.RecvBuffer, !d.cfg.DisableGSO, d.cfg.RecvQueues)
+	s, err := openSockets(cfg.Addr, bind, d.cfg.RecvBuffer, !d.cfg.DisableGSO, d.cfg.RecvQueues)
 	if err != nil {
 		return nil, err
 	}

@@ -142,19 +142,13 @@ func (s *sockets) localPort() uint16 {
 	return 0
 }
 
-// openSockets opens the sockets of addr with one receive queue (see
-// openSocketsN).
-func openSockets(addr netip.Addr, port uint16, rcvbuf int, gso bool) (*sockets, error) {
-	return openSocketsN(addr, port, rcvbuf, gso, 1)
-}
-
-// openSocketsN opens the sockets of addr, binding UDP port port (0: any):
+// openSockets opens the sockets of addr, binding UDP port port (0: any):
 // for an IPv4 address in GSO mode if gso is set and addr is a loopback
 // address, otherwise in raw mode; for an IPv6 address in udp6 mode (with
 // UDP_GRO if gso is set); with queues receive sockets (at least 1).
 // rcvbuf sets the receive buffer of each receiving socket
 // (SO_RCVBUFFORCE, falling back to SO_RCVBUF).
-func openSocketsN(addr netip.Addr, port uint16, rcvbuf int, gso bool, queues int) (*sockets, error) {
+func openSockets(addr netip.Addr, port uint16, rcvbuf int, gso bool, queues int) (*sockets, error) {
 	queues = max(queues, 1)
 	s := &sockets{loopback: addr.IsLoopback(), v6: addr.Is6()}
 	s.gsoMode = gso && (s.loopback || s.v6)
