@@ -817,14 +817,9 @@ func newTargetQueue(l *Listener, qr queueRequest, req rdma.ConnRequest, ticket *
 		q.release()
 		return nil, fmt.Errorf("QP to INIT: %w", err)
 	}
-	for _, s := range q.slots[:pre] {
-		if q.rpool != nil {
-			break
-		}
-		if err := q.qp.PostRecv(&s.recvWR); err != nil {
-			q.release()
-			return nil, fmt.Errorf("post receive: %w", err)
-		}
+	if err := q.postRecvs(q.slots[:pre]); err != nil {
+		q.release()
+		return nil, fmt.Errorf("post receive: %w", err)
 	}
 	go q.run()
 	return q, nil
@@ -849,6 +844,20 @@ func (q *targetQueue) initSlot(s *targetSlot, i int, buf []byte, addr uint64, lk
 	s.w.slot = s
 	s.w.granted = grantedData
 	s.recvIdx = -1
+}
+
+// postRecvs posts the receive buffers of the slots (the queue's receive
+// ring); with the port's SRQ the queue has none of its own.
+func (q *targetQueue) postRecvs(slots []*targetSlot) error {
+	if q.rpool != nil {
+		return nil
+	}
+	for _, s := range slots {
+		if err := q.qp.PostRecv(&s.recvWR); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pushFree makes slot i free for the next capsule (SRQ only).
@@ -1041,13 +1050,8 @@ func (q *targetQueue) grow() error {
 		q.probeWR = rdma.SendWR{WRID: wrProbe, Opcode: rdma.WRRDMAWrite, Flags: rdma.SendSignaled}
 		q.probeTimer = time.AfterFunc(iv, q.probe)
 	}
-	for _, s := range q.slots[pre:] {
-		if q.rpool != nil {
-			break
-		}
-		if err := q.qp.PostRecv(&s.recvWR); err != nil {
-			return fmt.Errorf("nvme-rdma: queue %d: post receive: %w", q.qid, err)
-		}
+	if err := q.postRecvs(q.slots[pre:]); err != nil {
+		return fmt.Errorf("nvme-rdma: queue %d: post receive: %w", q.qid, err)
 	}
 	q.log.Debug("receive ring allocated", "bytes", len(mem))
 	return nil
