@@ -358,7 +358,7 @@ func (t *txBatch) gsoRun(i, k int) int {
 	for i+run < k && run < gsoMaxSegments {
 		j := i + run
 		q := t.out[j]
-		if t.alone[j] || q.dst != p.dst || q.from != p.from || [3]byte(q.buf[5:8]) != [3]byte(p.buf[5:8]) ||
+		if t.alone[j] || q.dst != p.dst || q.from != p.from || wire.BTH(q.buf[:]).DestQP() != wire.BTH(p.buf[:]).DestQP() ||
 			q.n > s || total+q.n > gsoMaxPayload {
 			break
 		}
