@@ -601,8 +601,6 @@ type targetQueue struct {
 
 	// Set once by grow, when the Fabrics Connect succeeded.
 	connected atomic.Bool
-	pd        rdma.PD // the port's (l.pd)
-
 	// slotMu guards the slots' buffer ownership (dataBuf, inHandler)
 	// against the teardown (released: the QP is gone).
 	slotMu   sync.Mutex
@@ -764,9 +762,10 @@ func newTargetQueue(l *Listener, qr queueRequest, req rdma.ConnRequest, ticket *
 		done:     make(chan struct{}),
 	}
 	var err error
-	// The port's PD: the queue's QP and regions live in it, with the
-	// data pool its commands take their buffers from.
-	q.pd = l.pd
+	// The port's PD (l.pd): the queue's QP and regions live in it, with
+	// the data pool its commands take their buffers from. The embedded
+	// verbs.pd stays nil: verbs.destroy must not deallocate it (unref
+	// does, after the last queue).
 	l.ref()
 	// Each command takes one receive, at most one RDMA READ or WRITE and
 	// one SEND.
@@ -788,7 +787,7 @@ func newTargetQueue(l *Listener, qr queueRequest, req rdma.ConnRequest, ticket *
 		q.recvSize = 0
 		q.free = make([]int, 0, nslots)
 	}
-	q.qp, err = q.pd.CreateQP(&qa)
+	q.qp, err = l.pd.CreateQP(&qa)
 	if err != nil {
 		q.release()
 		return nil, fmt.Errorf("create QP: %w", err)
@@ -796,7 +795,7 @@ func newTargetQueue(l *Listener, qr queueRequest, req rdma.ConnRequest, ticket *
 	pre := min(nslots, preConnectSlots)
 	per := q.recvSize + nvme.CQESize
 	mem := make([]byte, per*pre)
-	if q.mr, err = q.pd.RegMR(mem, rdma.AccessLocalWrite); err != nil {
+	if q.mr, err = l.pd.RegMR(mem, rdma.AccessLocalWrite); err != nil {
 		q.release()
 		return nil, fmt.Errorf("register %d bytes: %w", len(mem), err)
 	}
@@ -1028,7 +1027,7 @@ func (q *targetQueue) grow() error {
 	per := q.recvSize + nvme.CQESize
 	mem := make([]byte, rest*per)
 	if rest > 0 {
-		mr, err := q.pd.RegMR(mem, rdma.AccessLocalWrite)
+		mr, err := q.l.pd.RegMR(mem, rdma.AccessLocalWrite)
 		if err != nil {
 			return fmt.Errorf("nvme-rdma: queue %d: register %d bytes after Connect: %w", q.qid, len(mem), err)
 		}
