@@ -3,6 +3,7 @@ package rdma
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -276,3 +277,96 @@ func poolWaiters(l *Listener) int {
 	}
 	return n
 }
+
+// TestTargetPoolResumeOneAtATime: commands resumed by a returned pool
+// buffer run on the goroutine that returned it (another queue's, a
+// backend's, or this queue's own handler when it completes at once);
+// the handler must still see each queue's commands one at a time, as
+// TargetQueue.Serve promises and the target core relies on (its inline
+// backends share one worker per queue). Two queues of 14 commands each
+// over a one-unit pool, completed inline and from other goroutines.
+func TestTargetPoolResumeOneAtATime(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		port   uint16
+		inline bool
+	}{{"inline", 4446, true}, {"async", 4447, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			tdev, hdev := openSoft(t, pidAddr(37)), openSoft(t, pidAddr(38))
+			l, err := Listen(TargetConfig{Device: tdev, ServiceID: c.port, DataPoolBytes: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			var overlaps atomic.Int64
+			go func() {
+				for range 2 {
+					q, err := l.Accept(ctx)
+					if err != nil {
+						return
+					}
+					q.Serve(&serialCheck{inline: c.inline, overlaps: &overlaps})
+				}
+			}()
+			d := NewDialer(HostConfig{Device: hdev})
+			var hqs []fabrics.HostQueue
+			for qid := uint16(1); qid <= 2; qid++ {
+				hq, err := d.Dial(ctx, fabrics.Address{Transport: fabrics.TransportRDMA, Addr: pidAddr(37), ServiceID: c.port},
+					fabrics.QueueParams{QID: qid, SQSize: 16, RQSize: 16})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer hq.Close()
+				fabricsConnect(t, ctx, hq)
+				hqs = append(hqs, hq)
+			}
+			for round := range 4 {
+				var all []<-chan *fabrics.HostCommand
+				for i := range 14 {
+					for _, hq := range hqs {
+						op, dir := byte(0x01), fabrics.DirHostToCtrl
+						if (i+round)%2 == 1 {
+							op, dir = 0x02, fabrics.DirCtrlToHost
+						}
+						all = append(all, submitAsync(t, hq, op, make([]byte, 128<<10), dir))
+					}
+				}
+				for i, done := range all {
+					cmd := waitDone(t, ctx, done)
+					if cmd.Err != nil || !nvme.CQE(cmd.CQE[:]).Status().Success() {
+						t.Fatalf("round %d command %d: %v, status %v", round, i, cmd.Err, nvme.CQE(cmd.CQE[:]).Status())
+					}
+				}
+			}
+			if n := overlaps.Load(); n != 0 {
+				t.Fatalf("the handler was entered %d times while it ran for the same queue", n)
+			}
+		})
+	}
+}
+
+// serialCheck counts entries into HandleCommand that overlap another
+// one of its queue, and completes commands inline or from a new
+// goroutine.
+type serialCheck struct {
+	in       atomic.Int32
+	inline   bool
+	overlaps *atomic.Int64
+}
+
+func (h *serialCheck) HandleCommand(r *fabrics.Request) {
+	if h.in.Add(1) != 1 {
+		h.overlaps.Add(1)
+	}
+	nvme.CQE(r.CQE[:]).SetDW0(uint32(len(r.Data)))
+	if h.inline {
+		r.Complete()
+	} else {
+		go r.Complete()
+	}
+	h.in.Add(-1)
+}
+
+func (h *serialCheck) QueueClosed(error) {}

@@ -605,6 +605,10 @@ type targetQueue struct {
 	// against the teardown (released: the QP is gone).
 	slotMu   sync.Mutex
 	released bool
+	// Under slotMu: a goroutine is in the handler's HandleCommand, and
+	// the slots whose commands wait for it to finish (deliver).
+	delivering bool
+	deferred   []int
 
 	ticket *pendingTicket // the queue's place among the pending ones
 
@@ -757,6 +761,7 @@ func newTargetQueue(l *Listener, qr queueRequest, req rdma.ConnRequest, ticket *
 		recvSize: nvme.SQESize + qr.inline,
 		rpool:    l.rpool,
 		waiting:  make([]int, 0, nslots),
+		deferred: make([]int, 0, nslots),
 		serveCh:  make(chan struct{}),
 		closing:  make(chan struct{}),
 		done:     make(chan struct{}),
@@ -1473,15 +1478,41 @@ func (q *targetQueue) startWaitingReads() {
 }
 
 // deliver hands the command to the handler, unless the queue is gone.
+// The handler sees a queue's commands one at a time (the TargetQueue
+// contract): a command resumed by a pool buffer comes back on whichever
+// goroutine returned that buffer, possibly another queue's or a backend
+// worker, possibly inside this queue's own HandleCommand (a handler that
+// completes at once). A delivery that finds another one running leaves
+// its slot to that one, which hands it over before it stops.
 func (q *targetQueue) deliver(s *targetSlot) {
 	q.slotMu.Lock()
 	if q.released {
 		q.slotMu.Unlock()
 		return
 	}
-	s.inHandler = true
-	q.slotMu.Unlock()
-	q.handler.HandleCommand(&s.req)
+	if q.delivering {
+		q.deferred = append(q.deferred, s.req.Slot)
+		q.slotMu.Unlock()
+		return
+	}
+	q.delivering = true
+	for {
+		s.inHandler = true
+		q.slotMu.Unlock()
+		q.handler.HandleCommand(&s.req)
+		q.slotMu.Lock()
+		if len(q.deferred) == 0 || q.released {
+			// Torn down: the teardown took the buffers of the deferred
+			// slots, which were not with the handler.
+			q.deferred = q.deferred[:0]
+			q.delivering = false
+			q.slotMu.Unlock()
+			return
+		}
+		s = q.slots[q.deferred[0]]
+		n := copy(q.deferred, q.deferred[1:])
+		q.deferred = q.deferred[:n]
+	}
 }
 
 // CompleteRequest implements fabrics.Completer: the RDMA WRITE of read
