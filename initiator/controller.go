@@ -101,6 +101,7 @@ type Controller struct {
 	rr       atomic.Uint32
 	compSeen atomic.Bool
 	authTID  atomic.Uint32 // next DH-HMAC-CHAP transaction ID (ctrl->transaction)
+	ff       failFast
 
 	scanMu sync.Mutex
 	nsMu   sync.Mutex
@@ -710,6 +711,7 @@ func (c *Controller) reconnect(a *assoc) {
 	defer c.recovery.Done()
 	c.teardown(a)
 	a.wg.Wait()
+	c.armFailFast()
 	maxRec := c.opts.maxReconnects()
 	t := time.NewTimer(c.opts.ReconnectDelay)
 	defer t.Stop()
@@ -748,6 +750,7 @@ func (c *Controller) reconnect(a *assoc) {
 			c.state.Store(int32(StateLive))
 			close(c.liveCh)
 			c.mu.Unlock()
+			c.disarmFailFast()
 			c.startBackground(na)
 			c.log.Info("reconnected", "attempt", n, "cntlid", na.cntlid, "io_queues", len(na.io))
 			return
@@ -780,6 +783,7 @@ func (c *Controller) end(s State, err error) {
 	c.state.Store(int32(s))
 	c.endErr = err
 	close(c.endCh)
+	c.disarmFailFast()
 }
 
 // waitLive waits until the controller is live, or returns why it never
@@ -800,7 +804,12 @@ func (c *Controller) waitLive(ctxDone <-chan struct{}, ctxErr func() error) erro
 		case StateDeleting:
 			return fmt.Errorf("initiator: %s: %w", c.addr, ErrClosed)
 		}
+		failed, expired := c.failFastState()
+		if expired {
+			return fmt.Errorf("initiator: %s: %w", c.addr, ErrFastIOFail)
+		}
 		select {
+		case <-failed:
 		case <-live:
 		case <-end:
 		case <-c.closing:

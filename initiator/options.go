@@ -91,6 +91,12 @@ type Options struct {
 	// CtrlLossTimeout is how long the host tries to reconnect before it
 	// gives up and fails I/O (-l); default 600 s, negative: forever.
 	CtrlLossTimeout time.Duration
+	// FastIOFailTimeout, when positive, is how long after losing its
+	// association the controller lets commands wait for the reconnection:
+	// then they fail with ErrFastIOFail until it is live again (nvme-cli
+	// --fast_io_fail_tmo). 0, the default, waits until CtrlLossTimeout as
+	// Linux's -1.
+	FastIOFailTimeout time.Duration
 	// CommandTimeout is the timeout of an admin or I/O command, default 30 s.
 	CommandTimeout time.Duration
 	// ShutdownTimeout bounds the wait for shutdown on Disconnect, default 5 s.

@@ -63,8 +63,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
 		Name:      "nvmeof",
 		Usage:     "NVMe over Fabrics initiator (RDMA/RoCEv2), nvme-cli style",
+		Version:   version(),
 		Writer:    stdout,
 		ErrWriter: stderr,
+		Before:    func(c *cli.Context) error { return checkLogLevel(c.String("log-level")) },
 		Description: "nvmeof discovers and connects NVMe-oF subsystems over RDMA (RoCEv2, with a built-in\n" +
 			"soft RoCE provider: any Ethernet or loopback interface will do, no RDMA NIC or kernel\n" +
 			"module needed; or, in a binary built with -tags ibverbs, on an RDMA NIC or rxe through\n" +
@@ -193,7 +195,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				},
 				Action: cmdDaemon,
 			},
-		}, authCommands()...),
+		}, append(authCommands(), nvmeCommands()...)...),
 	}
 }
 
@@ -204,7 +206,7 @@ const daemonCommand = "__daemon"
 func newLogger(c *cli.Context, name string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:   name,
-		Level:  hclog.LevelFromString(c.String("log-level")),
+		Level:  logLevel(c),
 		Output: c.App.ErrWriter,
 	})
 }

@@ -18,12 +18,18 @@ const (
 	OpDisconnect = "disconnect" // unmap, shut the controller down, exit
 	OpIdentify   = "identify"   // Identify Controller (NSID 0) or Namespace (NSID n): Data holds 4096 bytes
 	OpSMARTLog   = "smart-log"  // SMART / Health log page: Data holds 512 bytes
+	OpAdmin      = "admin"      // a read-only admin command (see AdminOpcodes): SQE in, Data and Result out
+	OpReset      = "reset"      // controller reset: CC.EN 0, then a new association
 )
 
 // Request is one control request.
 type Request struct {
 	Op   string `json:"op"`
 	NSID uint32 `json:"nsid,omitempty"`
+	// SQE is OpAdmin's 64-byte submission queue entry and DataLen the
+	// length of the data it reads from the controller.
+	SQE     []byte `json:"sqe,omitempty"`
+	DataLen int    `json:"data_len,omitempty"`
 }
 
 // Response answers a Request. Error is set when the request failed; the
@@ -32,6 +38,8 @@ type Response struct {
 	Error string `json:"error,omitempty"`
 	State *State `json:"state,omitempty"`
 	Data  []byte `json:"data,omitempty"`
+	// Result is an OpAdmin completion's DW0.
+	Result uint32 `json:"result,omitempty"`
 }
 
 // maxMessage bounds a control message (a State with many namespaces, or

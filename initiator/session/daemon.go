@@ -261,6 +261,10 @@ func (d *Daemon) handle(req Request) Response {
 			return Response{Error: describe(err)}
 		}
 		return Response{Data: []byte(l)}
+	case OpAdmin:
+		return d.admin(ctx, req)
+	case OpReset:
+		return d.reset()
 	}
 	return Response{Error: fmt.Sprintf("unknown request %q", req.Op)}
 }

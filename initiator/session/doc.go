@@ -10,7 +10,7 @@
 //	nvmeof0.lock       the controller name's lock (created O_EXCL, flock'ed by the daemon)
 //	nvmeof0/state.json the daemon's State (pid, addresses, NQNs, controller, namespaces)
 //	nvmeof0/ctl.sock   the daemon's control socket (JSON requests, see Request)
-//	nvmeof0/log        the daemon's log
+//	nvmeof0.log        the daemon's log, appended by every daemon of that name and kept after it exits
 //	nvmeof0/n1/fuse    the FUSE mount of namespace 1 when it is mapped by FUSE + loop
 //
 // Controller names nvmeof0, nvmeof1, ... are allocated by creating the lock

@@ -28,8 +28,15 @@ const MaxControllers = 1024
 const (
 	StateFile  = "state.json"
 	SocketFile = "ctl.sock"
-	LogFile    = "log"
+	// LogSuffix ends a daemon's log file, RunDir/nvmeofN.log: beside the
+	// controller's directory, not in it, so that the log outlives the
+	// daemon (the directory goes when it exits) and tells why it ended.
+	LogSuffix = ".log"
 )
+
+// MaxLogSize is the size past which a log file is rotated (to .log.1)
+// when the next daemon of the same name starts.
+const MaxLogSize = 4 << 20
 
 // ErrNoFreeName is returned by Allocate when every name up to
 // MaxControllers is taken.
@@ -50,8 +57,12 @@ func (s *Slot) StatePath() string { return filepath.Join(s.Dir, StateFile) }
 // SocketPath returns the path of the slot's control socket.
 func (s *Slot) SocketPath() string { return filepath.Join(s.Dir, SocketFile) }
 
-// LogPath returns the path of the slot's log file.
-func (s *Slot) LogPath() string { return filepath.Join(s.Dir, LogFile) }
+// LogPath returns the path of the slot's log file; daemons of the same
+// name append to it.
+func (s *Slot) LogPath() string { return LogPath(s.RunDir, s.Name) }
+
+// LogPath returns the log file of controller name under runDir.
+func LogPath(runDir, name string) string { return filepath.Join(runDir, name+LogSuffix) }
 
 func lockPath(runDir, name string) string { return filepath.Join(runDir, name+".lock") }
 

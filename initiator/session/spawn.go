@@ -30,7 +30,7 @@ const (
 // StartDaemon runs path with args as the daemon of slot and waits at most
 // timeout for its Report. The daemon runs in a new session (setsid) with
 // its working directory at /, stdin from /dev/null, stdout and stderr
-// appended to the slot's log file, the slot's lock file as descriptor 3
+// appended to the slot's log file (which stays after the daemon exits), the slot's lock file as descriptor 3
 // (so it holds the lock after this process exits), the write end of the
 // report pipe as descriptor 4 and extra as descriptors 5 on (for what must
 // not appear in the daemon's command line, such as a secret in a pipe).
@@ -40,10 +40,17 @@ const (
 // (an error report, the daemon's death, or the timeout, after which the
 // daemon is killed) it releases the slot and returns the error.
 func StartDaemon(path string, args []string, slot *Slot, timeout time.Duration, extra ...*os.File) (*State, error) {
+	if fi, err := os.Stat(slot.LogPath()); err == nil && fi.Size() > MaxLogSize {
+		_ = os.Rename(slot.LogPath(), slot.LogPath()+".1")
+	}
 	logf, err := os.OpenFile(slot.LogPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		slot.Release()
 		return nil, fmt.Errorf("session: log file: %w", err)
+	}
+	var logStart int64 // where this daemon's lines start
+	if fi, err := logf.Stat(); err == nil {
+		logStart = fi.Size()
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -121,7 +128,7 @@ func StartDaemon(path string, args []string, slot *Slot, timeout time.Duration, 
 		msg = "the connection daemon failed: " + fmt.Sprint(res.err)
 	}
 	if res.rep.Error == "" {
-		if tail := logTail(slot.LogPath()); tail != "" {
+		if tail := logTail(slot.LogPath(), logStart); tail != "" {
 			msg += ": " + tail
 		}
 	}
@@ -129,12 +136,14 @@ func StartDaemon(path string, args []string, slot *Slot, timeout time.Duration, 
 	return nil, errors.New(msg)
 }
 
-// logTail returns the last non-empty line of a log file.
-func logTail(path string) string {
+// logTail returns the last non-empty line of a log file written after
+// offset start.
+func logTail(path string, start int64) string {
 	b, err := os.ReadFile(path)
-	if err != nil {
+	if err != nil || start > int64(len(b)) {
 		return ""
 	}
+	b = b[start:]
 	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
 	if len(lines) == 0 {
 		return ""

@@ -43,9 +43,9 @@ pass() { echo "PASS: $*"; }
 failc() { echo "FAIL: $*"; NFAIL=$((NFAIL + 1)); }
 run() { echo "\$ $*"; "$@"; }
 finish() {
-  # the logs of connection daemons still running (a clean disconnect removes them)
-  for f in "$RUNDIR"/*/log; do
-    [ -e "$f" ] && cp "$f" "$OUT/nvmeof-$(basename "$(dirname "$f")")-$(basename "$f")" 2>/dev/null
+  # the connection daemons' logs (kept after they exit)
+  for f in "$RUNDIR"/nvmeof*.log; do
+    [ -e "$f" ] && cp "$f" "$OUT/$(basename "$f")" 2>/dev/null
   done
   [ -n "$MOUNTED" ] && umount "$MOUNTED" 2>/dev/null
   [ "$CONNECTED" = 1 ] && timeout 60 nvmeof disconnect -n "$NQN" >/dev/null 2>&1

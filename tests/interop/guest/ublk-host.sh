@@ -37,8 +37,8 @@ RUNDIR=/run/nvmeof
 CONNECTED=0 MOUNTED=""
 
 finish() {
-  for f in "$RUNDIR"/*/log; do
-    [ -e "$f" ] && cp "$f" "$OUT/nvmeof-$(basename "$(dirname "$f")").log" 2>/dev/null
+  for f in "$RUNDIR"/nvmeof*.log; do
+    [ -e "$f" ] && cp "$f" "$OUT/$(basename "$f")" 2>/dev/null
   done
   [ -n "$MOUNTED" ] && umount "$MOUNTED" 2>/dev/null
   [ "$CONNECTED" = 1 ] && timeout 60 nvmeof disconnect -n "$NQN" >/dev/null 2>&1
@@ -64,7 +64,7 @@ connect() {
     pass "connect --map $map in $(secs "$t0") s"
   else
     echo "$out"
-    for f in "$RUNDIR"/*/log; do [ -e "$f" ] && tail -n 30 "$f"; done
+    for f in "$RUNDIR"/nvmeof*.log; do [ -e "$f" ] && tail -n 30 "$f"; done
     abort "connect --map $map"
   fi
   DEV=$(grep -m1 -oE '^/dev/(ublkb|nbd)[0-9]+$' <<< "$out")
@@ -224,10 +224,10 @@ if [ "$ADD_NS" = 1 ]; then
 fi
 
 step "the daemon's log: no ublk warning or error"
-cp "$RUNDIR"/nvmeof0/log "$OUT/nvmeof-ublk.log" 2>/dev/null
-grep -E 'ublk' "$RUNDIR"/nvmeof0/log | tail -n 8
-grep -q 'ublkb' "$RUNDIR"/nvmeof0/log || failc "no daemon log with the ublk mappings in $RUNDIR/nvmeof0"
-if grep -E '\[(WARN|ERROR)\]' "$RUNDIR"/nvmeof0/log | grep -i ublk; then failc "ublk warnings in the daemon's log"; else pass "no ublk warning in the daemon's log"; fi
+cp "$RUNDIR"/nvmeof0.log "$OUT/nvmeof-ublk.log" 2>/dev/null
+grep -E 'ublk' "$RUNDIR"/nvmeof0.log | tail -n 8
+grep -q 'ublkb' "$RUNDIR"/nvmeof0.log || failc "no daemon log with the ublk mappings in $RUNDIR/nvmeof0.log"
+if grep -E '\[(WARN|ERROR)\]' "$RUNDIR"/nvmeof0.log | grep -i ublk; then failc "ublk warnings in the daemon's log"; else pass "no ublk warning in the daemon's log"; fi
 
 step "disconnect (ublk)"
 disconnect

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"runtime/debug"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/urfave/cli/v2"
+)
+
+// logLevels are the --log-level values, most verbose first.
+var logLevels = []string{"trace", "debug", "info", "warn", "error", "off"}
+
+// levelSynonyms maps names other tools use to ours, for the suggestion.
+var levelSynonyms = map[string]string{
+	"verbose": "debug", "all": "trace", "warning": "warn", "err": "error",
+	"none": "off", "quiet": "off", "silent": "off", "fatal": "error", "critical": "error",
+}
+
+// checkLogLevel refuses a --log-level hclog does not know (hclog would
+// quietly take it as info), suggesting the level meant.
+func checkLogLevel(level string) error {
+	l := strings.ToLower(strings.TrimSpace(level))
+	for _, v := range logLevels {
+		if l == v {
+			return nil
+		}
+	}
+	msg := fmt.Sprintf("--log-level %q: want one of %s", level, strings.Join(logLevels, ", "))
+	if s := suggestLevel(l); s != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", s)
+	}
+	return fmt.Errorf("%s", msg)
+}
+
+// suggestLevel returns the level closest to l: a synonym, or a level
+// within two edits.
+func suggestLevel(l string) string {
+	if s, ok := levelSynonyms[l]; ok {
+		return s
+	}
+	best, bestD := "", 3
+	for _, v := range logLevels {
+		if d := editDistance(l, v); d < bestD {
+			best, bestD = v, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// logLevel is the validated --log-level as hclog's level.
+func logLevel(c *cli.Context) hclog.Level {
+	return hclog.LevelFromString(strings.ToLower(c.String("log-level")))
+}
+
+// version returns the module version and VCS revision this binary was
+// built from (runtime/debug.ReadBuildInfo): "v1.2.3 (rev 0123abcd,
+// modified)", "(devel)" for a plain go build in the source tree.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown (no build information)"
+	}
+	return formatVersion(bi)
+}
+
+// formatVersion formats build information as version prints it.
+func formatVersion(bi *debug.BuildInfo) string {
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, when string
+	modified := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			when = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	var parts []string
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		parts = append(parts, "rev "+rev)
+	}
+	if when != "" {
+		parts = append(parts, when)
+	}
+	if modified {
+		parts = append(parts, "modified")
+	}
+	parts = append(parts, bi.GoVersion)
+	return v + " (" + strings.Join(parts, ", ") + ")"
+}

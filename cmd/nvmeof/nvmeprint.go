@@ -1,0 +1,565 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/initiator/session"
+	"github.com/nvmeof/nvmeof/nvme"
+)
+
+// Printers of list-subsys, get-log, error-log, ns-descs and get-feature,
+// in nvme-cli 2.x's shapes (nvme-print-stdout.c, nvme-print-json.c).
+
+// hexDump prints b as nvme-cli's d(buf, len, 16, 1): a column header,
+// then per 16 bytes the offset, the bytes and their printable ASCII.
+func hexDump(w io.Writer, b []byte) error {
+	const width = 16
+	var s strings.Builder
+	s.WriteString("     ")
+	for i := range width {
+		fmt.Fprintf(&s, "%3x", i)
+	}
+	var ascii []byte
+	i := 0
+	for ; i < len(b); i++ {
+		if i%width == 0 {
+			fmt.Fprintf(&s, "\n%04x:", i)
+		}
+		fmt.Fprintf(&s, " %02x", b[i])
+		c := b[i]
+		if c < '!' || c > '~' {
+			c = '.'
+		}
+		ascii = append(ascii, c)
+		if (i+1)%width == 0 {
+			fmt.Fprintf(&s, " \"%s\"", ascii)
+			ascii = ascii[:0]
+		}
+	}
+	if len(ascii) > 0 {
+		rest := width - i%width
+		fmt.Fprintf(&s, " %*s \"%s\"", 3*rest, "", ascii)
+	}
+	s.WriteString("\n")
+	_, err := io.WriteString(w, s.String())
+	return err
+}
+
+// hexLines returns b as nvme-cli's d_json does for JSON output: one
+// string of hex bytes per 16 bytes.
+func hexLines(b []byte) []string {
+	out := []string{}
+	for off := 0; off < len(b); off += 16 {
+		end := min(off+16, len(b))
+		var s strings.Builder
+		for i, c := range b[off:end] {
+			if i > 0 {
+				s.WriteByte(' ')
+			}
+			fmt.Fprintf(&s, "%02x", c)
+		}
+		out = append(out, s.String())
+	}
+	return out
+}
+
+// printGetLog prints a log page as `nvme get-log`: a header line and a
+// hex dump (JSON: the same facts and the dump's lines; nvme-cli has no
+// JSON form for a raw log page).
+func printGetLog(w io.Writer, format, devname string, lid uint8, nsid uint32, data []byte) error {
+	if format == formatJSON {
+		return writeJSON(w, jobj{{"device", devname}, {"log-id", lid}, {"namespace-id", nsid},
+			{"log-len", len(data)}, {"data", hexLines(data)}})
+	}
+	if _, err := fmt.Fprintf(w, "Device:%s log-id:%d namespace-id:%#x\n", devname, lid, nsid); err != nil {
+		return err
+	}
+	return hexDump(w, data)
+}
+
+// trtypeErrStr is libnvme's nvme_trtype_to_string for the Error
+// Information log's TRTYPE.
+func trtypeErrStr(t uint8) string {
+	switch t {
+	case 0:
+		return "The transport type is not indicated or the error is not transport related"
+	case 1:
+		return "RDMA Transport error"
+	case 2:
+		return "Fibre Channel Transport error"
+	case 3:
+		return "TCP Transport error"
+	case 254:
+		return "Intra-host Transport error"
+	}
+	return "Reserved"
+}
+
+// printErrorLog prints Error Information log entries as `nvme error-log`.
+func printErrorLog(w io.Writer, format, devname string, es []nvme.ErrorLogEntry) error {
+	if format == formatJSON {
+		errs := make([]jobj, 0, len(es))
+		for _, e := range es {
+			errs = append(errs, jobj{
+				{"error_count", e.ErrorCount()},
+				{"sqid", e.SQID()},
+				{"cmdid", e.CID()},
+				{"status_field", e.StatusRaw() >> 1},
+				{"phase_tag", e.StatusRaw() & 1},
+				{"parm_error_location", e.ParameterErrorLocation()},
+				{"lba", e.LBA()},
+				{"nsid", e.NSID()},
+				{"vs", e.VendorSpecificInfo()},
+				{"trtype", e.TRTYPE()},
+				{"cs", e.CommandSpecificInfo()},
+				{"trtype_spec_info", e.TransportSpecificInfo()},
+			})
+		}
+		return writeJSON(w, jobj{{"errors", errs}})
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, "Error Log Entries for device:%s entries:%d\n", devname, len(es))
+	s.WriteString(".................\n")
+	for i, e := range es {
+		st := e.StatusRaw() >> 1
+		fmt.Fprintf(&s, " Entry[%2d]   \n", i)
+		s.WriteString(".................\n")
+		fmt.Fprintf(&s, "error_count\t: %d\n", e.ErrorCount())
+		fmt.Fprintf(&s, "sqid\t\t: %d\n", e.SQID())
+		fmt.Fprintf(&s, "cmdid\t\t: %s\n", hx(uint64(e.CID())))
+		fmt.Fprintf(&s, "status_field\t: %s (%s)\n", hx(uint64(st)), nvme.Status(st&0x7ff).Name())
+		fmt.Fprintf(&s, "phase_tag\t: %s\n", hx(uint64(e.StatusRaw()&1)))
+		fmt.Fprintf(&s, "parm_err_loc\t: %s\n", hx(uint64(e.ParameterErrorLocation())))
+		fmt.Fprintf(&s, "lba\t\t: %s\n", hx(e.LBA()))
+		fmt.Fprintf(&s, "nsid\t\t: %s\n", hx(uint64(e.NSID())))
+		fmt.Fprintf(&s, "vs\t\t: %d\n", e.VendorSpecificInfo())
+		fmt.Fprintf(&s, "trtype\t\t: %d (%s)\n", e.TRTYPE(), trtypeErrStr(e.TRTYPE()))
+		fmt.Fprintf(&s, "cs\t\t: %s\n", hx(e.CommandSpecificInfo()))
+		fmt.Fprintf(&s, "trtype_spec_info: %s\n", hx(uint64(e.TransportSpecificInfo())))
+		s.WriteString(".................\n")
+	}
+	_, err := io.WriteString(w, s.String())
+	return err
+}
+
+// nsDescValue formats a descriptor's identifier as nvme-cli does: hex for
+// EUI-64 and NGUID, the UUID form, "%#x" for the CSI; "" for a type
+// nvme-cli skips.
+func nsDescValue(d nvme.NSDescriptor) (name, value string) {
+	switch d.NIDT {
+	case nvme.NIDTEUI64:
+		return "eui64", fmt.Sprintf("%x", d.NID)
+	case nvme.NIDTNGUID:
+		return "nguid", fmt.Sprintf("%x", d.NID)
+	case nvme.NIDTUUID:
+		var u [16]byte
+		copy(u[:], d.NID)
+		return "uuid", fabrics.FormatUUID(u)
+	case nvme.NIDTCSI:
+		return "csi", hx(uint64(d.NID[0]))
+	}
+	return "", ""
+}
+
+// printNSDescs prints the Namespace Identification Descriptor list of a
+// namespace as `nvme ns-descs`; raw is the list as read (the descriptors'
+// offsets come from it).
+func printNSDescs(w io.Writer, format string, nsid uint32, ds []nvme.NSDescriptor) error {
+	if format == formatJSON {
+		var arr []jobj
+		loc := 0
+		for _, d := range ds {
+			name, v := nsDescValue(d)
+			if name != "" {
+				arr = append(arr, jobj{{"loc", loc}, {"nidt", d.NIDT}, {"nidl", len(d.NID)}, {"Type", name}, {name, v}})
+			}
+			loc += 4 + len(d.NID)
+		}
+		root := jobj{}
+		if arr != nil {
+			root = append(root, jkv{"ns-descs", arr})
+		}
+		return writeJSON(w, root)
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, "NVME Namespace Identification Descriptors NS %d:\n", nsid)
+	for _, d := range ds {
+		name, v := nsDescValue(d)
+		if name != "" {
+			fmt.Fprintf(&s, "%-8s: %s\n", name, v)
+		}
+	}
+	_, err := io.WriteString(w, s.String())
+	return err
+}
+
+// featureName is libnvme's nvme_feature_to_string.
+func featureName(fid nvme.FeatureID) string {
+	switch fid {
+	case nvme.FeatAsyncEventConfig:
+		return "Async Event Configuration"
+	}
+	if n := fid.String(); !strings.HasPrefix(n, "Feature 0x") && !strings.HasPrefix(n, "Vendor Specific") {
+		return n
+	}
+	return "Unknown"
+}
+
+// selectName is nvme_select_to_string.
+func selectName(sel uint8) string {
+	switch nvme.FeatureSelect(sel) {
+	case nvme.SelectCurrent:
+		return "Current"
+	case nvme.SelectDefault:
+		return "Default"
+	case nvme.SelectSaved:
+		return "Saved"
+	case nvme.SelectSupportedCapabilities:
+		return "Supported capabilities"
+	}
+	return "Reserved"
+}
+
+// featureResult is one Get Features answer.
+type featureResult struct {
+	FID    nvme.FeatureID
+	Sel    uint8
+	Result uint32
+	Data   []byte // the feature's data structure, for the features with one
+}
+
+// hexWidth formats v as C's "%#0*x" with width w.
+func hexWidth(v uint32, w int) string {
+	s := hx(uint64(v))
+	for len(s) < w {
+		if v == 0 {
+			s = "0" + s
+		} else {
+			s = "0x0" + s[2:]
+		}
+	}
+	return s
+}
+
+// featureHeader is get-feature's first line.
+func featureHeader(f featureResult) string {
+	fw := 2
+	if f.FID != 0 {
+		fw = 4
+	}
+	rw := 8
+	if f.Result != 0 {
+		rw = 10
+	}
+	return fmt.Sprintf("get-feature:%s (%s), %s value:%s", hexWidth(uint32(f.FID), fw), featureName(f.FID),
+		selectName(f.Sel), hexWidth(f.Result, rw))
+}
+
+// featureField is one decoded field of a feature value (-H).
+type featureField struct {
+	Label string // as nvme-cli's stdout, padded
+	Key   string // nvme-cli's JSON key
+	Value any    // the JSON value
+	Text  string // the stdout text
+}
+
+func yes(b bool, t, f string) string {
+	if b {
+		return t
+	}
+	return f
+}
+
+// thselName and tmpselName are nvme_feature_temp_type_to_string and
+// nvme_feature_temp_sel_to_string.
+func thselName(v uint32) string {
+	switch v {
+	case 0:
+		return "Over Temperature Threshold"
+	case 1:
+		return "Under Temperature Threshold"
+	}
+	return "Reserved"
+}
+
+func tmpselName(v uint32) string {
+	switch {
+	case v == 0:
+		return "Composite Temperature"
+	case v >= 1 && v <= 8:
+		return fmt.Sprintf("Temperature Sensor %d", v)
+	case v == 0xf:
+		return "All Temperature Sensors"
+	}
+	return "Reserved"
+}
+
+// workloadHint is nvme_feature_wl_hints_to_string.
+func workloadHint(v uint32) string {
+	switch v {
+	case 0:
+		return "No Workload"
+	case 1:
+		return "Extended Idle Period with a Burst of Random Write"
+	case 2:
+		return "Heavy Sequential Writes"
+	}
+	return "Reserved"
+}
+
+// featureFields decodes the features nvmeof knows (those our target and
+// the Linux target answer); nil for the others.
+func featureFields(fid nvme.FeatureID, r uint32) []featureField {
+	u := func(label, key string, v uint32) featureField {
+		return featureField{label, key, v, fmt.Sprint(v)}
+	}
+	str := func(label, key, v string) featureField { return featureField{label, key, v, v} }
+	switch fid {
+	case nvme.FeatArbitration:
+		ab := "No limit"
+		if r&7 != 7 {
+			ab = fmt.Sprint(uint32(1) << (r & 7))
+		}
+		return []featureField{
+			u("High Priority Weight   (HPW)", "High Priority Weight (HPW)", r>>24+1),
+			u("Medium Priority Weight (MPW)", "Medium Priority Weight (MPW)", r>>16&0xff+1),
+			u("Low Priority Weight    (LPW)", "Low Priority Weight (LPW)", r>>8&0xff+1),
+			str("Arbitration Burst       (AB)", "Arbitration Burst (AB)", ab),
+		}
+	case nvme.FeatPowerManagement:
+		wh := r >> 5 & 7
+		return []featureField{
+			{"Workload Hint (WH)", "Workload Hint (WH)", wh, fmt.Sprintf("%d - %s", wh, workloadHint(wh))},
+			u("Power State   (PS)", "Power State (PS)", r&0x1f),
+		}
+	case nvme.FeatTemperatureThreshold:
+		th, ts, k := r>>20&3, r>>16&0xf, r&0xffff
+		return []featureField{
+			{"Threshold Type Select         (THSEL)", "Threshold Type Select (THSEL)", th, fmt.Sprintf("%d - %s", th, thselName(th))},
+			{"Threshold Temperature Select (TMPSEL)", "Threshold Temperature Select (TMPSEL)", ts, fmt.Sprintf("%d - %s", ts, tmpselName(ts))},
+			str("Temperature Threshold         (TMPTH)", "Temperature Threshold (TMPTH)", fmt.Sprintf("%d Celsius", int(k)-273)),
+			str("TMPTH kelvin", "TMPTH kelvin", fmt.Sprintf("%d K", k)),
+		}
+	case nvme.FeatErrorRecovery:
+		return []featureField{
+			str("Deallocated or Unwritten Logical Block Error Enable (DULBE)", "Deallocated or Unwritten Logical Block Error Enable (DULBE)", yes(r>>16&1 != 0, "Enabled", "Disabled")),
+			str("Time Limited Error Recovery                          (TLER)", "Time Limited Error Recovery (TLER)", fmt.Sprintf("%d ms", (r&0xffff)*100)),
+		}
+	case nvme.FeatVolatileWriteCache:
+		return []featureField{str("Volatile Write Cache Enable (WCE)", "Volatile Write Cache Enable (WCE)", yes(r&1 != 0, "Enabled", "Disabled"))}
+	case nvme.FeatNumberOfQueues:
+		return []featureField{
+			u("Number of IO Completion Queues Allocated (NCQA)", "Number of IO Completion Queues Allocated (NCQA)", r>>16+1),
+			u("Number of IO Submission Queues Allocated (NSQA)", "Number of IO Submission Queues Allocated (NSQA)", r&0xffff+1),
+		}
+	case nvme.FeatWriteAtomicityNormal:
+		return []featureField{str("Disable Normal (DN)", "Disable Normal (DN)", yes(r&1 != 0, "True", "False"))}
+	case nvme.FeatAsyncEventConfig:
+		send := func(b bool) string { return yes(b, "Send async event", "Do not send async event") }
+		const w = 56
+		pad := func(s string) string { return fmt.Sprintf("%-*s", w, s) }
+		return []featureField{
+			str(pad("Discovery Log Page Change Notices"), "Discovery Log Page Change Notices", send(r>>31&1 != 0)),
+			str(pad("Endurance Group Event Aggregate Log Change Notices"), "Endurance Group Event Aggregate Log Change Notices", send(r>>14&1 != 0)),
+			str(pad("LBA Status Information Notices"), "LBA Status Information Notices", send(r>>13&1 != 0)),
+			str(pad("Predictable Latency Event Aggregate Log Change Notices"), "Predictable Latency Event Aggregate Log Change Notices", send(r>>12&1 != 0)),
+			str(pad("Asymmetric Namespace Access Change Notices"), "Asymmetric Namespace Access Change Notices", send(r>>11&1 != 0)),
+			str(pad("Telemetry Log Notices"), "Telemetry Log Notices", send(r>>10&1 != 0)),
+			str(pad("Firmware Activation Notices"), "Firmware Activation Notices", send(r>>9&1 != 0)),
+			str(pad("Namespace Attribute Notices"), "Namespace Attribute Notices", send(r>>8&1 != 0)),
+			str(pad("SMART / Health Critical Warnings"), "SMART / Health Critical Warnings", send(r&0xff != 0)),
+		}
+	case nvme.FeatKeepAliveTimer:
+		return []featureField{u("Keep Alive Timeout (KATO) in milliseconds", "Keep Alive Timeout (KATO) in milliseconds", r)}
+	}
+	return nil
+}
+
+// selectCaps lists the capabilities of a SEL 3 answer.
+func selectCaps(r uint32) []string {
+	var out []string
+	if r&nvme.FeatureCapSaveable != 0 {
+		out = append(out, "saveable")
+	}
+	if r&nvme.FeatureCapNamespaceSpecific != 0 {
+		out = append(out, "per-namespace")
+	}
+	if r&nvme.FeatureCapChangeable != 0 {
+		out = append(out, "changeable")
+	}
+	return out
+}
+
+// printFeature prints one Get Features answer as `nvme get-feature`:
+// the header line, then the capabilities (SEL 3), the decoded fields
+// (-H) or a hex dump of the feature's data. JSON is nvme-cli's
+// {"feature", "name", "sel", "value"} object, followed by one with the
+// capabilities or the decoded fields.
+func printFeature(w io.Writer, format string, f featureResult, human bool) error {
+	fw := 2
+	if f.FID != 0 {
+		fw = 4
+	}
+	rw := 8
+	if f.Result != 0 {
+		rw = 10
+	}
+	if format == formatJSON {
+		if err := writeJSON(w, jobj{{"feature", hexWidth(uint32(f.FID), fw)}, {"name", featureName(f.FID)},
+			{"sel", selectName(f.Sel)}, {"value", hexWidth(f.Result, rw)}}); err != nil {
+			return err
+		}
+		switch {
+		case nvme.FeatureSelect(f.Sel) == nvme.SelectSupportedCapabilities:
+			caps := selectCaps(f.Result)
+			if caps == nil {
+				caps = []string{}
+			}
+			return writeJSON(w, jobj{{fmt.Sprintf("Feature: %s: select", hexWidth(uint32(f.FID), fw)), caps}})
+		case human:
+			if fs := featureFields(f.FID, f.Result); fs != nil {
+				o := jobj{}
+				for _, fl := range fs {
+					o = append(o, jkv{fl.Key, fl.Value})
+				}
+				return writeJSON(w, o)
+			}
+		}
+		return nil
+	}
+	var s strings.Builder
+	s.WriteString(featureHeader(f) + "\n")
+	switch {
+	case nvme.FeatureSelect(f.Sel) == nvme.SelectSupportedCapabilities:
+		caps := selectCaps(f.Result)
+		for _, c := range caps {
+			fmt.Fprintf(&s, "\tFeature is %s\n", c)
+		}
+		if len(caps) == 0 {
+			s.WriteString("\tFeature has no capabilities\n")
+		}
+	case human && featureFields(f.FID, f.Result) != nil:
+		for _, fl := range featureFields(f.FID, f.Result) {
+			fmt.Fprintf(&s, "\t%s: %s\n", fl.Label, fl.Text)
+		}
+	case len(f.Data) > 0:
+		if _, err := io.WriteString(w, s.String()); err != nil {
+			return err
+		}
+		return hexDump(w, f.Data)
+	}
+	_, err := io.WriteString(w, s.String())
+	return err
+}
+
+// subsysGroup is one subsystem of list-subsys under one host NQN.
+type subsysGroup struct {
+	name  string
+	nqn   string
+	paths []*session.State
+}
+
+// hostGroup is one host NQN of list-subsys.
+type hostGroup struct {
+	hostnqn, hostid string
+	subsys          []*subsysGroup
+}
+
+// groupSubsystems groups connections by host NQN, then subsystem NQN, as
+// libnvme's tree. Subsystems are numbered nvmeof-subsysN in the order of
+// their first controller (the kernel numbers nvme-subsysN as they appear).
+func groupSubsystems(states []*session.State) []*hostGroup {
+	sorted := append([]*session.State(nil), states...)
+	sort.SliceStable(sorted, func(i, j int) bool { return ctrlIndex(sorted[i].Name) < ctrlIndex(sorted[j].Name) })
+	index := map[string]int{}
+	for _, st := range sorted {
+		if _, ok := index[st.SubsysNQN]; !ok {
+			index[st.SubsysNQN] = len(index)
+		}
+	}
+	var hosts []*hostGroup
+	byHost := map[string]*hostGroup{}
+	for _, st := range sorted {
+		h := byHost[st.HostNQN]
+		if h == nil {
+			h = &hostGroup{hostnqn: st.HostNQN, hostid: st.HostID}
+			byHost[st.HostNQN] = h
+			hosts = append(hosts, h)
+		}
+		var g *subsysGroup
+		for _, s := range h.subsys {
+			if s.nqn == st.SubsysNQN {
+				g = s
+			}
+		}
+		if g == nil {
+			g = &subsysGroup{name: fmt.Sprintf("%s-subsys%d", session.NamePrefix, index[st.SubsysNQN]), nqn: st.SubsysNQN}
+			h.subsys = append(h.subsys, g)
+		}
+		g.paths = append(g.paths, st)
+	}
+	return hosts
+}
+
+// ctrlIndex returns N of nvmeofN for ordering (-1 for other names).
+func ctrlIndex(name string) int {
+	var n int
+	if _, err := fmt.Sscanf(name, session.NamePrefix+"%d", &n); err != nil {
+		return -1
+	}
+	return n
+}
+
+// iopolicy is what list-subsys reports as the subsystem's I/O policy:
+// nvmeof keeps one path per controller and has no multipath policy.
+const iopolicy = "none"
+
+// printListSubsys prints the connected subsystems and their controllers
+// as `nvme list-subsys`.
+func printListSubsys(w io.Writer, format string, states []*session.State) error {
+	hosts := groupSubsystems(states)
+	if format == formatJSON {
+		arr := []jobj{}
+		for _, h := range hosts {
+			ho := jobj{{"HostNQN", h.hostnqn}}
+			if h.hostid != "" {
+				ho = append(ho, jkv{"HostID", h.hostid})
+			}
+			subs := []jobj{}
+			for _, s := range h.subsys {
+				paths := []jobj{}
+				for _, p := range s.paths {
+					paths = append(paths, jobj{{"Name", p.Name}, {"Transport", p.Transport}, {"Address", p.Address()}, {"State", p.State}})
+				}
+				subs = append(subs, jobj{{"Name", s.name}, {"NQN", s.nqn}, {"IOPolicy", iopolicy}, {"Paths", paths}})
+			}
+			ho = append(ho, jkv{"Subsystems", subs})
+			arr = append(arr, ho)
+		}
+		return writeJSON(w, arr)
+	}
+	var b strings.Builder
+	first := true
+	for _, h := range hosts {
+		for _, s := range h.subsys {
+			if !first {
+				b.WriteString("\n")
+			}
+			first = false
+			pad := strings.Repeat(" ", len(s.name))
+			fmt.Fprintf(&b, "%s - NQN=%s\n", s.name, s.nqn)
+			fmt.Fprintf(&b, "%s   hostnqn=%s\n", pad, h.hostnqn)
+			fmt.Fprintf(&b, "%s   iopolicy=%s\n", pad, iopolicy)
+			b.WriteString("\\\n")
+			for _, p := range s.paths {
+				fmt.Fprintf(&b, " +- %s %s %s %s\n", p.Name, p.Transport, p.Address(), p.State)
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

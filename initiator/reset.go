@@ -1,0 +1,105 @@
+package initiator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+)
+
+// ErrNotLive is wrapped by Reset when the controller is not live (it is
+// already resetting, reconnecting or being disconnected).
+var ErrNotLive = errors.New("controller not live")
+
+// Reset resets the controller as `nvme reset` does for a fabrics
+// controller (nvme_reset_ctrl, nvme_rdma_reset_ctrl_work): keep-alive and
+// asynchronous events stop, the I/O queues close, CC.EN is cleared and
+// CSTS.RDY awaited at 0 (nvme_disable_ctrl), the admin queue closes, and a
+// new association is made (Connect, CC.EN, Identify, I/O queues,
+// namespaces). I/O issued meanwhile waits and runs on the new association.
+// When the new association cannot be made the controller goes on
+// reconnecting every ReconnectDelay as after a connection loss, and Reset
+// returns why the first attempt failed.
+func (c *Controller) Reset(ctx context.Context) error {
+	c.mu.Lock()
+	select {
+	case <-c.closing:
+		c.mu.Unlock()
+		return fmt.Errorf("initiator: %s: reset: %w", c.addr, ErrClosed)
+	default:
+	}
+	a := c.cur.Load()
+	if st := State(c.state.Load()); st != StateLive {
+		c.mu.Unlock()
+		return fmt.Errorf("initiator: %s: reset: controller is %s: %w", c.addr, st, ErrNotLive)
+	}
+	c.state.Store(int32(StateResetting))
+	c.liveCh = make(chan struct{})
+	c.recovery.Add(1)
+	c.mu.Unlock()
+	c.log.Info("resetting the controller", "cntlid", a.cntlid)
+
+	a.cancel()
+	a.wg.Wait()
+	for i := range a.io {
+		if q := a.io[i].Load(); q != nil {
+			q.close()
+		}
+	}
+	if err := c.disable(ctx, a); err != nil {
+		// The new association does not depend on the old one's state.
+		c.log.Warn("reset: disabling the controller failed; reconnecting anyway", "error", err)
+	}
+	c.teardown(a)
+	c.armFailFast()
+
+	ectx, cancel := context.WithCancel(ctx)
+	go func() { // Disconnect stops the attempt
+		select {
+		case <-c.closing:
+			cancel()
+		case <-ectx.Done():
+		}
+	}()
+	na, err := c.establish(ectx)
+	if err == nil {
+		if serr := c.scan(ectx, na); serr != nil {
+			c.log.Warn("namespace rescan after reset failed", "error", serr)
+		}
+	}
+	cancel()
+	if err != nil {
+		c.log.Error("reset: reconnecting failed; retrying every reconnect delay", "error", err, "reconnect_delay", c.opts.ReconnectDelay)
+		go c.reconnect(a) // takes over the recovery count
+		return fmt.Errorf("initiator: %s: reset: %w", c.addr, err)
+	}
+	defer c.recovery.Done()
+	c.mu.Lock()
+	select {
+	case <-c.closing:
+		c.mu.Unlock()
+		c.teardown(na)
+		return fmt.Errorf("initiator: %s: reset: %w", c.addr, ErrClosed)
+	default:
+	}
+	c.cur.Store(na)
+	c.state.Store(int32(StateLive))
+	close(c.liveCh)
+	c.mu.Unlock()
+	c.disarmFailFast()
+	c.startBackground(na)
+	c.log.Info("controller reset", "cntlid", na.cntlid, "io_queues", len(na.io))
+	return nil
+}
+
+// disable clears CC.EN and waits for CSTS.RDY to clear within CAP.TO
+// (nvme_disable_ctrl).
+func (c *Controller) disable(ctx context.Context, a *assoc) error {
+	if err := c.propSet(ctx, a, fabrics.PropCC, uint64(a.cc.WithEN(false))); err != nil {
+		return fmt.Errorf("initiator: disable: %w", err)
+	}
+	timeout := a.cap.Timeout() + 500*time.Millisecond
+	return c.waitCSTS(ctx, a, timeout, "disabled", func(s fabrics.CSTS) bool { return !s.RDY() })
+}
