@@ -239,6 +239,7 @@ func (q *queue) authExpired(c *controller, a *queueAuth, gen uint64) {
 		c.log.Warn("re-authentication timed out; transaction reset", "qid", q.qid)
 		return
 	}
+	c.subsys.stats.authFailed.Add(1)
 	c.log.Warn("authentication timed out; queue refused", "qid", q.qid, "timeout", c.authTimeout())
 	q.refuseAuth(c)
 }
@@ -313,6 +314,7 @@ func (c *controller) handleAuth(q *queue, r *fabrics.Request) {
 	failed := false
 	switch ctl.Outcome() {
 	case auth.Succeeded:
+		c.subsys.stats.authOK.Add(1)
 		a.stopTimerLocked()
 		a.ctl = nil
 		if !a.authenticated.Swap(true) || q.qid == 0 {
@@ -320,6 +322,7 @@ func (c *controller) handleAuth(q *queue, r *fabrics.Request) {
 				"dhgroup", ctl.DHGroup().String(), "bidirectional", ctl.Bidirectional())
 		}
 	case auth.Failed:
+		c.subsys.stats.authFailed.Add(1)
 		a.stopTimerLocked()
 		a.ctl = nil
 		a.authenticated.Store(false)

@@ -140,6 +140,7 @@ func (q *queue) connectAdmin(r *fabrics.Request, cmd fabrics.ConnectCommand, d f
 	q.ctrl.Store(c)
 	c.mu.Unlock()
 
+	s.stats.ctrlCreated.Add(1)
 	c.log.Info("controller created", "kind", c.kind(), "kato", c.kato, "sqsize", sqsize, "remote", q.tq.Remote().String(), "auth", c.needAuth)
 	cqe := nvme.CQE(r.CQE[:])
 	cqe.SetDW0(fabrics.ConnectResultDW0(cntlid, authreq))

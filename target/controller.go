@@ -165,6 +165,7 @@ func (c *controller) keepAliveExpired() {
 	c.readyFlag.Store(false)
 	kato := c.kato
 	c.mu.Unlock()
+	c.subsys.stats.kaTimeouts.Add(1)
 	c.log.Error("keep-alive timer expired", "kato", kato)
 	c.shutdown("keep-alive timeout")
 }
@@ -200,6 +201,7 @@ func (c *controller) shutdown(reason string) {
 	aers := c.aers
 	c.aers = nil
 	c.mu.Unlock()
+	c.subsys.stats.ctrlRemoved.Add(1)
 
 	c.t.mu.Lock()
 	if c.subsys.ctrls[c.cntlid] == c {

@@ -20,9 +20,10 @@ type ioCmd struct {
 	off   int64 // byte offset
 	n     int64 // byte count (Read, Write, Compare, Write Zeroes)
 	slba  uint64
-	nr    int  // Dataset Management ranges
-	flush bool // Write: flush after (FUA, or the write cache disabled)
-	all   bool // Flush of every namespace (NSID FFFFFFFFh)
+	nr    int   // Dataset Management ranges
+	flush bool  // Write: flush after (FUA, or the write cache disabled)
+	all   bool  // Flush of every namespace (NSID FFFFFFFFh)
+	start int64 // monoNanos when handed off, for the latency (0: not measured)
 }
 
 // handleIO validates an I/O command and hands it to the namespace's
@@ -106,6 +107,8 @@ func (c *controller) handleIO(q *queue, r *fabrics.Request) {
 	}
 	cmd := q.getCmd()
 	cmd.r, cmd.ns, cmd.op, cmd.slba = r, ns, op, slba
+	cmd.start = c.t.ioStart()
+	q.inflight.Add(1)
 	switch op {
 	case nvme.IODatasetManagement:
 		cmd.nr = int(nlb)
@@ -134,6 +137,8 @@ func (c *controller) flushAll(q *queue, r *fabrics.Request) {
 	}
 	cmd := q.getCmd()
 	cmd.r, cmd.ns, cmd.op, cmd.all = r, ns, nvme.IOFlush, true
+	cmd.start = c.t.ioStart()
+	q.inflight.Add(1)
 	ns.submit(q, cmd)
 }
 
@@ -226,6 +231,8 @@ func (w *worker) run(c *ioCmd) {
 		loc = locSLBA
 	}
 	slba := c.slba
+	ns.io.record(c.op, c.n, !s.Status.Success(), c.start)
+	q.inflight.Add(-1)
 	ns.release()
 	q.putCmd(c)
 	q.complete(r, s, loc, slba)

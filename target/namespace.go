@@ -40,6 +40,7 @@ type namespace struct {
 
 	pool  ioPool
 	stats nsStats
+	io    nsIOStats // I/O counters by opcode (stats.go)
 	// inline: the backend never blocks; its I/O runs on the transport's
 	// goroutine (bdev.NonBlocking).
 	inline bool

@@ -30,8 +30,9 @@ type queue struct {
 	sqhd atomic.Uint32
 	auth atomic.Pointer[queueAuth] // nil: no authentication on this queue (auth.go)
 
-	freeMu sync.Mutex
-	free   []*ioCmd
+	freeMu   sync.Mutex
+	free     []*ioCmd
+	inflight atomic.Int32 // I/O commands handed to the backend (stats.go)
 
 	// inline runs the I/O of non-blocking backends on the transport's
 	// goroutine, which delivers this queue's commands one at a time.
@@ -166,6 +167,7 @@ func (q *queue) complete(r *fabrics.Request, s nvme.Error, loc uint16, lba uint6
 		cqe.SetStatus(s.Status)
 		cqe.SetDNR(s.DNR)
 		if c := q.ctrl.Load(); c != nil {
+			c.subsys.stats.status[s.Status&0x7ff].Add(1)
 			c.logError(q.qid, r, cqe.StatusRaw(), loc, lba)
 			cqe.SetMore(true)
 		}

@@ -24,6 +24,8 @@ type Subsystem struct {
 	// The namespaces, replaced as a whole (copy on write) under t.mu so
 	// that the I/O path reads them without locking.
 	ns atomic.Pointer[nsTable]
+
+	stats subsysStats // counters (stats.go)
 }
 
 // nsTable is an immutable snapshot of a subsystem's namespaces.

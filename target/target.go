@@ -85,7 +85,8 @@ type Target struct {
 	genctr uint64 // discovery log generation counter
 	closed bool
 
-	auth targetAuth // DH-HMAC-CHAP host keys (auth.go)
+	auth  targetAuth  // DH-HMAC-CHAP host keys (auth.go)
+	stats targetStats // statistics switches (stats.go)
 
 	// ApplyConfig's state: the tree as applied (what failed left out)
 	// and the port numbers of its port names.

@@ -1,0 +1,173 @@
+package target
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/nvme"
+)
+
+func TestLatencyBucket(t *testing.T) {
+	for _, tc := range []struct {
+		d    int64
+		want int
+	}{
+		{-5, 0}, {0, 0}, {1, 0}, {1024, 0}, {1025, 1}, {2048, 1}, {2049, 2},
+		{int64(LatencyBound(LatencyBuckets - 1)), LatencyBuckets - 1},
+		{int64(LatencyBound(LatencyBuckets-1)) + 1, LatencyBuckets},
+		{int64(time.Hour), LatencyBuckets},
+	} {
+		got := latencyBucket(tc.d)
+		if got != tc.want {
+			t.Errorf("latencyBucket(%d) = %d, want %d", tc.d, got, tc.want)
+		}
+		// The bucket's bound holds d, and the one below does not.
+		if got < LatencyBuckets && tc.d > int64(LatencyBound(got)) {
+			t.Errorf("latencyBucket(%d) = %d: above its bound %v", tc.d, got, LatencyBound(got))
+		}
+		if got > 0 && tc.d <= int64(LatencyBound(got-1)) {
+			t.Errorf("latencyBucket(%d) = %d: fits bucket %d", tc.d, got, got-1)
+		}
+	}
+}
+
+func opStats(t *testing.T, ns NamespaceStats, op nvme.IOOpcode) OpStats {
+	t.Helper()
+	for _, o := range ns.Ops {
+		if o.Opcode == op {
+			return o
+		}
+	}
+	t.Fatalf("no counters for %v", op)
+	return OpStats{}
+}
+
+func findSubsys(t *testing.T, st Stats, nqn string) SubsystemStats {
+	t.Helper()
+	for _, s := range st.Subsystems {
+		if s.NQN == nqn {
+			return s
+		}
+	}
+	t.Fatalf("no stats for subsystem %s", nqn)
+	return SubsystemStats{}
+}
+
+// TestStatsCounts runs I/O of known count and size and checks every
+// counter it moves.
+func TestStatsCounts(t *testing.T) {
+	for _, latency := range []bool{false, true} {
+		t.Run(map[bool]string{false: "nolatency", true: "latency"}[latency], func(t *testing.T) {
+			f := newFixture(t)
+			f.tgt.EnableLatencyStats(latency)
+			s := f.session()
+			const writes, reads, blocks = 7, 5, 4
+			data := make([]byte, blocks*512)
+			for i := range writes {
+				expect(t, s.io.write(1, uint64(i*blocks), data), 0, "write")
+			}
+			for i := range reads {
+				expect(t, s.io.read(1, uint64(i*blocks), blocks), 0, "read")
+			}
+			expect(t, s.io.run(newSQE(uint8(nvme.IOFlush), 1), nil, fabrics.DirNone), 0, "flush")
+			// Refused before the backend: an error by status, no Read.
+			expect(t, s.io.read(1, testNSSize/512, 1), nvme.StatusLBAOutOfRange, "read past the end")
+			expect(t, s.io.read(1, testNSSize/512, 1), nvme.StatusLBAOutOfRange, "read past the end")
+
+			st := f.tgt.Stats()
+			if st.LatencyEnabled != latency {
+				t.Errorf("LatencyEnabled = %v, want %v", st.LatencyEnabled, latency)
+			}
+			if len(st.Subsystems) < 2 || !st.Subsystems[0].Discovery {
+				t.Fatalf("subsystems %+v: want the discovery subsystem first", st.Subsystems)
+			}
+			ss := findSubsys(t, st, testSubNQN)
+			if ss.ControllersCreated != 1 || ss.ControllersRemoved != 0 {
+				t.Errorf("controllers created/removed %d/%d, want 1/0", ss.ControllersCreated, ss.ControllersRemoved)
+			}
+			if len(ss.Namespaces) != 1 || ss.Namespaces[0].NSID != 1 || !ss.Namespaces[0].Enabled {
+				t.Fatalf("namespaces %+v", ss.Namespaces)
+			}
+			ns := ss.Namespaces[0]
+			for _, tc := range []struct {
+				op          nvme.IOOpcode
+				cmds, bytes uint64
+			}{
+				{nvme.IOWrite, writes, writes * blocks * 512},
+				{nvme.IORead, reads, reads * blocks * 512},
+				{nvme.IOFlush, 1, 0},
+				{nvme.IOCompare, 0, 0},
+			} {
+				o := opStats(t, ns, tc.op)
+				if o.Commands != tc.cmds || o.Bytes != tc.bytes || o.Errors != 0 {
+					t.Errorf("%v: %d commands %d bytes %d errors, want %d, %d, 0", tc.op, o.Commands, o.Bytes, o.Errors, tc.cmds, tc.bytes)
+				}
+				var inBuckets uint64
+				for _, n := range o.LatencyBuckets {
+					inBuckets += n
+				}
+				want := uint64(0)
+				if latency {
+					want = tc.cmds
+				}
+				if o.LatencyCount != want || inBuckets != want {
+					t.Errorf("%v: latency count %d, in buckets %d, want %d", tc.op, o.LatencyCount, inBuckets, want)
+				}
+				if (o.LatencySum > 0) != (want > 0) {
+					t.Errorf("%v: latency sum %v with %d observations", tc.op, o.LatencySum, want)
+				}
+			}
+			if len(ss.Errors) != 1 || ss.Errors[0].Status != nvme.StatusLBAOutOfRange || ss.Errors[0].Count != 2 {
+				t.Errorf("errors %+v, want 2 × LBA Out of Range", ss.Errors)
+			}
+			if len(ss.Controllers) != 1 || ss.Controllers[0].CntlID != s.admin.cntlid || ss.Controllers[0].HostNQN != testHostNQN {
+				t.Fatalf("controllers %+v", ss.Controllers)
+			}
+			qs := ss.Controllers[0].Queues
+			if len(qs) != 2 || qs[0].QID != 0 || qs[1].QID != 1 || qs[1].Size != 33 {
+				t.Fatalf("queues %+v, want QID 0 and 1 (33 entries)", qs)
+			}
+			for _, q := range qs {
+				if q.InFlight != 0 {
+					t.Errorf("queue %d: %d in flight when idle", q.QID, q.InFlight)
+				}
+			}
+
+			// Losing the admin queue removes the controller.
+			s.admin.q.Close()
+			waitUntil(t, "controller removed", 10*time.Second, func() bool {
+				return findSubsys(t, f.tgt.Stats(), testSubNQN).ControllersRemoved == 1
+			})
+			if c := findSubsys(t, f.tgt.Stats(), testSubNQN).Controllers; len(c) != 0 {
+				t.Errorf("controllers after removal: %+v", c)
+			}
+		})
+	}
+}
+
+// TestStatsAllocs checks that the counters and the latency histogram
+// allocate nothing per command.
+func TestStatsAllocs(t *testing.T) {
+	f := newFixture(t)
+	f.tgt.EnableLatencyStats(true)
+	s := f.session()
+	for _, op := range []nvme.IOOpcode{nvme.IORead, nvme.IOWrite} {
+		l := newIOLoop(t, s, op, 8)
+		for range 100 {
+			l.once(t)
+		}
+		if n := testing.AllocsPerRun(1000, func() { l.once(t) }); n != 0 {
+			t.Errorf("%v: %.2f allocations per command with latency stats, want 0", op, n)
+		}
+	}
+}
+
+// BenchmarkStats measures a snapshot (one scrape's worth of target work).
+func BenchmarkStats(b *testing.B) {
+	f := newFixture(b)
+	f.session()
+	for b.Loop() {
+		_ = f.tgt.Stats()
+	}
+}
