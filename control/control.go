@@ -1,0 +1,133 @@
+// Package control serves nvmetd's control API: JSON-RPC 2.0 on a Unix
+// socket (as SPDK's rpc.py speaks to its target), one request object a
+// line, to create, list, change and delete ports, subsystems, namespaces,
+// hosts and allow-list entries of the running target, list and disconnect
+// controllers, and save the running configuration. docs/control-api.md
+// documents every method.
+//
+// Every change copies the configuration tree the target runs, changes the
+// copy, validates it as a configuration file is validated and applies it
+// with server.Server.Apply: all or nothing, raising the asynchronous
+// events a reload raises. Service.Apply serializes these changes with the
+// daemon's reloads.
+package control
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nvmeof/nvmeof/configfs"
+	"github.com/nvmeof/nvmeof/target"
+	"github.com/nvmeof/nvmeof/target/server"
+)
+
+// DefaultSocket is where nvmetd serves the control API by default.
+const DefaultSocket = "/run/nvmetd/nvmetd.sock"
+
+// Limits of a connection: a client must not hang the daemon or exhaust
+// its memory.
+const (
+	// MaxRequestSize bounds one request line.
+	MaxRequestSize = 1 << 20
+	// ReadTimeout bounds the wait for a whole request line, and for the
+	// next one on an idle connection.
+	ReadTimeout = 30 * time.Second
+	// WriteTimeout bounds writing a response.
+	WriteTimeout = 30 * time.Second
+	// MaxConns bounds the connections served at once; more are answered
+	// with an error and closed.
+	MaxConns = 32
+)
+
+// Options configure a Service.
+type Options struct {
+	Logger hclog.Logger
+	// Loader validates changed configurations as the daemon validates its
+	// configuration file (cmd/nvmetd's checks the provider).
+	Loader configfs.Loader
+	// ReadTimeout overrides the package's ReadTimeout (tests).
+	ReadTimeout time.Duration
+}
+
+// Service is the control API of a running server.
+type Service struct {
+	srv  *server.Server
+	log  hclog.Logger
+	opts Options
+
+	// mu serializes "take the applied tree, change it, Apply": a reload
+	// between would be undone.
+	mu sync.Mutex
+
+	lnMu   sync.Mutex
+	ln     *listener
+	conns  map[*conn]struct{}
+	wg     sync.WaitGroup
+	closed bool
+}
+
+// New returns the control API of srv; Listen and Serve make it reachable.
+func New(srv *server.Server, opts Options) *Service {
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = ReadTimeout
+	}
+	return &Service{srv: srv, log: opts.Logger.Named("control"), opts: opts, conns: map[*conn]struct{}{}}
+}
+
+// Apply applies tree to the server (server.Server.Apply), serialized with
+// the control API's changes: cmd/nvmetd applies its configuration and
+// reloads through it.
+func (s *Service) Apply(tree *configfs.Tree) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.srv.Apply(tree)
+}
+
+// Tree returns a copy of the configuration the target runs, detached from
+// its file (errors name configfs paths, not file positions).
+func (s *Service) Tree() *configfs.Tree {
+	return s.srv.Target.Applied().Detached()
+}
+
+// change applies what edit does to a copy of the running tree: validated
+// as a configuration file, then applied all or nothing.
+func (s *Service) change(edit func(t *configfs.Tree) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tree := s.Tree()
+	if err := edit(tree); err != nil {
+		return err
+	}
+	if err := s.opts.Loader.Validate(tree); err != nil {
+		return configError(CodeInvalidConfig, "invalid configuration", err)
+	}
+	err := s.srv.Apply(tree)
+	var na *target.NotAppliedError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &na):
+		return configError(CodeNotApplied, "not applied, nothing changed", err)
+	default:
+		return configError(CodePartlyApplied, "partly applied", err)
+	}
+}
+
+func notFound(format string, args ...any) *Error {
+	return errorf(CodeNotFound, format, args...)
+}
+
+func exists(format string, args ...any) *Error {
+	return errorf(CodeExists, format, args...)
+}
+
+func invalidParams(format string, args ...any) *Error {
+	return &Error{Code: CodeInvalidParams, Message: "invalid params: " + fmt.Sprintf(format, args...)}
+}

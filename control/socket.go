@@ -1,0 +1,265 @@
+package control
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Disabled reports whether a --control-socket value turns the API off.
+func Disabled(path string) bool { return path == "" || path == "none" }
+
+type listener struct {
+	ln   *net.UnixListener
+	path string
+}
+
+// Listen creates the control socket at path (mode 0600; its directory is
+// created with mode 0700). A socket another process serves (another
+// nvmetd) is an error; a stale one, left by a daemon that died, is
+// removed. Serve then answers on it.
+func (s *Service) Listen(path string) error {
+	if Disabled(path) {
+		return errors.New("control: no socket path")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("control: socket directory: %w", err)
+	}
+	if err := removeStale(path); err != nil {
+		return err
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("control: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("control: %w", err)
+	}
+	s.lnMu.Lock()
+	defer s.lnMu.Unlock()
+	if s.closed || s.ln != nil {
+		ln.Close()
+		return errors.New("control: closed or listening already")
+	}
+	s.ln = &listener{ln: ln, path: path}
+	return nil
+}
+
+// removeStale removes a socket at path nobody answers on; one that
+// answers means another daemon serves it.
+func removeStale(path string) error {
+	st, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("control: %w", err)
+	}
+	if st.Mode().Type() != fs.ModeSocket {
+		return fmt.Errorf("control: %s exists and is not a socket: not removed", path)
+	}
+	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err == nil {
+		c.Close()
+		return fmt.Errorf("control: another process (nvmetd?) serves %s: stop it, or give this one another --control-socket", path)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("control: probing %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("control: removing the stale socket: %w", err)
+	}
+	return nil
+}
+
+// Addr returns the socket path, or "" before Listen.
+func (s *Service) Addr() string {
+	s.lnMu.Lock()
+	defer s.lnMu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.path
+}
+
+// Serve answers on the socket Listen created until Close. It returns nil
+// after Close.
+func (s *Service) Serve() error {
+	s.lnMu.Lock()
+	l := s.ln
+	s.lnMu.Unlock()
+	if l == nil {
+		return errors.New("control: Serve before Listen")
+	}
+	s.log.Info("control API listening", "socket", l.path)
+	for {
+		nc, err := l.ln.AcceptUnix()
+		if err != nil {
+			s.lnMu.Lock()
+			closed := s.closed
+			s.lnMu.Unlock()
+			if closed {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("control: %w", err)
+		}
+		c := &conn{s: s, nc: nc}
+		s.lnMu.Lock()
+		switch {
+		case s.closed:
+			s.lnMu.Unlock()
+			nc.Close()
+			continue
+		case len(s.conns) >= MaxConns:
+			s.lnMu.Unlock()
+			s.log.Warn("control connection refused: too many", "max", MaxConns)
+			c.reply(nil, nil, errorf(CodeInternal, "too many control connections (%d): try again", MaxConns))
+			nc.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.lnMu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.lnMu.Lock()
+			delete(s.conns, c)
+			s.lnMu.Unlock()
+		}()
+	}
+}
+
+// Close stops serving: the socket is removed and open connections closed
+// (a request running completes first).
+func (s *Service) Close() error {
+	s.lnMu.Lock()
+	if s.closed {
+		s.lnMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	l := s.ln
+	for c := range s.conns {
+		c.nc.CloseRead()
+	}
+	s.lnMu.Unlock()
+	var err error
+	if l != nil {
+		err = l.ln.Close() // removes the socket file
+	}
+	s.wg.Wait()
+	return err
+}
+
+// conn is one client connection.
+type conn struct {
+	s  *Service
+	nc *net.UnixConn
+}
+
+// serve reads requests one line each and answers them in order.
+func (c *conn) serve() {
+	defer c.nc.Close()
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	for {
+		c.nc.SetReadDeadline(time.Now().Add(c.s.opts.ReadTimeout))
+		line, err := readLine(r, MaxRequestSize)
+		if errors.Is(err, errTooLarge) {
+			c.reply(nil, nil, errorf(CodeInvalidRequest, "request larger than %d bytes", MaxRequestSize))
+			return
+		}
+		// A line cut by the deadline or an error is not a request; one
+		// cut by EOF is the client's last.
+		if (err == nil || errors.Is(err, io.EOF)) && len(bytes.TrimSpace(line)) > 0 {
+			if !c.handle(line) {
+				return
+			}
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				c.s.log.Debug("control connection closed: idle or too slow", "timeout", c.s.opts.ReadTimeout)
+			}
+			return
+		}
+	}
+}
+
+var errTooLarge = errors.New("request too large")
+
+// readLine reads up to a newline (or EOF), at most max bytes.
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(line)+len(chunk) > max {
+			return nil, errTooLarge
+		}
+		line = append(line, chunk...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err == nil {
+			return line, nil
+		}
+		if errors.Is(err, io.EOF) && len(line) > 0 {
+			return line, io.EOF
+		}
+		return line, err
+	}
+}
+
+// handle runs one request line and writes its response; false when the
+// connection cannot be written to.
+func (c *conn) handle(line []byte) bool {
+	req, perr := parseRequest(line)
+	if perr != nil {
+		var id json.RawMessage
+		if req != nil {
+			id = req.ID
+		}
+		return c.reply(id, nil, perr)
+	}
+	result, err := c.s.call(req.Method, req.Params)
+	if req.ID == nil { // a notification
+		return true
+	}
+	return c.reply(req.ID, result, err)
+}
+
+func (c *conn) reply(id json.RawMessage, result any, rerr *Error) bool {
+	resp := Response{JSONRPC: Version, ID: id, Error: rerr}
+	if resp.ID == nil {
+		resp.ID = json.RawMessage("null")
+	}
+	if rerr == nil {
+		b, err := json.Marshal(result)
+		if err != nil {
+			resp.Error = errorf(CodeInternal, "encoding the result: %v", err)
+		} else {
+			resp.Result = b
+		}
+	}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return false
+	}
+	c.nc.SetWriteDeadline(time.Now().Add(WriteTimeout))
+	_, err = c.nc.Write(append(b, '\n'))
+	return err == nil
+}

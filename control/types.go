@@ -1,0 +1,325 @@
+package control
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nvmeof/nvmeof/configfs"
+)
+
+// The objects of the API: params of add and modify methods (members left
+// out keep their value or default) and the results of list methods. The
+// member names are those of nvmetd's HCL configuration.
+
+// Port is a port: a transport address and the subsystems it exports.
+type Port struct {
+	ID                string   `json:"id"`
+	PortID            *uint16  `json:"portid,omitempty"`
+	Transport         *string  `json:"transport,omitempty"`
+	Address           *string  `json:"address,omitempty"`
+	AddressFamily     *string  `json:"address_family,omitempty"`
+	Service           *string  `json:"service,omitempty"`
+	Provider          *string  `json:"provider,omitempty"`
+	Device            *string  `json:"device,omitempty"`
+	TOS               *int     `json:"tos,omitempty"`
+	Treq              *string  `json:"treq,omitempty"`
+	InlineDataSize    *int     `json:"inline_data_size,omitempty"`
+	ConnectTimeout    *int     `json:"connect_timeout,omitempty"`
+	MaxPending        *int     `json:"max_pending,omitempty"`
+	MaxPendingPerHost *int     `json:"max_pending_per_host,omitempty"`
+	DataPoolSize      *Size    `json:"data_pool_size,omitempty"`
+	SRQSize           *int     `json:"srq_size,omitempty"`
+	Subsystems        []string `json:"subsystems,omitempty"`
+}
+
+// Subsystem is an NVM subsystem.
+type Subsystem struct {
+	NQN            string      `json:"nqn"`
+	AllowAnyHost   *bool       `json:"allow_any_host,omitempty"`
+	AllowedHosts   []string    `json:"allowed_hosts,omitempty"`
+	Serial         *string     `json:"serial,omitempty"`
+	Model          *string     `json:"model,omitempty"`
+	Firmware       *string     `json:"firmware,omitempty"`
+	Version        *string     `json:"version,omitempty"`
+	CntlidMin      *uint16     `json:"cntlid_min,omitempty"`
+	CntlidMax      *uint16     `json:"cntlid_max,omitempty"`
+	QIDMax         *int        `json:"qid_max,omitempty"`
+	MaxControllers *int        `json:"max_controllers,omitempty"`
+	Ports          []string    `json:"ports,omitempty"`
+	Namespaces     []Namespace `json:"namespaces,omitempty"` // results only
+}
+
+// Namespace is a namespace of subsystem NQN.
+type Namespace struct {
+	NQN        string  `json:"nqn,omitempty"`
+	NSID       uint32  `json:"nsid,omitempty"`
+	Backend    *string `json:"backend,omitempty"`
+	Path       *string `json:"path,omitempty"`
+	Size       *Size   `json:"size,omitempty"`
+	BlockSize  *uint32 `json:"block_size,omitempty"`
+	Grow       *bool   `json:"grow,omitempty"`
+	UUID       *string `json:"uuid,omitempty"`
+	NGUID      *string `json:"nguid,omitempty"`
+	EUI64      *string `json:"eui64,omitempty"`
+	Enabled    *bool   `json:"enabled,omitempty"`
+	BufferedIO *bool   `json:"buffered_io,omitempty"`
+}
+
+// Host is a host NQN subsystems may allow, with its DH-HMAC-CHAP
+// settings. Keys are write-only: lists say whether one is set.
+type Host struct {
+	NQN           string   `json:"nqn"`
+	DHCHAPKey     *string  `json:"dhchap_key,omitempty"`
+	DHCHAPCtrlKey *string  `json:"dhchap_ctrl_key,omitempty"`
+	DHCHAPHash    *string  `json:"dhchap_hash,omitempty"`
+	DHCHAPDHGroup *string  `json:"dhchap_dhgroup,omitempty"`
+	HasKey        bool     `json:"has_dhchap_key,omitempty"`      // results only
+	HasCtrlKey    bool     `json:"has_dhchap_ctrl_key,omitempty"` // results only
+	AllowedIn     []string `json:"allowed_in,omitempty"`          // results only
+}
+
+// Controller is a connected controller (ctrl.list).
+type Controller struct {
+	Subsystem     string  `json:"subsystem"`
+	Discovery     bool    `json:"discovery,omitempty"`
+	CntlID        uint16  `json:"cntlid"`
+	HostNQN       string  `json:"hostnqn"`
+	HostID        string  `json:"hostid"`
+	Port          string  `json:"port"`
+	PortID        uint16  `json:"portid"`
+	Remote        string  `json:"remote"`
+	KATOMs        int64   `json:"kato_ms"`
+	AuthRequired  bool    `json:"auth_required"`
+	Authenticated bool    `json:"authenticated"`
+	Ready         bool    `json:"ready"`
+	ConnectedFor  float64 `json:"connected_seconds"`
+	Queues        []Queue `json:"queues"`
+}
+
+// Queue is a queue of a controller.
+type Queue struct {
+	QID           uint16 `json:"qid"`
+	Depth         int    `json:"depth"`
+	Authenticated bool   `json:"authenticated,omitempty"`
+}
+
+// Size is a byte count: a JSON number, or a string with a unit as the
+// configuration writes it ("64MiB", "1G").
+type Size int64
+
+// UnmarshalJSON accepts a number or a size string.
+func (s *Size) UnmarshalJSON(b []byte) error {
+	var n int64
+	if err := json.Unmarshal(b, &n); err == nil {
+		*s = Size(n)
+		return nil
+	}
+	var str string
+	if err := json.Unmarshal(b, &str); err != nil {
+		return fmt.Errorf("size: want a number of bytes or a string such as \"64MiB\"")
+	}
+	n, err := configfs.ParseSize(str)
+	if err != nil {
+		return fmt.Errorf("size %q: %w", str, err)
+	}
+	*s = Size(n)
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// portInfo describes p of tree t (portid: its effective number).
+func portInfo(p *configfs.Port, portid uint16) Port {
+	out := Port{ID: p.ID, PortID: ptr(portid), Transport: ptr(p.Trtype), Service: ptr(p.Trsvcid),
+		Treq: ptr(p.Treq), InlineDataSize: ptr(p.EffectiveInlineDataSize()), Subsystems: p.Subsystems}
+	if out.Subsystems == nil {
+		out.Subsystems = []string{}
+	}
+	if p.Traddr != "" {
+		out.Address = ptr(p.Traddr)
+		if fam := p.Adrfam; fam != "" {
+			out.AddressFamily = ptr(fam)
+		} else if fam := p.DerivedAdrfam(); fam != "" {
+			out.AddressFamily = ptr(fam)
+		}
+	}
+	if p.Trtype == configfs.TransportRDMA {
+		out.Provider = ptr(p.EffectiveProvider())
+	}
+	if p.Device != "" {
+		out.Device = ptr(p.Device)
+	}
+	if p.TOS >= 0 {
+		out.TOS = ptr(p.TOS)
+	}
+	if p.ConnectTimeout > 0 {
+		out.ConnectTimeout = ptr(p.ConnectTimeout)
+	}
+	if p.MaxPending > 0 {
+		out.MaxPending = ptr(p.MaxPending)
+	}
+	if p.MaxPendingPerHost > 0 {
+		out.MaxPendingPerHost = ptr(p.MaxPendingPerHost)
+	}
+	if p.DataPoolSize > 0 {
+		out.DataPoolSize = ptr(Size(p.DataPoolSize))
+	}
+	if p.SRQSize >= 0 {
+		out.SRQSize = ptr(p.SRQSize)
+	}
+	return out
+}
+
+// setPort applies the members given in q to p.
+func setPort(p *configfs.Port, q *Port) {
+	set(&p.Trtype, q.Transport)
+	set(&p.Traddr, q.Address)
+	set(&p.Adrfam, q.AddressFamily)
+	set(&p.Trsvcid, q.Service)
+	set(&p.Provider, q.Provider)
+	set(&p.Device, q.Device)
+	set(&p.TOS, q.TOS)
+	set(&p.Treq, q.Treq)
+	set(&p.InlineDataSize, q.InlineDataSize)
+	set(&p.ConnectTimeout, q.ConnectTimeout)
+	set(&p.MaxPending, q.MaxPending)
+	set(&p.MaxPendingPerHost, q.MaxPendingPerHost)
+	set(&p.SRQSize, q.SRQSize)
+	set(&p.PortID, q.PortID)
+	if q.DataPoolSize != nil {
+		p.DataPoolSize = int64(*q.DataPoolSize)
+	}
+	if q.Address != nil && q.AddressFamily == nil {
+		p.Adrfam = p.DerivedAdrfam()
+	}
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+func subsystemInfo(t *configfs.Tree, s *configfs.Subsystem) Subsystem {
+	out := Subsystem{NQN: s.NQN, AllowAnyHost: ptr(s.AllowAnyHost), AllowedHosts: s.AllowedHosts,
+		Version: ptr(s.EffectiveVersion()), QIDMax: ptr(s.QIDMax), MaxControllers: ptr(s.MaxControllers)}
+	lo, hi := s.EffectiveCntlidRange()
+	out.CntlidMin, out.CntlidMax = ptr(lo), ptr(hi)
+	for _, kv := range []struct {
+		dst **string
+		v   string
+	}{{&out.Serial, s.Serial}, {&out.Model, s.Model}, {&out.Firmware, s.Firmware}} {
+		if kv.v != "" {
+			*kv.dst = ptr(kv.v)
+		}
+	}
+	for _, p := range t.PortsOf(s.NQN) {
+		out.Ports = append(out.Ports, p.ID)
+	}
+	if out.AllowedHosts == nil {
+		out.AllowedHosts = []string{}
+	}
+	if out.Ports == nil {
+		out.Ports = []string{}
+	}
+	out.Namespaces = []Namespace{}
+	for _, ns := range s.Namespaces {
+		out.Namespaces = append(out.Namespaces, namespaceInfo(s.NQN, ns))
+	}
+	return out
+}
+
+func setSubsystem(s *configfs.Subsystem, q *Subsystem) {
+	set(&s.AllowAnyHost, q.AllowAnyHost)
+	set(&s.Serial, q.Serial)
+	set(&s.Model, q.Model)
+	set(&s.Firmware, q.Firmware)
+	set(&s.Version, q.Version)
+	set(&s.CntlidMin, q.CntlidMin)
+	set(&s.CntlidMax, q.CntlidMax)
+	set(&s.QIDMax, q.QIDMax)
+	set(&s.MaxControllers, q.MaxControllers)
+	if q.AllowedHosts != nil {
+		s.AllowedHosts = append([]string(nil), q.AllowedHosts...)
+	}
+}
+
+func namespaceInfo(nqn string, ns *configfs.Namespace) Namespace {
+	uuid, nguid, eui := ns.IDs(nqn)
+	out := Namespace{NQN: nqn, NSID: ns.NSID, Backend: ptr(ns.Backend), Size: ptr(Size(ns.Size)),
+		BlockSize: ptr(ns.BlockSize), Grow: ptr(ns.Grow), UUID: ptr(uuid.String()), NGUID: ptr(nguid.String()),
+		EUI64: ptr(eui.String()), Enabled: ptr(ns.Enable), BufferedIO: ptr(ns.BufferedIO)}
+	if ns.DevicePath != "" {
+		out.Path = ptr(ns.DevicePath)
+	}
+	return out
+}
+
+// setNamespace applies the members given in q to ns.
+func setNamespace(ns *configfs.Namespace, q *Namespace) *Error {
+	set(&ns.Backend, q.Backend)
+	set(&ns.DevicePath, q.Path)
+	if q.Size != nil {
+		ns.Size = int64(*q.Size)
+	}
+	set(&ns.BlockSize, q.BlockSize)
+	set(&ns.Grow, q.Grow)
+	set(&ns.Enable, q.Enabled)
+	set(&ns.BufferedIO, q.BufferedIO)
+	var err error
+	if q.UUID != nil {
+		if ns.DeviceUUID, err = configfs.ParseUUID(*q.UUID); err != nil {
+			return invalidParams("uuid: %v", err)
+		}
+	}
+	if q.NGUID != nil {
+		if ns.DeviceNGUID, err = configfs.ParseNGUID(*q.NGUID); err != nil {
+			return invalidParams("nguid: %v", err)
+		}
+	}
+	if q.EUI64 != nil {
+		if ns.DeviceEUI64, err = configfs.ParseEUI64(*q.EUI64); err != nil {
+			return invalidParams("eui64: %v", err)
+		}
+	}
+	return nil
+}
+
+func hostInfo(t *configfs.Tree, h *configfs.Host) Host {
+	out := Host{NQN: h.NQN, HasKey: h.DHCHAPKey != "", HasCtrlKey: h.DHCHAPCtrlKey != "", AllowedIn: []string{}}
+	if h.HasDHCHAP() {
+		out.DHCHAPHash = ptr(h.EffectiveDHCHAPHash())
+		out.DHCHAPDHGroup = ptr(h.EffectiveDHCHAPDHGroup())
+	}
+	for _, s := range t.Subsystems {
+		for _, a := range s.AllowedHosts {
+			if a == h.NQN {
+				out.AllowedIn = append(out.AllowedIn, s.NQN)
+			}
+		}
+	}
+	return out
+}
+
+func setHost(h *configfs.Host, q *Host) {
+	if q.DHCHAPKey != nil {
+		h.DHCHAPKey, h.DHCHAPKeyFile = configfs.Secret(*q.DHCHAPKey), ""
+	}
+	if q.DHCHAPCtrlKey != nil {
+		h.DHCHAPCtrlKey, h.DHCHAPCtrlKeyFile = configfs.Secret(*q.DHCHAPCtrlKey), ""
+	}
+	set(&h.DHCHAPHash, q.DHCHAPHash)
+	set(&h.DHCHAPDHGroup, q.DHCHAPDHGroup)
+}
+
+func controllerInfo(c controllerSnapshot) Controller {
+	out := Controller{Subsystem: c.Subsystem, Discovery: c.Discovery, CntlID: c.CntlID, HostNQN: c.HostNQN,
+		HostID: configfs.UUID(c.HostID).String(), Port: c.Port, PortID: c.PortID, Remote: c.Remote,
+		KATOMs: c.KATO.Milliseconds(), AuthRequired: c.AuthRequired, Authenticated: c.Authenticated,
+		Ready: c.Ready, ConnectedFor: time.Since(c.Created).Round(time.Second).Seconds(), Queues: []Queue{}}
+	for _, q := range c.Queues {
+		out.Queues = append(out.Queues, Queue{QID: q.QID, Depth: q.Depth, Authenticated: q.Authenticated})
+	}
+	return out
+}
