@@ -211,14 +211,17 @@ func seconds(name string, v int) (time.Duration, error) {
 func (a connectArgs) options() (initiator.Options, error) {
 	var o initiator.Options
 	o.SubsystemNQN = a.NQN
+	// Names are checked as nvme-cli and the Linux host check them: any
+	// safe name goes (targets, Linux nvmet included, accept nvmetcli's
+	// "testnqn"), only unsafe ones are refused (fabrics.CheckNQN).
 	if o.SubsystemNQN != "" {
-		if err := fabrics.ValidateNQN(o.SubsystemNQN); err != nil {
+		if _, err := fabrics.CheckNQN(o.SubsystemNQN); err != nil {
 			return o, fmt.Errorf("nqn %q: %w", a.NQN, err)
 		}
 	}
 	o.HostNQN = a.HostNQN
 	if o.HostNQN != "" {
-		if err := fabrics.ValidateNQN(o.HostNQN); err != nil {
+		if _, err := fabrics.CheckNQN(o.HostNQN); err != nil {
 			return o, fmt.Errorf("hostnqn %q: %w", a.HostNQN, err)
 		}
 	}
@@ -313,7 +316,8 @@ var (
 // initiator generate one.
 func defaultHostNQN() string {
 	if b, err := os.ReadFile(initiator.HostNQNFile); err == nil {
-		if s := strings.TrimSpace(string(b)); fabrics.ValidateNQN(s) == nil {
+		s := strings.TrimSpace(string(b))
+		if _, err := fabrics.CheckNQN(s); err == nil {
 			return s
 		}
 	}

@@ -141,7 +141,15 @@ func TestConnectFlagsToOptions(t *testing.T) {
 		{name: "unknown transport", args: []string{"-t", "fibre", "-a", "192.0.2.1", "-n", tNQN}, wantErr: "unknown transport"},
 		{name: "service 0", args: []string{"-a", "192.0.2.1", "-s", "0", "-n", tNQN}, wantErr: "not a port number"},
 		{name: "service too big", args: []string{"-a", "192.0.2.1", "-s", "70000", "-n", tNQN}, wantErr: "not a port number"},
-		{name: "bad nqn", args: []string{"-a", "192.0.2.1", "-n", "disk0"}, wantErr: `nqn "disk0"`},
+		{
+			// nvmetcli's example names: Linux nvmet and nvme-cli take them.
+			name: "non-conforming nqns",
+			args: []string{"-a", "192.0.2.1", "-n", "testnqn", "-q", "hostnqn"},
+			want: initiator.Options{SubsystemNQN: "testnqn", HostNQN: "hostnqn", CtrlLossTimeout: 600 * time.Second},
+			addr: rdma("192.0.2.1", 4420),
+		},
+		{name: "bad nqn", args: []string{"-a", "192.0.2.1", "-n", "disk 0"}, wantErr: `nqn "disk 0"`},
+		{name: "bad uuid nqn", args: []string{"-a", "192.0.2.1", "-n", "nqn.2014-08.org.nvmexpress:uuid:nope"}, wantErr: "nqn"},
 		{name: "bad host nqn", args: []string{"-a", "192.0.2.1", "-n", tNQN, "-q", "host one"}, wantErr: "hostnqn"},
 		{name: "bad host id", args: []string{"-a", "192.0.2.1", "-n", tNQN, "-I", "1234"}, wantErr: "not a UUID"},
 		{name: "queue size too small", args: []string{"-a", "192.0.2.1", "-n", tNQN, "-Q", "8"}, wantErr: "queue-size 8 out of range 16..1024"},
