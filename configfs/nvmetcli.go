@@ -131,9 +131,12 @@ func (n *jsonInt) UnmarshalJSON(b []byte) error {
 }
 
 // ParseNvmetcliJSON loads the JSON `nvmetcli save` writes, and validates
-// it; filename is used in error positions. Attributes we do not model
-// (ieee_oui, pi_enable, ANA groups, tsas, max_queue_size, mdts)
-// are ignored; referrals and passthru subsystems are errors. A namespace
+// it; filename is used in error positions. Every key it does not apply is
+// reported at its JSON path and line:col (checkNvmetcliKeys): unknown keys
+// and kernel attributes whose loss hosts would notice (pi_enable,
+// reservations, ANA groups and states, datagram queue pairs) are errors,
+// others at values other than the kernel's defaults (ieee_oui,
+// max_queue_size) warnings; referrals and passthru subsystems are errors. A namespace
 // without "enable" is disabled, as nvmetcli leaves it; a namespace without
 // our "nvmeof" backend gets one from its path (see InferBackend). It is
 // Loader{}.ParseNvmetcliJSON.
@@ -151,6 +154,11 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 	}
 	c := l.collector()
 	t := &Tree{LogLevel: DefaultLogLevel}
+	// Keys the typed decoding dropped: errors, or warnings kept with the
+	// tree (Tree.Warnings).
+	keyErrs, keyWarns := checkNvmetcliKeys(data, filename)
+	c.errs = append(c.errs, keyErrs...)
+	t.loadWarns = keyWarns
 	for _, h := range cfg.Hosts {
 		host := &Host{NQN: h.NQN}
 		hostFromJSON(host, h.Attr)

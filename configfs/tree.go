@@ -102,6 +102,9 @@ type Tree struct {
 	// json is the nvmetcli JSON loaded, walked for positions only when
 	// a program's error needs one (Tree.NamespaceError, jsonPlaces).
 	json []byte
+	// loadWarns are the loader's warnings that validation cannot find
+	// again (keys of nvmetcli JSON it ignored), for Warnings.
+	loadWarns Errors
 }
 
 // Port is ports/<id>: a transport address the target listens on and the
@@ -407,7 +410,7 @@ func (t *Tree) Clone() *Tree {
 	if t == nil {
 		return nil
 	}
-	c := &Tree{LogLevel: t.LogLevel, src: t.src, file: t.file, json: t.json}
+	c := &Tree{LogLevel: t.LogLevel, src: t.src, file: t.file, json: t.json, loadWarns: t.loadWarns}
 	for _, p := range t.Ports {
 		cp := *p
 		cp.Subsystems = slices.Clone(p.Subsystems)

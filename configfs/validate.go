@@ -261,13 +261,15 @@ func (l Loader) Validate(t *Tree) error {
 
 // Warnings returns what validation accepts but reports, like errors with
 // their positions: subsystem and host names that are safe but not
-// conforming NQNs (see CheckNQN), which the Linux target accepts. The
+// conforming NQNs (see CheckNQN), which the Linux target accepts, and
+// keys of nvmetcli JSON ignored (see ParseNvmetcliJSON). The
 // loaders return trees with warnings without error; callers should show
 // the warnings (target.Target.ApplyConfig logs them). Nil when there are
 // none.
 func (t *Tree) Warnings() Errors {
 	c := &collector{}
 	t.validate(c)
+	c.warns = append(c.warns, t.loadWarns...)
 	c.warns.sortByPosition()
 	if t.file != "" {
 		c.warns.inFile(t.file)

@@ -1,0 +1,129 @@
+package configfs
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestNvmetcliJSONKeys: every key the loader does not apply is an error or
+// a warning naming its JSON path and line:col; kernel defaults that
+// `nvmetcli save` writes for every object pass silently.
+func TestNvmetcliJSONKeys(t *testing.T) {
+	sub := func(attr string) string {
+		return "{\"subsystems\": [{\"nqn\": \"" + nqnA + "\",\n \"attr\": {" + attr + "}}]}"
+	}
+	port := func(fields string) string {
+		return "{\"ports\": [{\"portid\": 1, \"addr\": {\"trtype\": \"loop\"},\n " + fields + "}]}"
+	}
+	ns := func(fields string) string {
+		return "{\"subsystems\": [{\"nqn\": \"" + nqnA + "\", \"namespaces\": [\n{\"nsid\": 1, \"device\": {\"path\": \"/x\"}, " + fields + "}]}]}"
+	}
+	tests := []struct {
+		name      string
+		src       string
+		wantErr   string // "" for none
+		wantWarn  string // "" for none
+		wantApply func(*Tree) bool
+	}{
+		{name: "typo with suggestion", src: sub(`"alow_any_host": "1"`),
+			wantErr: `c.json:2:28: subsystems[0].attr: alow_any_host: unknown key, not applied; did you mean "allow_any_host"?`},
+		{name: "unknown top-level key", src: `{"hosts": [], "subsystem": []}`,
+			wantErr: `c.json:1:28: subsystem: unknown key, not applied; did you mean "subsystems"?`},
+		{name: "unknown key without suggestion", src: `{"zzz": 1}`,
+			wantErr: `c.json:1:9: zzz: unknown key, not applied (known here: hosts, ports, subsystems)`},
+		{name: "subsystem pi_enable on", src: sub(`"pi_enable": "1"`),
+			wantErr: `c.json:2:24: subsystems[0].attr: pi_enable: "1": end-to-end protection information (attr_pi_enable) is not supported`},
+		{name: "subsystem pi_enable off", src: sub(`"pi_enable": "0"`)},
+		{name: "pi_enable not a boolean", src: sub(`"pi_enable": "maybe"`), wantErr: `pi_enable: "maybe" is not a boolean`},
+		{name: "ieee_oui default", src: sub(`"ieee_oui": "0x000000"`)},
+		{name: "ieee_oui set", src: sub(`"ieee_oui": "0x0025b3"`),
+			wantWarn: `c.json:2:23: subsystems[0].attr: ieee_oui: "0x0025b3" ignored: nvmetd reports IEEE OUI 0`},
+		{name: "qid_max applied", src: sub(`"qid_max": "4"`), wantApply: func(t *Tree) bool { return t.Subsystems[0].QIDMax == 4 }},
+		{name: "port pi_enable on", src: port(`"param": {"pi_enable": true}`), wantErr: `ports[0].param: pi_enable: "1": end-to-end protection information (param_pi_enable)`},
+		{name: "max_queue_size default", src: port(`"param": {"max_queue_size": "-1"}`)},
+		{name: "max_queue_size set", src: port(`"param": {"max_queue_size": 32}`), wantWarn: `c.json:2:30: ports[0].param: max_queue_size: "32" ignored`},
+		{name: "ana group 1 optimized", src: port(`"ana_groups": [{"ana": {"state": "optimized"}, "grpid": 1}]`)},
+		{name: "ana group 2", src: port(`"ana_groups": [{"ana": {"state": "optimized"}, "grpid": 2}]`),
+			wantErr: `ports[0].ana_groups[0]: grpid: "2": ANA groups other than the default group 1`},
+		{name: "ana state inaccessible", src: port(`"ana_groups": [{"ana": {"state": "inaccessible"}, "grpid": 1}]`),
+			wantErr: `ports[0].ana_groups[0].ana: state: "inaccessible": ANA states are not supported`},
+		{name: "ana group typo", src: port(`"ana_groups": [{"grpdi": 1}]`), wantErr: `ports[0].ana_groups[0]: grpdi: unknown key, not applied; did you mean "grpid"?`},
+		{name: "tsas connected", src: port(`"addr": {"trtype": "loop", "tsas": "connected"}`)},
+		{name: "tsas datagram", src: port(`"addr": {"trtype": "loop", "tsas": "datagram"}`), wantErr: `ports[0].addr: tsas: "datagram": nvmetd serves RDMA reliable connected queue pairs only`},
+		{name: "nvmeof port typo", src: port(`"nvmeof": {"provder": "soft"}`), wantErr: `ports[0].nvmeof: provder: unknown key, not applied; did you mean "provider"?`},
+		{name: "ns ana_grpid 1", src: ns(`"ana_grpid": 1, "ana": {"grpid": "1"}`)},
+		{name: "ns ana_grpid 3", src: ns(`"ana_grpid": 3`), wantErr: `c.json:2:52: subsystems[0].namespaces[0]: ana_grpid: "3": ANA groups other than the default group 1`},
+		{name: "ns resv on", src: ns(`"resv": {"enable": "1"}`), wantErr: `subsystems[0].namespaces[0].resv: enable: "1": persistent reservations (resv_enable) is not supported`},
+		{name: "ns resv off", src: ns(`"resv": {"enable": "0"}`)},
+		{name: "ns device typo", src: ns(`"device": {"path": "/x", "uid": "26ffc8ce-73b4-321d-9685-7d7a9872c460"}`),
+			wantErr: `subsystems[0].namespaces[0].device: uid: unknown key, not applied; did you mean "uuid"?`},
+		{name: "ns enable typo", src: ns(`"enabel": 1`), wantErr: `subsystems[0].namespaces[0]: enabel: unknown key, not applied; did you mean "enable"?`},
+		{name: "nvmeof ns eui64 applied", src: ns(`"nvmeof": {"eui64": "0225b3c4d5e6f708"}`),
+			wantApply: func(t *Tree) bool { return t.Subsystems[0].Namespaces[0].DeviceEUI64.String() == "0225b3c4d5e6f708" }},
+		{name: "host attr typo", src: `{"hosts": [{"nqn": "` + hostA + `", "attr": {"dhchap_kye": "x"}}]}`,
+			wantErr: `hosts[0].attr: dhchap_kye: unknown key, not applied; did you mean "dhchap_key"?`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tree, err := ParseNvmetcliJSON([]byte(tt.src), "c.json")
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v\nwant it to contain %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			ws := tree.Warnings()
+			switch {
+			case tt.wantWarn == "" && len(ws) > 0:
+				t.Errorf("unexpected warnings: %v", ws)
+			case tt.wantWarn != "" && (len(ws) != 1 || !strings.Contains(ws[0].Error(), tt.wantWarn)):
+				t.Errorf("warnings %v\nwant one containing %q", ws, tt.wantWarn)
+			}
+			if tt.wantApply != nil && !tt.wantApply(tree) {
+				t.Errorf("not applied: %+v", tree.Subsystems)
+			}
+			// Clone keeps the warnings: the target logs them on apply.
+			if got := len(tree.Clone().Warnings()); got != len(ws) {
+				t.Errorf("clone has %d warnings, want %d", got, len(ws))
+			}
+		})
+	}
+}
+
+// TestNvmetcliJSONKeysSaved: what nvmetd itself saves loads without a
+// word: no key of NvmetcliJSON's output is unknown.
+func TestNvmetcliJSONKeysSaved(t *testing.T) {
+	tree, err := LoadFile("../examples/nvmetd.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tree.NvmetcliJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, warns := checkNvmetcliKeys(out, "saved.json")
+	if len(errs)+len(warns) > 0 {
+		t.Errorf("keys reported in nvmetd's own JSON: %v %v\n%s", errs, warns, out)
+	}
+}
+
+// FuzzNvmetcliKeys: any input gives errors or a tree, never a panic; the
+// key walk agrees with the decoder on what is JSON.
+func FuzzNvmetcliKeys(f *testing.F) {
+	f.Add([]byte(savedJSON))
+	f.Add([]byte(`{"subsystems": [{"nqn": "x", "attr": {"alow_any_host": 1, "pi_enable": true}}]}`))
+	f.Add([]byte(`{"ports": [{"ana_groups": [{"grpid": 2, "ana": {"state": "x"}}], "param": {"max_queue_size": 4}}]}`))
+	f.Add([]byte(`[[[[`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		errs, warns := checkNvmetcliKeys(data, "f.json")
+		for _, e := range append(errs, warns...) {
+			if e.Range == nil || e.Range.Start.Line < 1 || e.Range.Start.Byte > len(data) {
+				t.Fatalf("bad position %+v for %q", e.Range, data)
+			}
+		}
+		_, _ = ParseNvmetcliJSON(data, "f.json")
+	})
+}
