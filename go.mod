@@ -3,7 +3,7 @@ module github.com/nvmeof/nvmeof
 go 1.26.8
 
 require (
-	github.com/dswarbrick/go-nvme v0.0.0-20221105200149-f4470ea4e016
+	github.com/dswarbrick/smart v0.0.0-20230625164221-6fe037e2b05f
 	github.com/gopacket/gopacket v1.7.7
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/hashicorp/go-hclog v1.6.3
@@ -12,6 +12,7 @@ require (
 	github.com/zclconf/go-cty v1.19.0
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (
@@ -21,7 +22,6 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
-	github.com/dswarbrick/smart v0.0.0-20230625164221-6fe037e2b05f // indirect
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
@@ -42,5 +42,4 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/tools v0.51.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

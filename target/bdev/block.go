@@ -32,6 +32,7 @@ type Block struct {
 	bs       uint32 // the block size exposed
 	rdev     uint64
 	closed   atomic.Bool
+	health   healthCache // ReadHealth of path, kept for HealthTTL
 }
 
 var (
@@ -53,6 +54,7 @@ func OpenBlock(spec Spec) (*Block, error) {
 		return nil, fmt.Errorf("bdev: block: %w", err)
 	}
 	d := &Block{buffered: f, bfd: int(f.Fd()), path: spec.Path}
+	d.health.read = func() (Health, error) { return ReadHealth(d.path) }
 	fail := func(err error) (*Block, error) {
 		d.buffered.Close()
 		if d.direct != nil {
@@ -223,12 +225,15 @@ func (d *Block) LogicalBlockSize() uint32 { return d.lbs }
 // Direct reports whether aligned requests use O_DIRECT.
 func (d *Block) Direct() bool { return d.direct != nil }
 
-// Health implements HealthReporter with ReadHealth on the device node.
+// Health implements HealthReporter with ReadHealth on the device node,
+// reading the disk at most once per HealthTTL (the answer, error or not,
+// is kept that long; ErrNotSupported for good). It may block for as long
+// as the disk takes to answer a SMART command: call it off the I/O path.
 func (d *Block) Health() (Health, error) {
 	if d.closed.Load() {
 		return Health{}, ErrClosed
 	}
-	return ReadHealth(d.path)
+	return d.health.get(HealthTTL)
 }
 
 // ID implements Identifier from sysfs: the disk's WWID, else its serial

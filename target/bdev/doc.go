@@ -31,6 +31,7 @@
 // loop devices return zeroes).
 //
 // Optional interfaces: HealthReporter (SMART / health data of the disk
-// behind a block device, NVMe only for now) and Identifier (a stable
-// identifier of the medium, e.g. a disk's WWID).
+// behind a block device: NVMe, SATA and SAS, see ReadHealth; cached for
+// HealthTTL) and Identifier (a stable identifier of the medium, e.g. a
+// disk's WWID).
 package bdev
