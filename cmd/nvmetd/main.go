@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nvmeof/nvmeof/configfs"
+	"github.com/nvmeof/nvmeof/control"
 	"github.com/nvmeof/nvmeof/rdma/provider"
 	"github.com/nvmeof/nvmeof/target"
 	"github.com/nvmeof/nvmeof/target/server"
@@ -93,6 +94,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.BoolFlag{Name: "print-default", Usage: "print the embedded default configuration and exit"},
 			&cli.StringFlag{Name: "pcap", Usage: "write every RoCEv2 packet of the first soft device to `FILE` (pcap)"},
 			&cli.BoolFlag{Name: "poll", Usage: "busy-poll the completion queues of ibverbs devices (one poller per device, as SPDK's reactors: lower latency for a busy core)"},
+			metricsAddressFlag, pprofFlag, // metrics.go
+			controlFlag,
 		},
 		Action: serve,
 	}
@@ -233,7 +236,19 @@ func serve(c *cli.Context) error {
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 	srv := server.New(opts)
-	if err := srv.Apply(tree); err != nil {
+	stopMetrics, err := startMetrics(c, srv, log) // metrics.go
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	defer stopMetrics()
+	ctl, err := newControl(c, srv, log) // control.go
+	if err != nil {
+		srv.Close()
+		return err
+	}
+	if err := ctl.Apply(tree); err != nil {
+		ctl.Close()
 		srv.Close()
 		return fmt.Errorf("configuration not applied:\n%w", err)
 	}
@@ -251,19 +266,21 @@ func serve(c *cli.Context) error {
 			log.Warn("SIGHUP: no --config file to reload; the embedded default stays")
 			continue
 		}
-		reload(log, srv, c)
+		reload(log, ctl, c)
 	}
+	ctl.Close()
 	return srv.Close()
 }
 
 // reload applies the configuration file again, all or nothing.
-func reload(log hclog.Logger, srv *server.Server, c *cli.Context) {
+// ctl serializes it with the control API's changes.
+func reload(log hclog.Logger, ctl *control.Service, c *cli.Context) {
 	nt, err := load(c)
 	if err != nil {
 		log.Error("reload refused: the configuration has errors; the running one stays", "error", err)
 		return
 	}
-	err = srv.Apply(nt)
+	err = ctl.Apply(nt)
 	var na *target.NotAppliedError
 	switch {
 	case errors.As(err, &na):

@@ -25,6 +25,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		os.Exit(run(append([]string{"nvmetd"}, os.Args[1:]...), os.Stdout, os.Stderr))
 	}
+	// The children must not take the default control socket (a running
+	// nvmetd's, or another test's): tests that want one give a path.
+	if os.Getenv("NVMETD_CONTROL_SOCKET") == "" {
+		os.Setenv("NVMETD_CONTROL_SOCKET", "none")
+	}
 	os.Exit(m.Run())
 }
 
@@ -137,7 +142,7 @@ subsystem "nqn.2026-11.io.nvmeof:c" {
   ports          = ["taken"]
   allow_any_host = true
   namespace "1" {
-    path = "no/such/dir/disk.img"
+    path = "notadir/sub/disk.img"
     size = "1MiB"
   }
   namespace "2" {
@@ -154,6 +159,7 @@ subsystem "nqn.2026-11.io.nvmeof:c" {
 }
 `
 	writeFile(t, filepath.Join(dir, "bad.hcl"), bad)
+	writeFile(t, filepath.Join(dir, "notadir"), "a file where a directory should be")
 	status, stdout, stderr := runNvmetd(t, "/", "--check", "--config", filepath.Join(dir, "bad.hcl"))
 	if status != 1 || strings.Contains(stdout, "OK") {
 		t.Errorf("--check: status %d, stdout %q", status, stdout)
@@ -161,7 +167,7 @@ subsystem "nqn.2026-11.io.nvmeof:c" {
 	f := filepath.Join(dir, "bad.hcl")
 	for _, w := range []string{
 		f + ":2:14: ports/taken: address: ",
-		f + ":9:12: subsystems/nqn.2026-11.io.nvmeof:c/namespaces/1: path: bdev: file \"" + filepath.Join(dir, "no/such/dir/disk.img") + "\" cannot be created",
+		f + ":9:12: subsystems/nqn.2026-11.io.nvmeof:c/namespaces/1: path: bdev: file: stat " + filepath.Join(dir, "notadir/sub/disk.img") + ": not a directory",
 		f + ":13:12: subsystems/nqn.2026-11.io.nvmeof:c/namespaces/2: path: bdev: file \"" + dir + "\" is a directory",
 		f + ":17:15: subsystems/nqn.2026-11.io.nvmeof:c/namespaces/3: path: bdev: file \"/dev/zero\" is not a regular file",
 		f + ":21:15: subsystems/nqn.2026-11.io.nvmeof:c/namespaces/4: size: bdev: memory: size 1099511627776000000 bytes (976.6PiB) is more than the machine's memory",
@@ -182,6 +188,10 @@ subsystem "nqn.2026-11.io.nvmeof:c" {
     path = "disk.img"
     size = "1MiB"
   }
+  namespace "2" {
+    path = "state/dir/disk.img"
+    size = "1MiB"
+  }
 }
 `
 	writeFile(t, filepath.Join(dir, "good.hcl"), good)
@@ -191,6 +201,9 @@ subsystem "nqn.2026-11.io.nvmeof:c" {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "disk.img")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("--check created the backend file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("--check created the backend's directory: %v", err)
 	}
 }
 

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"errors"
+	"io/fs"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/urfave/cli/v2"
+
+	"github.com/nvmeof/nvmeof/control"
+	"github.com/nvmeof/nvmeof/target/server"
+)
+
+// controlFlag is --control-socket: where the control API (nvmetctl's)
+// listens.
+var controlFlag = &cli.StringFlag{
+	Name:    "control-socket",
+	Value:   control.DefaultSocket,
+	EnvVars: []string{"NVMETD_CONTROL_SOCKET"},
+	Usage:   "serve the control API (JSON-RPC 2.0, nvmetctl) on the Unix socket `PATH` (mode 0600); \"none\" turns it off",
+}
+
+// newControl returns the control API of srv, serving on --control-socket
+// unless that is "none". A socket another nvmetd serves is an error. The
+// default socket in a directory this user cannot create (not root) only
+// turns the API off, with a warning: nvmetd runs unprivileged on loopback.
+func newControl(c *cli.Context, srv *server.Server, log hclog.Logger) (*control.Service, error) {
+	ctl := control.New(srv, control.Options{Logger: log, Loader: loader})
+	path := c.String(controlFlag.Name)
+	if control.Disabled(path) {
+		return ctl, nil
+	}
+	if err := ctl.Listen(path); err != nil {
+		if !c.IsSet(controlFlag.Name) && errors.Is(err, fs.ErrPermission) {
+			log.Warn("control API off: cannot create its socket; give --control-socket PATH (or none)", "error", err)
+			return ctl, nil
+		}
+		return nil, err
+	}
+	go func() {
+		if err := ctl.Serve(); err != nil {
+			log.Error("control API stopped", "error", err)
+		}
+	}()
+	return ctl, nil
+}
