@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -349,39 +350,92 @@ func (s *Server) Stop() error {
 	return nil
 }
 
-// Nbdkit is `nbdkit memory SIZE` serving on a Unix socket.
+// Nbdkit is `nbdkit memory SIZE` serving over TCP on loopback (the
+// comparison issue #12 defines) or on a Unix socket.
 type Nbdkit struct {
 	*Server
+	// Socket is the Unix socket's path; empty when serving over TCP on
+	// Addr (host:port).
 	Socket string
+	Addr   string
 }
 
-// StartNbdkit starts `nbdkit -f --exit-with-parent -U dir/nbdkit.sock memory
-// size`, under w if set, and waits for its socket. nbdkit stays in the
+// nbdkitTCPAddr is the loopback address nbdkit listens on over TCP.
+const nbdkitTCPAddr = "127.0.0.1"
+
+// StartNbdkit starts `nbdkit -f --exit-with-parent memory size`, under w
+// if set, listening on a Unix socket in dir (unixSocket) or on a free TCP
+// port of 127.0.0.1, and waits until it accepts. nbdkit stays in the
 // foreground, so the PID is nbdkit's own, and it exits by itself when its
 // parent (the runner, or perf under it) dies.
-func StartNbdkit(ctx context.Context, nbdkit, dir, size string, w serverWrap) (*Nbdkit, error) {
+func StartNbdkit(ctx context.Context, nbdkit, dir, size string, unixSocket bool, w serverWrap) (*Nbdkit, error) {
 	if nbdkit == "" {
 		nbdkit = "nbdkit"
 	}
-	sock := filepath.Join(dir, "nbdkit.sock")
-	argv := []string{nbdkit, "-f", "--exit-with-parent", "-U", sock, "memory", size}
-	s, err := startServer("nbdkit", argv, filepath.Join(dir, "nbdkit.log"), w)
-	if err != nil {
-		return nil, err
+	if unixSocket {
+		sock := filepath.Join(dir, "nbdkit.sock")
+		argv := []string{nbdkit, "-f", "--exit-with-parent", "-U", sock, "memory", size}
+		s, err := startServer("nbdkit", argv, filepath.Join(dir, "nbdkit.log"), w)
+		if err != nil {
+			return nil, err
+		}
+		ready := func() bool {
+			fi, err := os.Stat(sock)
+			return err == nil && fi.Mode()&os.ModeSocket != 0
+		}
+		if err := s.waitFor(ctx, 10*time.Second, ready); err != nil {
+			_ = s.Stop()
+			return nil, err
+		}
+		return &Nbdkit{Server: s, Socket: sock}, nil
 	}
-	ready := func() bool {
-		fi, err := os.Stat(sock)
-		return err == nil && fi.Mode()&os.ModeSocket != 0
-	}
-	if err := s.waitFor(ctx, 10*time.Second, ready); err != nil {
+	// nbdkit cannot report a port the kernel chose: take a free one and
+	// try again should another program bind it first.
+	var lastErr error
+	for range 3 {
+		port, err := freeTCPPort(nbdkitTCPAddr)
+		if err != nil {
+			return nil, err
+		}
+		addr := net.JoinHostPort(nbdkitTCPAddr, strconv.Itoa(port))
+		argv := []string{nbdkit, "-f", "--exit-with-parent", "-i", nbdkitTCPAddr, "-p", strconv.Itoa(port), "memory", size}
+		s, err := startServer("nbdkit", argv, filepath.Join(dir, "nbdkit.log"), w)
+		if err != nil {
+			return nil, err
+		}
+		ready := func() bool {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err != nil {
+				return false
+			}
+			c.Close()
+			return true
+		}
+		if lastErr = s.waitFor(ctx, 10*time.Second, ready); lastErr == nil {
+			return &Nbdkit{Server: s, Addr: addr}, nil
+		}
 		_ = s.Stop()
-		return nil, err
 	}
-	return &Nbdkit{Server: s, Socket: sock}, nil
+	return nil, lastErr
+}
+
+// freeTCPPort returns a TCP port of host that was free a moment ago.
+func freeTCPPort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("find a free TCP port on %s: %w", host, err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // URI is the NBD URI of the export, for fio's nbd engine.
-func (n *Nbdkit) URI() string { return "nbd+unix:///?socket=" + n.Socket }
+func (n *Nbdkit) URI() string {
+	if n.Socket != "" {
+		return "nbd+unix:///?socket=" + n.Socket
+	}
+	return "nbd://" + n.Addr + "/"
+}
 
 // Engine returns fio's engine options for this server.
 func (n *Nbdkit) Engine() []string { return []string{"ioengine=nbd", "uri=" + n.URI()} }

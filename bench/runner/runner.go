@@ -52,6 +52,10 @@ type Config struct {
 	// SkipCeilings and SkipNbdkit leave those parts out.
 	SkipCeilings bool
 	SkipNbdkit   bool
+	// NbdkitUnix serves nbdkit on a Unix socket instead of TCP on
+	// loopback (issue #12 defines the comparison over TCP, as RoCEv2 on
+	// loopback also crosses the IP stack).
+	NbdkitUnix bool
 	// Nvmeof configures the nvmeof side (the hook).
 	Nvmeof NvmeofConfig
 	// Rounds is how many times every job runs on each side (default:
@@ -479,13 +483,17 @@ func (c Config) runServers(ctx context.Context, jobs []JobFile, r *report.Report
 	// interleave.
 	var sides []*side
 	if !c.SkipNbdkit {
-		c.logf("== nbdkit memory %s, fio nbd engine", c.MemSize)
+		how := "TCP on loopback"
+		if c.NbdkitUnix {
+			how = "Unix socket"
+		}
+		c.logf("== nbdkit memory %s, fio nbd engine over %s", c.MemSize, how)
 		var w serverWrap
 		if c.countSyscalls {
 			w.PerfOut = filepath.Join(c.WorkDir, "perf-nbdkit.csv")
 			w.Prefix = append([]string{c.perfBin()}, perfStatArgs(w.PerfOut, perfInterval)...)
 		}
-		nbd, err := StartNbdkit(ctx, c.Nbdkit, c.WorkDir, c.MemSize, w)
+		nbd, err := StartNbdkit(ctx, c.Nbdkit, c.WorkDir, c.MemSize, c.NbdkitUnix, w)
 		if err != nil {
 			return err
 		}

@@ -70,6 +70,7 @@ func run() int {
 		nbdkitBin = flag.String("nbdkit", "nbdkit", "nbdkit binary")
 		noCeil    = flag.Bool("skip-ceilings", false, "do not measure the UDP ceilings")
 		noNbdkit  = flag.Bool("skip-nbdkit", false, "do not run the nbdkit side")
+		nbdUnix   = flag.Bool("nbdkit-unix", false, "serve nbdkit on a Unix socket instead of TCP on loopback (the goals are defined over TCP)")
 		engine    = flag.String("nvmeof-engine", def.Engine, "nvmeof side: fio external engine .so, built by scripts/build-fio-engine.sh (or $NVMEOF_FIO_ENGINE); the side is skipped while it does not exist")
 		nvmetd    = flag.String("nvmetd", def.Nvmetd, "nvmeof side: nvmetd binary to start with a generated memory-namespace config (or $NVMEOF_NVMETD; empty: a target is already listening on -nvmeof-addr and -nvmeof-port)")
 		addr      = flag.String("nvmeof-addr", def.Address, "nvmeof side: target address (traddr); unless given, the runner moves to 127.0.N.1 and .2 when UDP 4791 is taken on the defaults")
@@ -128,6 +129,7 @@ Flags:
 		Nbdkit:       *nbdkitBin,
 		SkipCeilings: *noCeil,
 		SkipNbdkit:   *noNbdkit,
+		NbdkitUnix:   *nbdUnix,
 		Rounds:       *rounds,
 		Syscalls:     *syscalls,
 		Perf:         *perfBin,
