@@ -1,0 +1,210 @@
+package metrics
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nvmeof/nvmeof/rdma"
+	"github.com/nvmeof/nvmeof/rdma/soft"
+)
+
+// softStatser is the soft provider's device (*soft.Device).
+type softStatser interface {
+	Stats() soft.Stats
+}
+
+// DefaultSysfsRoot is where rdma-core devices' counters are read
+// (/sys/class/infiniband/DEV/ports/N/{counters,hw_counters}).
+const DefaultSysfsRoot = "/sys/class/infiniband"
+
+// RDMACollector exports the counters of RDMA devices: the soft provider's
+// own counters, and for other (rdma-core) devices the kernel's port
+// counters read from sysfs at scrape time.
+type RDMACollector struct {
+	// Devices returns the devices open now; called at every scrape.
+	Devices func() []rdma.Device
+	// SysfsRoot is the sysfs class directory (DefaultSysfsRoot when
+	// empty); a test points it at a copy.
+	SysfsRoot string
+}
+
+var (
+	rdmaLabels = []string{"device", "provider"}
+
+	softDescs = func() []softCounter {
+		d := func(name, help string, get func(*soft.Stats) uint64) softCounter {
+			return softCounter{name, prometheus.NewDesc("nvmeof_rdma_"+name, help, rdmaLabels, nil), get}
+		}
+		return []softCounter{
+			d("packets_sent_total", "Packets sent (soft: each packet of a GSO send; sysfs: port_xmit_packets).", func(s *soft.Stats) uint64 { return s.PacketsSent }),
+			d("packets_received_total", "Packets received (sysfs: port_rcv_packets).", func(s *soft.Stats) uint64 { return s.PacketsReceived }),
+			d("bytes_sent_total", "Bytes sent (soft: UDP payload; sysfs: port_xmit_data × 4).", func(s *soft.Stats) uint64 { return s.BytesSent }),
+			d("bytes_received_total", "Bytes received (soft: UDP payload; sysfs: port_rcv_data × 4).", func(s *soft.Stats) uint64 { return s.BytesReceived }),
+			d("send_errors_total", "Packets the kernel refused to send (soft).", func(s *soft.Stats) uint64 { return s.SendErrors }),
+			d("retransmissions_total", "Request packets sent again (soft: go-back-N; sysfs hw_counters: rnr/seq retries, duplicate requests).", func(s *soft.Stats) uint64 { return s.Retransmissions }),
+			d("retransmission_timeouts_total", "Retransmission timer expiries that caused a retry (sysfs hw_counters: local_ack_timeout_err).", func(s *soft.Stats) uint64 { return s.Timeouts }),
+			d("rnr_naks_sent_total", "RNR NAKs sent.", func(s *soft.Stats) uint64 { return s.RNRNAKsSent }),
+			d("rnr_naks_received_total", "RNR NAKs received (sysfs hw_counters: rnr_nak_retry_err).", func(s *soft.Stats) uint64 { return s.RNRNAKsReceived }),
+			d("seq_naks_sent_total", "NAK PSN sequence errors sent (sysfs hw_counters: out_of_sequence).", func(s *soft.Stats) uint64 { return s.SeqNAKsSent }),
+			d("seq_naks_received_total", "NAK PSN sequence errors received (sysfs hw_counters: packet_seq_err).", func(s *soft.Stats) uint64 { return s.SeqNAKsReceived }),
+			d("error_naks_sent_total", "NAKs invalid request, remote access and remote operational error sent (soft).", func(s *soft.Stats) uint64 { return s.ErrNAKsSent }),
+			d("error_naks_received_total", "NAKs invalid request, remote access and remote operational error received (soft).", func(s *soft.Stats) uint64 { return s.ErrNAKsReceived }),
+			d("icrc_errors_total", "Received packets dropped for a bad ICRC (sysfs: rx_icrc_encapsulated or port_rcv_errors).", func(s *soft.Stats) uint64 { return s.ICRCErrors }),
+			d("duplicate_requests_total", "Duplicate requests received (sysfs hw_counters: duplicate_request).", func(s *soft.Stats) uint64 { return s.Duplicates }),
+			d("out_of_sequence_total", "Requests received after a gap in PSNs (sysfs hw_counters: out_of_sequence).", func(s *soft.Stats) uint64 { return s.OutOfSequence }),
+			d("malformed_packets_total", "Received packets dropped as unparsable or truncated (soft).", func(s *soft.Stats) uint64 { return s.Malformed }),
+			d("unknown_qp_packets_total", "Received packets for a QP number not in use (soft).", func(s *soft.Stats) uint64 { return s.UnknownQP }),
+			d("dropped_packets_total", "Received packets dropped for the QP's state, opcode class or P_Key (soft).", func(s *soft.Stats) uint64 { return s.Dropped }),
+			d("acks_sent_total", "Acknowledge packets sent, ACKs and NAKs (soft).", func(s *soft.Stats) uint64 { return s.ACKsSent }),
+			d("acks_received_total", "Acknowledge packets received (soft).", func(s *soft.Stats) uint64 { return s.ACKsReceived }),
+		}
+	}()
+
+	// sysfsDesc exports every sysfs counter file as is.
+	sysfsDesc = prometheus.NewDesc("nvmeof_rdma_port_counter",
+		"A counter of an rdma-core device's port as the kernel reports it in sysfs (counters/ and hw_counters/), named by counter; "+
+			"RoCE ECN/CNP counters (np_cnp_sent, rp_cnp_handled, np_ecn_marked_roce_packets) show here where the NIC has them.",
+		[]string{"device", "port", "group", "counter"}, nil)
+	rdmaInfo = prometheus.NewDesc("nvmeof_rdma_device_info", "One series per open RDMA device.", []string{"device", "provider", "addr"}, nil)
+)
+
+type softCounter struct {
+	name string
+	desc *prometheus.Desc
+	get  func(*soft.Stats) uint64
+}
+
+// softByName finds the named metrics by their name without the prefix.
+var softByName = func() map[string]*prometheus.Desc {
+	m := map[string]*prometheus.Desc{}
+	for _, c := range softDescs {
+		m[c.name] = c.desc
+	}
+	return m
+}()
+
+// sysfs counter files (counters/ group; hw_counters/ names differ by
+// driver) that feed the named metrics, and their unit. A metric takes the
+// first of its files the device has (summed over its ports), so that two
+// names of the same count are not added up.
+var sysfsNamed = []struct {
+	group, file, metric string
+	scale               uint64
+}{
+	{"counters", "port_xmit_packets", "packets_sent_total", 1},
+	{"counters", "port_rcv_packets", "packets_received_total", 1},
+	{"counters", "port_xmit_data", "bytes_sent_total", 4}, // in 4-byte words
+	{"counters", "port_rcv_data", "bytes_received_total", 4},
+	{"hw_counters", "rnr_nak_retry_err", "rnr_naks_received_total", 1},
+	{"hw_counters", "packet_seq_err", "seq_naks_received_total", 1},
+	{"hw_counters", "out_of_sequence", "out_of_sequence_total", 1},
+	{"hw_counters", "duplicate_request", "duplicate_requests_total", 1},
+	{"hw_counters", "local_ack_timeout_err", "retransmission_timeouts_total", 1},
+	{"hw_counters", "rx_icrc_encapsulated", "icrc_errors_total", 1},
+	// rxe's names (drivers/infiniband/sw/rxe/rxe_hw_counters.c).
+	{"hw_counters", "rcvd_rnr_err", "rnr_naks_received_total", 1},
+	{"hw_counters", "send_rnr_err", "rnr_naks_sent_total", 1},
+	{"hw_counters", "rcvd_seq_err", "seq_naks_received_total", 1},
+	{"hw_counters", "retry_exceeded_err", "retransmission_timeouts_total", 1},
+	{"hw_counters", "sent_pkts", "packets_sent_total", 1},
+	{"hw_counters", "rcvd_pkts", "packets_received_total", 1},
+}
+
+// Describe implements prometheus.Collector.
+func (c *RDMACollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, s := range softDescs {
+		ch <- s.desc
+	}
+	ch <- sysfsDesc
+	ch <- rdmaInfo
+}
+
+// Collect implements prometheus.Collector.
+func (c *RDMACollector) Collect(ch chan<- prometheus.Metric) {
+	if c.Devices == nil {
+		return
+	}
+	root := c.SysfsRoot
+	if root == "" {
+		root = DefaultSysfsRoot
+	}
+	seen := map[string]bool{}
+	for _, d := range c.Devices() {
+		name := d.Name()
+		if seen[name] {
+			continue // a device shared by several ports, listed twice
+		}
+		seen[name] = true
+		if s, ok := d.(softStatser); ok {
+			ch <- prometheus.MustNewConstMetric(rdmaInfo, prometheus.GaugeValue, 1, name, "soft", d.Addr().String())
+			st := s.Stats()
+			for _, sc := range softDescs {
+				ch <- prometheus.MustNewConstMetric(sc.desc, prometheus.CounterValue, float64(sc.get(&st)), name, "soft")
+			}
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(rdmaInfo, prometheus.GaugeValue, 1, name, "ibverbs", d.Addr().String())
+		collectSysfs(ch, root, name)
+	}
+}
+
+// collectSysfs exports the port counters of device name: each file as
+// nvmeof_rdma_port_counter, and those sysfsNamed maps summed over the
+// ports into the named metrics.
+func collectSysfs(ch chan<- prometheus.Metric, root, name string) {
+	ports, err := os.ReadDir(filepath.Join(root, name, "ports"))
+	if err != nil {
+		return // no sysfs (a container) or the device went away
+	}
+	type file struct{ group, name string }
+	sums := map[file]uint64{}
+	for _, p := range ports {
+		for _, group := range []string{"counters", "hw_counters"} {
+			dir := filepath.Join(root, name, "ports", p.Name(), group)
+			files, err := os.ReadDir(dir)
+			if err != nil {
+				continue
+			}
+			for _, f := range files {
+				if f.IsDir() {
+					continue
+				}
+				v, ok := readCounter(filepath.Join(dir, f.Name()))
+				if !ok {
+					continue
+				}
+				ch <- prometheus.MustNewConstMetric(sysfsDesc, prometheus.CounterValue, float64(v), name, p.Name(), group, f.Name())
+				sums[file{group, f.Name()}] += v
+			}
+		}
+	}
+	done := map[string]bool{}
+	for _, m := range sysfsNamed {
+		v, ok := sums[file{m.group, m.file}]
+		if !ok || done[m.metric] {
+			continue
+		}
+		done[m.metric] = true
+		ch <- prometheus.MustNewConstMetric(softByName[m.metric], prometheus.CounterValue, float64(v*m.scale), name, "ibverbs")
+	}
+}
+
+// readCounter reads a sysfs counter file: one unsigned decimal number.
+func readCounter(path string) (uint64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) > 64 {
+		return 0, false
+	}
+	return parseCounter(b)
+}
+
+// parseCounter parses a sysfs counter's text (a decimal number and a
+// newline).
+func parseCounter(b []byte) (uint64, bool) {
+	v, err := strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64)
+	return v, err == nil
+}

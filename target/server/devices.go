@@ -1,0 +1,21 @@
+package server
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/nvmeof/nvmeof/rdma"
+)
+
+// Devices returns the RDMA devices open now (for their counters; the
+// caller must not close them), sorted by name.
+func (s *Server) Devices() []rdma.Device {
+	s.mu.Lock()
+	out := make([]rdma.Device, 0, len(s.devices))
+	for _, d := range s.devices {
+		out = append(out, d.dev)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b rdma.Device) int { return strings.Compare(a.Name(), b.Name()) })
+	return out
+}
