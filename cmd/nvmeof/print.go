@@ -705,7 +705,8 @@ func listRows(states []*session.State) []listRow {
 
 // printList prints the namespaces of the connected controllers as
 // `nvme list` (Node is the mapped block device, Generic the name the
-// nvmeof commands take) and, in JSON, nvme-cli's "Devices" array with the
+// nvmeof commands take) with the controller's state (live, connecting,
+// resetting, deleting) in a last column, and, in JSON, nvme-cli's "Devices" array with the
 // controller's name, address and state added.
 func printList(w io.Writer, format string, states []*session.State) error {
 	rows := listRows(states)
@@ -736,11 +737,11 @@ func printList(w io.Writer, format string, states []*session.State) error {
 		return writeJSON(w, jobj{{"Devices", devs}})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-21s %-21s %-20s %-40s %-10s %-26s %-16s %-8s\n",
-		"Node", "Generic", "SN", "Model", "Namespace", "Usage", "Format", "FW Rev")
-	fmt.Fprintf(&b, "%s %s %s %s %s %s %s %s\n", strings.Repeat("-", 21), strings.Repeat("-", 21),
+	fmt.Fprintf(&b, "%-21s %-21s %-20s %-40s %-10s %-26s %-16s %-8s %-10s\n",
+		"Node", "Generic", "SN", "Model", "Namespace", "Usage", "Format", "FW Rev", "State")
+	fmt.Fprintf(&b, "%s %s %s %s %s %s %s %s %s\n", strings.Repeat("-", 21), strings.Repeat("-", 21),
 		strings.Repeat("-", 20), strings.Repeat("-", 40), strings.Repeat("-", 10),
-		strings.Repeat("-", 26), strings.Repeat("-", 16), strings.Repeat("-", 8))
+		strings.Repeat("-", 26), strings.Repeat("-", 16), strings.Repeat("-", 8), strings.Repeat("-", 10))
 	for _, r := range rows {
 		bs := int64(r.ns.BlockSize)
 		nsze, sSuf := siSuffix(float64(r.ns.NSZE) * float64(bs))
@@ -752,8 +753,8 @@ func printList(w io.Writer, format string, states []*session.State) error {
 		if node == "" {
 			node = "-"
 		}
-		line := fmt.Sprintf("%-21s %-21s %-20s %-40s %-10s %-26s %-16s %-8s", node, r.ns.Generic,
-			r.ctrl.Serial, r.ctrl.Model, hx(uint64(r.ns.NSID)), usage, fmtStr, r.ctrl.Firmware)
+		line := fmt.Sprintf("%-21s %-21s %-20s %-40s %-10s %-26s %-16s %-8s %-10s", node, r.ns.Generic,
+			r.ctrl.Serial, r.ctrl.Model, hx(uint64(r.ns.NSID)), usage, fmtStr, r.ctrl.Firmware, r.ctrl.State)
 		b.WriteString(strings.TrimRight(line, " ") + "\n")
 	}
 	_, err := io.WriteString(w, b.String())

@@ -225,9 +225,9 @@ func TestGoldenOutput(t *testing.T) {
 			"rdma_prtype: roce-v2\n", "rdma_pkey: 0xffff\n", "eflags:  none\n", "adrfam:  \n"}},
 		{"list", func(f string) func(*bytes.Buffer) error {
 			return func(w *bytes.Buffer) error { return printList(w, f, states) }
-		}, []string{"Node                  Generic               SN                   Model                                    Namespace  Usage                      Format           FW Rev  \n",
-			"/dev/loop3            nvmeof0n1             NVMEOF0001           nvmeof                                   0x1         67.11  MB /   1.07  GB    512   B +  0 B   0.1\n",
-			"  4 KiB +  8 B", "-                     nvmeof1n1"}},
+		}, []string{"Node                  Generic               SN                   Model                                    Namespace  Usage                      Format           FW Rev   State",
+			"/dev/loop3            nvmeof0n1             NVMEOF0001           nvmeof                                   0x1         67.11  MB /   1.07  GB    512   B +  0 B   0.1      live\n",
+			"  4 KiB +  8 B", "-                     nvmeof1n1", " connecting\n"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
