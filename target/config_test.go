@@ -90,10 +90,11 @@ subsystem "` + testSubNQN + `" {
   }
 `
 
-// configV2Bad ends configV2 with a namespace whose file cannot be created.
+// configV2Bad ends configV2 with a namespace whose file cannot be created
+// (missing directories are made, but not under /dev/null).
 const configV2Bad = `  namespace "4" {
     backend    = "file"
-    path       = "/nonexistent/dir/disk.img"
+    path       = "/dev/null/dir/disk.img"
     size       = "1MiB"
   }
 }

@@ -293,7 +293,7 @@ func TestOpenErrors(t *testing.T) {
 		{"size not multiple of block", Spec{Kind: KindMemory, Size: 1000}, "not a multiple"},
 		{"file without path", Spec{Kind: KindFile, Size: 4096}, "no path"},
 		{"missing file without size", Spec{Kind: KindFile, Path: filepath.Join(dir, "nope.img")}, "does not exist and no size"},
-		{"file in missing dir", Spec{Kind: KindFile, Path: filepath.Join(dir, "no/such/dir.img"), Size: 4096}, "no such file"},
+		{"file under a file", Spec{Kind: KindFile, Path: filepath.Join(small, "sub/dir.img"), Size: 4096}, "not a directory"}, // missing directories are made
 		{"file size not multiple", Spec{Kind: KindFile, Path: filepath.Join(dir, "x.img"), Size: 1000}, "multiple of the block size"},
 		{"file smaller than size", Spec{Kind: KindFile, Path: small, Size: 8192}, "set grow to extend it"},
 		{"file larger than size", Spec{Kind: KindFile, Path: small, Size: 2048}, "never shrunk"},

@@ -53,8 +53,14 @@ func checkFile(spec Spec) error {
 		if spec.Size == 0 {
 			return fmt.Errorf("bdev: file %q does not exist and no size was given to create it", spec.Path)
 		}
+		// Missing directories are created (mkParents): the nearest
+		// existing one must take them.
 		dir := filepath.Dir(spec.Path)
 		dst, err := os.Stat(dir)
+		for errors.Is(err, fs.ErrNotExist) && filepath.Dir(dir) != dir {
+			dir = filepath.Dir(dir)
+			dst, err = os.Stat(dir)
+		}
 		switch {
 		case err != nil:
 			return fmt.Errorf("bdev: file %q cannot be created: %w", spec.Path, err)

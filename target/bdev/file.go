@@ -37,12 +37,18 @@ func OpenFile(spec Spec) (*File, error) {
 	}
 	f, err := os.OpenFile(spec.Path, os.O_RDWR|unix.O_CLOEXEC, 0)
 	created := false
+	var made []string // directories made for the file
 	if errors.Is(err, fs.ErrNotExist) {
 		if spec.Size == 0 {
 			return nil, fmt.Errorf("bdev: file %q does not exist and no size was given to create it", spec.Path)
 		}
-		f, err = os.OpenFile(spec.Path, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, 0o600)
+		if made, err = mkParents(spec.Path); err == nil {
+			f, err = os.OpenFile(spec.Path, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, 0o600)
+		}
 		created = err == nil
+		if err != nil {
+			rmDirs(made)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bdev: file: %w", err)
@@ -51,6 +57,7 @@ func OpenFile(spec Spec) (*File, error) {
 		f.Close()
 		if created {
 			os.Remove(spec.Path)
+			rmDirs(made)
 		}
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -68,6 +69,11 @@ func TestApplyAllOrNothing(t *testing.T) {
 	missing := `namespace "3" {
     path = "` + filepath.Join(dir, "no", "disk.img") + `"
     size = "1MiB"
+  }
+  namespace "4" {
+    path = "/dev/null/no/disk.img"
+    backend = "file"
+    size = "1MiB"
   }`
 	tests := []struct {
 		name  string
@@ -77,7 +83,7 @@ func TestApplyAllOrNothing(t *testing.T) {
 	}{
 		{"backend does not open", reloadConfig(t, `  transport = "loop"
   service   = 4421`, ns2+"\n"+missing),
-			[]string{`reload.hcl:23:12: subsystems/` + nqn + `/namespaces/3: path: bdev: file`}, fs.ErrNotExist},
+			[]string{`reload.hcl:27:12: subsystems/` + nqn + `/namespaces/4: path: bdev: file`}, syscall.ENOTDIR},
 		{"port address taken", reloadConfig(t, `  address  = "127.78.9.1"
   provider = "soft"`, ns2),
 			[]string{`reload.hcl:7:14: ports/p2: address: `, "address already in use"}, nil},
@@ -147,6 +153,11 @@ subsystem "` + nqn + `" {
   allow_any_host = true
   namespace "1" {
     path = "` + filepath.Join(dir, "no", "disk.img") + `"
+    size = "1MiB"
+  }
+  namespace "4" {
+    path = "/dev/null/no/disk.img"
+    backend = "file"
     size = "1MiB"
   }
   namespace "2" {
