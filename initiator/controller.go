@@ -102,6 +102,7 @@ type Controller struct {
 	compSeen atomic.Bool
 	authTID  atomic.Uint32 // next DH-HMAC-CHAP transaction ID (ctrl->transaction)
 	ff       failFast
+	stats    hostStats // counters (stats.go)
 
 	scanMu sync.Mutex
 	nsMu   sync.Mutex
@@ -700,6 +701,7 @@ func (c *Controller) startRecovery(a *assoc, reason error) {
 	c.liveCh = make(chan struct{})
 	c.recovery.Add(1)
 	c.mu.Unlock()
+	c.stats.recoveries.Add(1)
 	c.log.Error("controller failed, reconnecting", "reason", reason, "reconnect_delay", c.opts.ReconnectDelay)
 	go c.reconnect(a)
 }
@@ -752,6 +754,7 @@ func (c *Controller) reconnect(a *assoc) {
 			c.mu.Unlock()
 			c.disarmFailFast()
 			c.startBackground(na)
+			c.stats.reconnects.Add(1)
 			c.log.Info("reconnected", "attempt", n, "cntlid", na.cntlid, "io_queues", len(na.io))
 			return
 		}
@@ -762,6 +765,7 @@ func (c *Controller) reconnect(a *assoc) {
 		}
 		var ce *ConnectError
 		permanent := errors.As(err, &ce) && ce.Err.DNR
+		c.stats.recFails.Add(1)
 		c.log.Warn("reconnect failed", "attempt", n, "max", maxRec, "error", err)
 		if permanent || (maxRec >= 0 && n >= maxRec) {
 			c.end(StateDead, fmt.Errorf("initiator: %s: %w (last error: %v)", c.addr, ErrControllerLost, err))
@@ -843,6 +847,7 @@ func (c *Controller) resetIOQueue(q *queue, reason error) {
 	if !q.resetting.CompareAndSwap(false, true) {
 		return
 	}
+	c.stats.queueResets.Add(1)
 	c.log.Warn("resetting I/O queue", "qid", q.qid, "reason", reason)
 	q.close()
 	go c.replaceIOQueue(a, idx, q)

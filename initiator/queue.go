@@ -63,6 +63,9 @@ type cmdSlot struct {
 	op      string
 	// aio is the I/O an asynchronous command carries (Namespace.Start).
 	aio *IO
+	// start is when an I/O command was submitted, for its latency
+	// (stats.go; 0: not measured).
+	start int64
 	// terr, set by the timeout handler, is the command's result in place
 	// of its completion.
 	terr error
@@ -246,6 +249,9 @@ func (s *cmdSlot) submit() error {
 	s.cmd.Err = nil
 	s.cmd.CQE = [16]byte{}
 	s.terr = nil
+	if q.qid != 0 {
+		s.start = q.c.ioStart()
+	}
 	seq := s.state.Load()>>seqShift + 1
 	w := seq<<seqShift | phSubmitting
 	s.state.Store(w)
@@ -278,6 +284,9 @@ func (s *cmdSlot) complete(cmd *fabrics.HostCommand) {
 		switch w & phMask {
 		case phSubmitting, phBusy:
 			if s.state.CompareAndSwap(w, w&^phMask|phDone) {
+				if q.qid != 0 {
+					q.c.recordIO(cmd, s.start)
+				}
 				s.finish(w&flAbandoned != 0)
 				return
 			}
@@ -525,11 +534,13 @@ func (q *queue) timedOut(s *cmdSlot) {
 	op := s.op
 	cid := s.cid()
 	terr := &TimeoutError{Op: op, QID: q.qid, CID: cid, After: s.timeout}
+	c.stats.timeouts.Add(1)
 	c.log.Warn("command timeout", "op", op, "qid", q.qid, "cid", cid, "timeout", s.timeout)
 	if !s.noAbort && !q.closing.Load() {
 		if aborted, err := c.abort(q.a, q.qid, cid, s.timeout); err != nil {
 			c.log.Warn("abort failed", "qid", q.qid, "cid", cid, "error", err)
 		} else {
+			c.stats.aborts.Add(1)
 			c.log.Debug("abort sent", "qid", q.qid, "cid", cid, "aborted", aborted)
 			t := time.NewTimer(s.timeout)
 			select {
