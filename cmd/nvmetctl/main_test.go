@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nvmeof/nvmeof/configfs"
+	"github.com/nvmeof/nvmeof/control"
+	"github.com/nvmeof/nvmeof/fabrics/loop"
+	"github.com/nvmeof/nvmeof/target/server"
+)
+
+const nqn = "nqn.2026-11.io.nvmeof:ctl"
+
+// serve runs a target over the loop transport with its control API on a
+// socket in dir, and returns the socket.
+func serve(t *testing.T, dir string) string {
+	t.Helper()
+	tree, err := configfs.ParseHCL([]byte(`
+port "lp" {
+  transport = "loop"
+}
+subsystem "`+nqn+`" {
+  ports          = ["lp"]
+  allow_any_host = true
+  namespace "1" {
+    backend = "memory"
+    size    = "1MiB"
+  }
+}
+`), "t.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(server.Options{LoopNetwork: loop.NewNetwork()})
+	t.Cleanup(func() { srv.Close() })
+	svc := control.New(srv, control.Options{})
+	if err := svc.Apply(tree); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "c.sock")
+	if err := svc.Listen(sock); err != nil {
+		t.Fatal(err)
+	}
+	go svc.Serve()
+	t.Cleanup(func() { svc.Close() })
+	return sock
+}
+
+// TestCommands runs nvmetctl commands in order against one daemon: their
+// output, errors and exit statuses.
+func TestCommands(t *testing.T) {
+	dir := t.TempDir()
+	sock := serve(t, dir)
+	t.Chdir(dir)
+	saved := filepath.Join(dir, "saved.hcl")
+	tests := []struct {
+		args   string
+		status int
+		out    string // in stdout (status 0) or stderr
+	}{
+		{"subsystem list", 0, nqn + "  lp     any    1"},
+		{"ns add " + nqn + " --path disk.img --size 2MiB", 0, "namespace 2 added to " + nqn + " (file, 2MiB)"},
+		{"ns list " + nqn, 0, filepath.Join(dir, "disk.img")},
+		{"ns resize " + nqn + " 2 4MiB", 0, "namespace 2 of " + nqn + ": 4MiB"},
+		{"ns resize " + nqn + " 1 2MiB", 1, "data is lost; force to do it"},
+		{"ns disable " + nqn + " 2", 0, "namespace 2 of " + nqn + " disabled"},
+		{"-o json ns list " + nqn, 0, `"enabled": false`},
+		{"ns add " + nqn + " --backend memory", 1, "subsystems/" + nqn + "/namespaces/3: size: a size is required for backend memory"},
+		{"subsystem modify " + nqn + " --allow-any-host=false", 0, "changed"},
+		{"host allow " + nqn + " nqn.2026-11.io.nvmeof:h1", 0, "allowed hosts nqn.2026-11.io.nvmeof:h1"},
+		{"host list", 0, "nqn.2026-11.io.nvmeof:h1  -             " + nqn},
+		{"port add p2 -t loop -s 4421 --subsystem " + nqn, 0, "port p2 added: loop :4421"},
+		{"port list", 0, "p2  2       loop"},
+		{"port del p2", 0, "port p2 deleted"},
+		{"ctrl list", 0, "CNTLID"},
+		{"ctrl disconnect 7", 1, "no controller 7"},
+		{"config save " + saved, 0, "configuration saved to " + saved},
+		{"config save --format json", 0, `"nqn": "` + nqn + `"`},
+		{"rpc rpc.methods", 0, `"ctrl.disconnect"`},
+		{"rpc port.list {bad", 2, "params:"},
+		// Usage errors: status 2.
+		{"ns resize " + nqn, 2, "missing NSID"},
+		{"ns resize " + nqn + " x", 2, `NSID "x"`},
+		{"ns bogus", 2, `ns: no command "bogus"`},
+		{"bogus", 2, `no command "bogus"`},
+		{"ns", 2, "give a command: list, add"},
+		{"-o yaml port list", 2, `-o "yaml"`},
+		{"port list extra", 2, `unexpected argument "extra"`},
+		{"ns add " + nqn + " --nope", 2, "flag provided but not defined"},
+		{"config save --format xml", 2, "--format"},
+		{"--socket " + filepath.Join(dir, "none.sock") + " port list", 1, "is nvmetd running"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.args, func(t *testing.T) {
+			args := append([]string{"nvmetctl", "--socket", sock}, strings.Fields(tt.args)...)
+			var stdout, stderr bytes.Buffer
+			status := run(args, &stdout, &stderr)
+			got := stdout.String()
+			if tt.status != 0 {
+				got = stderr.String()
+			}
+			if status != tt.status || !strings.Contains(got, tt.out) {
+				t.Errorf("status %d, want %d; output lacks %q:\nstdout:\n%s\nstderr:\n%s", status, tt.status, tt.out, stdout.String(), stderr.String())
+			}
+		})
+	}
+	// The saved file loads back as the running configuration.
+	tree, err := configfs.LoadFile(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	if run([]string{"nvmetctl", "--socket", sock, "-o", "json", "config", "save"}, &stdout, os.Stderr) != 0 {
+		t.Fatal("config save failed")
+	}
+	var res control.SaveResult
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if string(tree.HCL()) != res.Config {
+		t.Errorf("saved file differs from the running configuration:\n%s\nwant\n%s", tree.HCL(), res.Config)
+	}
+}
+
+func TestInterspersed(t *testing.T) {
+	app := newApp(nil, nil)
+	for _, tt := range []struct{ in, want string }{
+		{"ns add NQN --size 1G -p x", "ns add --size 1G -p x NQN"},
+		{"ns list NQN -o json", "-o json ns list NQN"},
+		{"-s /s ns resize NQN 1 2G --force", "-s /s ns resize --force NQN 1 2G"},
+		{"ns add NQN --size=1G --grow x", "ns add --size=1G --grow NQN x"},
+		{"port add p -- -x", "port add p -- -x"},
+		{"bogus a --b", "bogus a --b"},
+		{"--socket", "--socket"},
+	} {
+		got := strings.Join(interspersed(app, append([]string{"nvmetctl"}, strings.Fields(tt.in)...))[1:], " ")
+		if got != tt.want {
+			t.Errorf("%q: %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestCompletion: urfave's bash completion lists the commands.
+func TestCompletion(t *testing.T) {
+	args := []string{"nvmetctl", "ns", "--generate-bash-completion"}
+	saved := os.Args
+	os.Args = args // urfave/cli's completion reads os.Args
+	defer func() { os.Args = saved }()
+	var stdout bytes.Buffer
+	if status := run(args, &stdout, os.Stderr); status != 0 {
+		t.Fatalf("status %d", status)
+	}
+	for _, w := range []string{"add", "resize", "disable"} {
+		if !strings.Contains(stdout.String(), w+"\n") {
+			t.Errorf("completion lacks %q:\n%s", w, stdout.String())
+		}
+	}
+}
