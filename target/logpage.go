@@ -2,6 +2,7 @@ package target
 
 import (
 	"encoding/binary"
+	"errors"
 	"strconv"
 	"time"
 
@@ -221,6 +222,11 @@ func (c *controller) buildSMART(nss []*namespace) []byte {
 		}
 		nh, err := ns.health.Health()
 		if err != nil {
+			// No health data from this disk (kind not supported, or it did
+			// not answer): the page gets the target's own values for it.
+			if !errors.Is(err, bdev.ErrNotSupported) {
+				c.log.Debug("SMART / Health: backend health unavailable", "nsid", ns.nsid, "error", err)
+			}
 			continue
 		}
 		if !haveHealth {
