@@ -67,7 +67,7 @@ func fabricsFlags(connect bool) []cli.Flag {
 		&cli.DurationFlag{Name: "timeout", Value: defaultTimeout,
 			Usage: "give up connecting after `DURATION` (covers the RDMA CM retries to an unreachable address)"},
 		&cli.StringFlag{Name: "target-config", Usage: "with -t loop: run the target of this nvmetd configuration `FILE` in-process"},
-	}, dhchapFlags()...)
+	}, append(dhchapFlags(), connectExtraFlags()...)...)
 }
 
 // connectArgs are the parsed fabrics flags; a connecting daemon gets them
@@ -91,6 +91,12 @@ type connectArgs struct {
 	Device         string        `json:"device,omitempty"`
 	Map            string        `json:"map,omitempty"`
 	LogLevel       string        `json:"log_level,omitempty"`
+	// FastIOFailTmo is --fast_io_fail_tmo in seconds (-1: off) and TOS
+	// --tos (-1: the provider's default); Duplicate is -D (the connect
+	// command's own business).
+	FastIOFailTmo int  `json:"fast_io_fail_tmo"`
+	TOS           int  `json:"tos"`
+	Duplicate     bool `json:"-"`
 	// DHChap says that the daemon gets DH-HMAC-CHAP secrets on its
 	// descriptor secretsFD; the secrets themselves never go into the
 	// JSON (the daemon's command line).
@@ -119,6 +125,9 @@ func parseFabricsArgs(c *cli.Context) connectArgs {
 		Provider:       c.String("provider"),
 		Device:         c.String("device"),
 		Map:            c.String("map"),
+		FastIOFailTmo:  c.Int("fast_io_fail_tmo"),
+		TOS:            c.Int("tos"),
+		Duplicate:      c.Bool("duplicate-connect"),
 
 		DHChapSecret:     c.String("dhchap-secret"),
 		DHChapCtrlSecret: c.String("dhchap-ctrl-secret"),
@@ -257,6 +266,12 @@ func (a connectArgs) options() (initiator.Options, error) {
 		o.CtrlLossTimeout = time.Nanosecond
 	default:
 		o.CtrlLossTimeout = time.Duration(a.CtrlLossTmo) * time.Second
+	}
+	if o.FastIOFailTimeout, err = a.fastIOFail(); err != nil {
+		return o, err
+	}
+	if _, _, err := a.tos(); err != nil {
+		return o, err
 	}
 	return o, nil
 }

@@ -108,9 +108,11 @@ func cmdDiscover(c *cli.Context) error {
 }
 
 // sameConnection reports whether a live daemon already holds a's
-// connection (nvme-cli's lookup_ctrl: transport, address, service, NQN).
+// connection (the kernel's nvmf_ctlr_matches_baseopts: transport, address,
+// service, NQN, host NQN and host address).
 func sameConnection(st *session.State, a connectArgs) bool {
-	return st.Transport == a.Transport && st.Traddr == a.Traddr && st.Trsvcid == a.Trsvcid && st.SubsysNQN == a.NQN
+	return st.Transport == a.Transport && st.Traddr == a.Traddr && st.Trsvcid == a.Trsvcid && st.SubsysNQN == a.NQN &&
+		sameHost(st, a)
 }
 
 // findConnected returns the live daemon holding a's connection, if any.
@@ -136,11 +138,11 @@ func connectOne(c *cli.Context, a connectArgs) (*session.State, error) {
 		a.Trsvcid = strconv.Itoa(fabrics.DefaultServiceID)
 	}
 	runDir := c.String("run-dir")
-	if st := findConnected(runDir, a); st != nil {
-		return nil, fmt.Errorf("%s at %s %s:%s: %w as %s", a.NQN, a.Transport, a.Traddr, a.Trsvcid, errAlreadyConnected, st.Name)
-	}
 	if a.HostNQN == "" {
 		a.HostNQN = defaultHostNQN()
+	}
+	if st := findConnected(runDir, a); st != nil && !a.Duplicate {
+		return nil, fmt.Errorf("%s at %s %s:%s: %w as %s (-D/--duplicate-connect makes another controller)", a.NQN, a.Transport, a.Traddr, a.Trsvcid, errAlreadyConnected, st.Name)
 	}
 	switch lvl := hclog.LevelFromString(c.String("log-level")); lvl {
 	case hclog.Trace, hclog.Debug:
@@ -176,10 +178,20 @@ func connectOne(c *cli.Context, a connectArgs) (*session.State, error) {
 		return nil, err
 	}
 	args := []string{"--run-dir", runDir, daemonCommand, "--name", slot.Name, "--spec", string(spec)}
+	margs, err := daemonMetricsArgs(c) // metrics.go
+	if err != nil {
+		slot.Release()
+		return nil, err
+	}
+	args = append(args, margs...)
+	log := newLogger(c, "nvmeof")
+	log.Debug("starting the connection daemon", "name", slot.Name, "log", slot.LogPath(), "log_level", a.LogLevel)
 	st, err := session.StartDaemon(exe, args, slot, a.Timeout+mapTimeout+startSlack, extra...)
 	if err != nil {
+		log.Debug("the connection daemon failed; its log stays", "name", slot.Name, "log", slot.LogPath())
 		return nil, trimErr(err)
 	}
+	log.Debug("connection daemon running", "name", st.Name, "pid", st.PID, "log", st.Log)
 	return st, nil
 }
 
@@ -481,7 +493,8 @@ func cmdDaemon(c *cli.Context) error {
 	d := session.NewDaemon(slot, info, session.Config{None: none, Method: method, GiveUpAfter: giveUpAfter(opts)}, log)
 	opts.OnAsyncEvent = d.AsyncEvent
 	opts.Logger = log
-	args := []any{"transport", a.Transport, "traddr", a.Traddr, "trsvcid", a.Trsvcid, "nqn", a.NQN, "host_traddr", tr.host}
+	args := []any{"transport", a.Transport, "traddr", a.Traddr, "trsvcid", a.Trsvcid, "nqn", a.NQN, "host_traddr", tr.host,
+		"fast_io_fail_tmo", a.FastIOFailTmo, "tos", a.TOS}
 	if tr.dev.Name != "" {
 		args = append(args, tr.dev.LogArgs()...)
 	}
@@ -494,6 +507,12 @@ func cmdDaemon(c *cli.Context) error {
 		return fail(describeConnectError(err, a, tr))
 	}
 	d.Attach(ctrl, tr.close)
+	stopMetrics, err := startDaemonMetrics(c, ctrl, slot.Name, tr.rdev, log) // metrics.go
+	if err != nil {
+		d.Abort()
+		return fail(trimPrefixes(err.Error()))
+	}
+	defer stopMetrics()
 	log.Info("connected", "cntlid", ctrl.CntlID(), "io_queues", ctrl.NumIOQueues(), "namespaces", len(ctrl.Namespaces()))
 	mctx, mcancel := context.WithTimeout(context.Background(), mapTimeout)
 	err = d.MapAll(mctx)

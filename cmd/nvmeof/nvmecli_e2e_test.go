@@ -64,7 +64,7 @@ func startSoftTarget(t *testing.T, addr, nqn string) {
 
 // e2eSession connects one controller through a connection daemon to an
 // in-process target and returns a CLI runner bound to its run directory.
-func e2eSession(t *testing.T, target, host string, extra ...string) (cli func(args ...string) (int, string, string), runDir string) {
+func e2eSession(t *testing.T, target, host string, extra ...string) (cli func(args ...string) (int, string, string), runDir string, connect []string) {
 	t.Helper()
 	nqn := "nqn.2026-11.io.nvmeof:e2e"
 	startSoftTarget(t, target, nqn)
@@ -81,9 +81,9 @@ func e2eSession(t *testing.T, target, host string, extra ...string) (cli func(ar
 			}
 		}
 	})
-	args := append([]string{"connect", "-t", "rdma", "-a", target, "-s", "4420", "--provider", "soft", "-w", host,
-		"-n", nqn, "-q", tHost, "--map", "none", "--timeout", "30s", "-o", "json"}, extra...)
-	code, out, errs := cli(args...)
+	connect = []string{"connect", "-t", "rdma", "-a", target, "-s", "4420", "--provider", "soft", "-w", host,
+		"-n", nqn, "-q", tHost, "--map", "none", "--timeout", "30s", "-o", "json"}
+	code, out, errs := cli(append(connect, extra...)...)
 	if code != 0 {
 		t.Fatalf("connect: exit %d, stderr %q", code, errs)
 	}
@@ -93,7 +93,7 @@ func e2eSession(t *testing.T, target, host string, extra ...string) (cli func(ar
 	if err := json.Unmarshal([]byte(out), &made); err != nil || made.Device != "nvmeof0" {
 		t.Fatalf("connect printed %q: %v", out, err)
 	}
-	return cli, runDir
+	return cli, runDir, connect
 }
 
 // TestNVMeCLICommands runs list-subsys, get-log, error-log, ns-descs,
@@ -101,7 +101,7 @@ func e2eSession(t *testing.T, target, host string, extra ...string) (cli func(ar
 // provider and checks the values they print against what the target was
 // configured with and what the connection daemon reports.
 func TestNVMeCLICommands(t *testing.T) {
-	cli, runDir := e2eSession(t, "127.61.3.1", "127.61.3.2")
+	cli, runDir, connect := e2eSession(t, "127.61.3.1", "127.61.3.2", "--fast_io_fail_tmo", "5", "-T", "32")
 	must := func(args ...string) string {
 		t.Helper()
 		code, out, errs := cli(args...)
@@ -285,6 +285,37 @@ func TestNVMeCLICommands(t *testing.T) {
 		}
 		if code, _, errs := cli("get-feature", "nvmeof0", "-f", "7", "-s", "9"); code != 1 || !strings.Contains(errs, "--sel 9") {
 			t.Errorf("get-feature -s 9: exit %d, %q", code, errs)
+		}
+	})
+
+	t.Run("duplicate-connect", func(t *testing.T) {
+		code, _, errs := cli(connect...)
+		if code != 1 || !strings.Contains(errs, "already connected as nvmeof0") || !strings.Contains(errs, "--duplicate-connect") {
+			t.Fatalf("second connect: exit %d, %q; want a refusal naming nvmeof0 and -D", code, errs)
+		}
+		out := must(append(connect, "-D", "-w", "127.61.3.3")...)
+		if !strings.Contains(out, `"device": "nvmeof1"`) {
+			t.Fatalf("connect -D: %s", out)
+		}
+		var js []struct {
+			Subsystems []struct {
+				Paths []struct{ Name, State string }
+			}
+		}
+		if err := json.Unmarshal([]byte(must("list-subsys", "-o", "json")), &js); err != nil {
+			t.Fatal(err)
+		}
+		if len(js) != 1 || len(js[0].Subsystems) != 1 || len(js[0].Subsystems[0].Paths) != 2 {
+			t.Errorf("list-subsys after -D: %+v, want two controllers of one subsystem", js)
+		}
+		must("disconnect", "-d", "nvmeof1")
+	})
+
+	t.Run("connect options in the daemon's log", func(t *testing.T) {
+		log, err := os.ReadFile(session.LogPath(runDir, "nvmeof0"))
+		if err != nil || !strings.Contains(string(log), "fast_io_fail_tmo=5") || !strings.Contains(string(log), "tos=32") ||
+			!strings.Contains(string(log), "--tos is not applied by the soft RDMA provider") {
+			t.Errorf("daemon log lacks the connect options or the --tos warning: %v\n%s", err, log)
 		}
 	})
 

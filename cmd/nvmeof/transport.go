@@ -34,6 +34,7 @@ type transport struct {
 	addr   fabrics.Address
 	host   string        // the local address (rdma)
 	dev    provider.Info // the RDMA device (rdma)
+	rdev   rdma.Device   // the open RDMA device (rdma), for its counters
 	close  func() error
 }
 
@@ -65,7 +66,7 @@ func openTransport(a connectArgs, log hclog.Logger) (*transport, error) {
 		info := provider.Describe(dev)
 		log.Debug("RDMA device opened", append([]any{"addr", dev.Addr()}, info.LogArgs()...)...)
 		d := nvmerdma.NewDialer(nvmerdma.HostConfig{Device: dev, Logger: log.Named("rdma")})
-		return &transport{dialer: d, addr: addr, host: dev.Addr().String(), dev: info, close: dev.Close}, nil
+		return &transport{dialer: d, addr: addr, host: dev.Addr().String(), dev: info, rdev: dev, close: dev.Close}, nil
 	}
 }
 
@@ -80,13 +81,25 @@ func openRDMA(a connectArgs, target netip.Addr, log hclog.Logger) (rdma.Device, 
 	if err != nil {
 		return nil, err
 	}
-	cfg := provider.Config{Provider: a.Provider, Device: a.Device, Addr: cands[0], Logger: log.Named("rdma")}
+	tos, setTOS, err := a.tos()
+	if err != nil {
+		return nil, err
+	}
+	cfg := provider.Config{Provider: a.Provider, Device: a.Device, Addr: cands[0], TOS: tos, SetTOS: setTOS, Logger: log.Named("rdma")}
 	name, err := provider.Resolve(cfg)
 	if err != nil {
 		return nil, err
 	}
 	if name == provider.Soft {
+		if setTOS {
+			// The soft device's UDP sockets are shared by all its QPs and
+			// carry no per-QP type of service.
+			log.Warn("--tos is not applied by the soft RDMA provider: its packets keep TOS 0", "tos", tos)
+		}
 		return openSoft(cands, log)
+	}
+	if setTOS {
+		log.Info("RDMA connections use the IP type of service of --tos", "tos", tos, "dscp", tos>>2)
 	}
 	cfg.Provider = name
 	dev, err := provider.Open(cfg)

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/nvmeof/nvmeof/initiator/session"
+)
+
+// connectExtraFlags are nvme-cli's -D/--duplicate-connect,
+// --fast_io_fail_tmo and -T/--tos (part of its NVMF_OPTS, so discover and
+// connect-all take them too).
+func connectExtraFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "duplicate-connect", Aliases: []string{"D"},
+			Usage: "connect even when a controller of the same subsystem, address and host NQN is connected (otherwise refused)"},
+		&cli.IntFlag{Name: "fast_io_fail_tmo", Aliases: []string{"f"}, Value: -1,
+			Usage: "`SECONDS` after a connection loss after which I/O fails instead of waiting for the reconnection (-1: wait until ctrl-loss-tmo)"},
+		&cli.IntFlag{Name: "tos", Aliases: []string{"T"}, Value: -1,
+			Usage: "IP type of service `TOS` (DSCP << 2 | ECN, 0-255) of the RDMA connections; -1: the default (0). Applied by the ibverbs provider (rdma_set_option); the soft provider does not set it and says so"},
+	}
+}
+
+// fastIOFail converts --fast_io_fail_tmo as Linux's nvmf_parse_options:
+// -1 off, 0 fail at once, N seconds.
+func (a connectArgs) fastIOFail() (time.Duration, error) {
+	switch v := a.FastIOFailTmo; {
+	case v < -1:
+		return 0, fmt.Errorf("fast_io_fail_tmo %d: want -1 (off) or a number of seconds", v)
+	case v == -1:
+		return 0, nil
+	case v == 0:
+		return time.Nanosecond, nil
+	default:
+		return time.Duration(v) * time.Second, nil
+	}
+}
+
+// tos validates --tos: the byte to set and whether to set it.
+func (a connectArgs) tos() (uint8, bool, error) {
+	switch v := a.TOS; {
+	case v == -1:
+		return 0, false, nil
+	case v < -1 || v > 255:
+		return 0, false, fmt.Errorf("tos %d: want 0 to 255 (or -1 for the default)", v)
+	default:
+		return uint8(v), true, nil
+	}
+}
+
+// sameHost reports whether a live connection was made for the same host
+// (nvmf_ctlr_matches_baseopts: host NQN, and the host address when both
+// name one) as a.
+func sameHost(st *session.State, a connectArgs) bool {
+	if a.HostNQN != "" && st.HostNQN != "" && st.HostNQN != a.HostNQN {
+		return false
+	}
+	return a.HostTraddr == "" || st.HostTraddr == "" || st.HostTraddr == a.HostTraddr
+}
