@@ -122,6 +122,10 @@ func TestMethods(t *testing.T) {
 	e := start(t, baseConfig)
 	dir := t.TempDir()
 	img := filepath.Join(dir, "ns.img")
+	notDir := filepath.Join(dir, "notadir") // a file where a directory should be
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	steps := []struct {
 		method string
 		params any
@@ -138,7 +142,7 @@ func TestMethods(t *testing.T) {
 		{"ns.add", m{"nqn": nqnB, "nsid": 1, "backend": "memory", "size": 4096}, CodeExists, "namespace 1 already"},
 		{"ns.add", m{"nqn": nqnB, "nsid": 2, "backend": "memory"}, CodeInvalidConfig, "subsystems/" + nqnB + "/namespaces/2: size: a size is required"},
 		{"ns.add", m{"nqn": nqnB, "nsid": 2, "path": "rel.img", "size": "1MiB"}, CodeInvalidParams, "absolute path"},
-		{"ns.add", m{"nqn": nqnB, "nsid": 2, "path": filepath.Join(dir, "no", "x.img"), "size": "1MiB"}, CodeNotApplied, "nothing changed"},
+		{"ns.add", m{"nqn": nqnB, "nsid": 2, "path": filepath.Join(notDir, "x.img"), "size": "1MiB"}, CodeNotApplied, "nothing changed"},
 		{"ns.add", m{"nqn": nqnB, "nsid": 2, "path": img, "size": "1MiB"}, 0, ""},
 		{"ns.add", m{"nqn": "nqn.2026-11.io.nvmeof:none", "backend": "null", "size": 4096}, CodeNotFound, "does not exist"},
 		{"ns.resize", m{"nqn": nqnB, "nsid": 1, "size": "4MiB"}, CodeRefused, "data is lost"},
@@ -353,9 +357,21 @@ func TestSaveRestart(t *testing.T) {
 			}
 		})
 	}
+	// What nvmetcli JSON cannot hold is named.
+	e.call(t, "subsystem.modify", m{"nqn": nqnB, "max_controllers": 3}, nil)
+	var res SaveResult
+	e.call(t, "config.save", m{"format": "json"}, &res)
+	if want := []string{"subsystems/" + nqnB + ": attributes nvmetcli JSON does not hold are not saved (max_controllers)"}; !reflect.DeepEqual(res.Warnings, want) {
+		t.Errorf("warnings %q, want %q", res.Warnings, want)
+	}
+	var hclRes SaveResult
+	e.call(t, "config.save", m{"format": "hcl"}, &hclRes)
+	if hclRes.Warnings != nil {
+		t.Errorf("HCL warnings %q", hclRes.Warnings)
+	}
 	e.fails(t, "config.save", m{"format": "yaml"}, CodeInvalidParams, "want hcl or json")
 	e.fails(t, "config.save", m{"path": "rel.hcl"}, CodeInvalidParams, "absolute")
-	e.fails(t, "config.save", m{"path": filepath.Join(dir, "no", "x.hcl")}, CodeIO, "writing")
+	e.fails(t, "config.save", m{"path": filepath.Join(dir, "saved.hcl", "x.hcl")}, CodeIO, "writing")
 }
 
 // TestSocket: the socket's mode, a second server refused on a live

@@ -119,6 +119,35 @@ type SaveResult struct {
 	Format string `json:"format"`
 	Config string `json:"config"`
 	Path   string `json:"path,omitempty"`
+	// Warnings name what the format cannot hold (nvmetcli JSON has no
+	// log_level and no place for some nvmetd attributes).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// jsonLosses loads the nvmetcli JSON saved of tree back and names what
+// differs: what the format does not hold.
+func jsonLosses(tree *configfs.Tree, js []byte) []string {
+	back, err := configfs.ParseNvmetcliJSON(js, "saved.json")
+	if err != nil {
+		return []string{"the saved JSON does not load back: " + err.Error()}
+	}
+	ch := configfs.Diff(tree, back)
+	var out []string
+	if ch.LogLevel {
+		out = append(out, "log_level is not saved (nvmetcli JSON has none)")
+	}
+	for _, p := range ch.Ports {
+		out = append(out, "ports/"+p.ID+": attributes nvmetcli JSON does not hold are not saved (data_pool_size, srq_size)")
+	}
+	for _, s := range ch.Subsystems {
+		out = append(out, "subsystems/"+s.NQN+": attributes nvmetcli JSON does not hold are not saved (max_controllers)")
+	}
+	for _, l := range [][]string{ch.PortsAdded, ch.PortsRemoved, ch.SubsystemsAdded, ch.SubsystemsRemoved, ch.HostsAdded, ch.HostsRemoved, ch.HostsChanged} {
+		for _, n := range l {
+			out = append(out, n+": differs once saved as nvmetcli JSON")
+		}
+	}
+	return out
 }
 
 func (s *Service) configSave(params json.RawMessage) (any, *Error) {
@@ -128,6 +157,7 @@ func (s *Service) configSave(params json.RawMessage) (any, *Error) {
 	}
 	tree := s.Tree()
 	var out []byte
+	var res SaveResult
 	switch p.Format {
 	case "", "hcl":
 		p.Format = "hcl"
@@ -138,10 +168,11 @@ func (s *Service) configSave(params json.RawMessage) (any, *Error) {
 			return nil, errorf(CodeInternal, "nvmetcli JSON: %v", err)
 		}
 		out = b
+		res.Warnings = jsonLosses(tree, b)
 	default:
 		return nil, invalidParams("format %q: want hcl or json", p.Format)
 	}
-	res := SaveResult{Format: p.Format, Config: string(out)}
+	res.Format, res.Config = p.Format, string(out)
 	if p.Path != "" {
 		if !filepath.IsAbs(p.Path) {
 			return nil, invalidParams("path %q: give an absolute path (the daemon's working directory is not the client's)", p.Path)
