@@ -110,7 +110,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					"bidirectional authentication); the daemon gets the secrets through a pipe and keeps\n" +
 					"them in memory only, for reconnecting: not in its command line, state or log.\n" +
 					"Example: nvmeof connect -t rdma -a 192.0.2.1 -s 4420 -n nqn.2026-11.io.nvmeof:disk0",
-				Flags: append(fabricsFlags(true), outputFlag,
+				Flags: append(fabricsFlags(true), outputFlag, metricsAddressFlag, pprofFlag,
 					&cli.StringFlag{Name: "map", Value: "auto",
 						Usage: "how to map namespaces, `MODE`: auto (ublk, else nbd, else fuse: the first the kernel has), ublk, nbd, fuse (FUSE file + loop device), or none"}),
 				Action: cmdConnect,
@@ -120,7 +120,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Usage: "discover, then connect every NVM subsystem not connected yet",
 				Description: "Reads the discovery log at -a/-s and connects each NVM subsystem entry of the same\n" +
 					"transport that is not connected yet, as `nvmeof connect` would.",
-				Flags: append(fabricsFlags(false), outputFlag,
+				Flags: append(fabricsFlags(false), outputFlag, metricsAddressFlag, pprofFlag,
 					&cli.StringFlag{Name: "map", Value: "auto", Usage: "how to map namespaces, `MODE`: auto, ublk, nbd, fuse or none"}),
 				Action: cmdConnectAll,
 			},
@@ -192,6 +192,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "name", Required: true},
 					&cli.StringFlag{Name: "spec", Required: true},
+					metricsAddressFlag, pprofFlag, // metrics.go
 				},
 				Action: cmdDaemon,
 			},
