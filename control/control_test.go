@@ -291,7 +291,7 @@ func TestHostSeesChanges(t *testing.T) {
 		t.Fatalf("ctrl.list: %+v", cs)
 	}
 	c := cs[0]
-	if c.HostNQN != hostA || c.Subsystem != nqnA || c.Port != "lp" || c.CntlID != ctrl.CntlID() || c.KATOMs != 5000 ||
+	if c.HostNQN != hostA || c.Subsystem != nqnA || c.Port != "lp" || c.Transport != "loop" || c.CntlID != ctrl.CntlID() || c.KATOMs != 5000 ||
 		c.AuthRequired || c.Authenticated || !c.Ready || len(c.Queues) != 3 || c.Queues[0].QID != 0 || c.Queues[1].Depth != 32 {
 		t.Errorf("ctrl.list: %+v", c)
 	}

@@ -88,7 +88,8 @@ type Controller struct {
 	HostID        string  `json:"hostid"`
 	Port          string  `json:"port"`
 	PortID        uint16  `json:"portid"`
-	Remote        string  `json:"remote"`
+	Transport     string  `json:"trtype"`
+	Remote        string  `json:"remote"` // the host's address; "" when it has none (loop)
 	KATOMs        int64   `json:"kato_ms"`
 	AuthRequired  bool    `json:"auth_required"`
 	Authenticated bool    `json:"authenticated"`
@@ -315,9 +316,12 @@ func setHost(h *configfs.Host, q *Host) {
 
 func controllerInfo(c controllerSnapshot) Controller {
 	out := Controller{Subsystem: c.Subsystem, Discovery: c.Discovery, CntlID: c.CntlID, HostNQN: c.HostNQN,
-		HostID: configfs.UUID(c.HostID).String(), Port: c.Port, PortID: c.PortID, Remote: c.Remote,
+		HostID: configfs.UUID(c.HostID).String(), Port: c.Port, PortID: c.PortID, Transport: c.Remote.Transport,
 		KATOMs: c.KATO.Milliseconds(), AuthRequired: c.AuthRequired, Authenticated: c.Authenticated,
 		Ready: c.Ready, ConnectedFor: time.Since(c.Created).Round(time.Second).Seconds(), Queues: []Queue{}}
+	if c.Remote.Addr.IsValid() {
+		out.Remote = c.Remote.Addr.String()
+	}
 	for _, q := range c.Queues {
 		out.Queues = append(out.Queues, Queue{QID: q.QID, Depth: q.Depth, Authenticated: q.Authenticated})
 	}

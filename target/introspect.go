@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nvmeof/nvmeof/configfs"
+	"github.com/nvmeof/nvmeof/fabrics"
 )
 
 // Introspection for operators (the control API of cmd/nvmetd): read-only
@@ -37,7 +38,7 @@ type ControllerInfo struct {
 	Port   string
 	PortID uint16
 	// Remote is the host's transport address (that of the admin queue).
-	Remote string
+	Remote fabrics.Address
 	// KATO is the keep-alive timeout; 0: keep-alive off.
 	KATO time.Duration
 	// AuthRequired: the host has a DH-HMAC-CHAP key, every queue must
@@ -105,7 +106,7 @@ func (t *Target) Controllers() []ControllerInfo {
 			}
 			authed = authed && qi.Authenticated
 			if qid == 0 {
-				info.Remote = q.tq.Remote().String()
+				info.Remote = q.tq.Remote()
 			}
 			info.Queues = append(info.Queues, qi)
 		}
