@@ -1,25 +1,32 @@
-# nvmetd configuration: every option, with its default.
+# nvmetd configuration: every option, with its default. It starts as it
+# is, as root: nvmetd --config examples/nvmetd.hcl (cmd/nvmetd's
+# TestExamples starts every file of this directory).
 #
 # The file maps one-to-one onto the kernel nvmet configfs tree
 # (/sys/kernel/config/nvmet): port blocks are ports/, subsystem blocks are
 # subsystems/ (namespace blocks inside them are namespaces/), host blocks are
 # hosts/. Block labels are quoted strings. Unknown attributes are errors, and
-# every error is reported as FILE:LINE:COL with the attribute's name.
+# every error is reported as FILE:LINE:COL with the attribute's name. Each
+# comment below starts with the attribute's name in this file; the configfs
+# file it stands for follows in parentheses where there is one.
 #
 # nvmetcli's JSON (nvmetcli save) is accepted too: a file ending in .json.
+# Smaller ready configurations: the other files of this directory.
 
-# Logging: trace, debug, info, warn, error or off. Default "info".
+# log_level: trace, debug, info, warn, error or off. Default "info".
+# nvmetd --log-level overrides it.
 log_level = "info"
 
 # A port: an address the target listens on. The label names it; subsystems
 # refer to it by that name.
 port "rdma0" {
-  # addr_trtype: "rdma" (RoCEv2) or "loop" (in-process, for tests).
-  # "tcp" is reserved for later. Default "rdma".
+  # transport (addr_trtype): "rdma" (RoCEv2) or "loop" (in-process, for
+  # tests). "tcp" is reserved for later. Default "rdma".
   transport = "rdma"
 
-  # RDMA implementation (rdma only):
-  #   "soft"    pure Go RoCEv2 over UDP port 4791; needs no RDMA hardware.
+  # provider: the RDMA implementation (rdma only):
+  #   "soft"    pure Go RoCEv2 over UDP port 4791; needs no RDMA hardware,
+  #             and no root on loopback addresses (else CAP_NET_RAW).
   #   "ibverbs" rdma-core (libibverbs + librdmacm): an RDMA NIC (ConnectX,
   #             E810, ...) or the kernel's rxe/siw; needs a binary built
   #             with CGO_ENABLED=1 go build -tags ibverbs.
@@ -41,29 +48,52 @@ port "rdma0" {
   # (rdma_cm's default_roce_tos, usually 0).
   # tos = 106
 
-  # addr_traddr: the IPv4 or IPv6 address to listen on; for RDMA it is the
-  # device's address, and its GID. Required for rdma.
+  # address (addr_traddr): the IPv4 or IPv6 address to listen on; for RDMA
+  # it is the device's address, and its GID. Required for rdma.
   address = "127.0.0.1"
 
-  # addr_adrfam: "ipv4" or "ipv6". Default: the family of address.
+  # address_family (addr_adrfam): "ipv4" or "ipv6". Default: the family of
+  # address.
   address_family = "ipv4"
 
-  # addr_trsvcid: the NVMe-oF service ID (the RDMA CM port), 1..65535, as a
-  # number or a string. Default 4420.
+  # service (addr_trsvcid): the NVMe-oF service ID (the RDMA CM port),
+  # 1..65535, as a number or a string. Default 4420.
   service = 4420
 
-  # addr_treq: transport requirements announced in the discovery log:
-  # "not specified", "required" or "not required". Default "not specified".
+  # treq (addr_treq): transport requirements announced in the discovery
+  # log page, "not specified", "required" or "not required". Default
+  # "not specified".
   treq = "not specified"
 
-  # param_inline_data_size: bytes of write data a host may send inside the
-  # command capsule, 0..16384 (16 KiB, the kernel's RDMA maximum). The
-  # host's IOCCSZ is (64 + this) / 16. Default 8192.
+  # inline_data_size (param_inline_data_size): bytes of write data a host
+  # may send inside the command capsule, 0..16384 (16 KiB, the kernel's
+  # RDMA maximum). The host's IOCCSZ is (64 + this) / 16. Default 8192.
   inline_data_size = 8192
 
-  # addr_portid: the PORTID in discovery log entries, 1..65535. Default:
-  # the label when it is a number, else the next free number from 1.
+  # portid (addr_portid): the PORTID in discovery log entries, 1..65535.
+  # Default: the label when it is a number, else the next free number
+  # from 1.
   portid = 1
+
+  # connect_timeout: seconds a queue may take from its RDMA CM request to
+  # its Fabrics Connect command. Default 10.
+  # connect_timeout = 10
+
+  # max_pending, max_pending_per_host: queues that may wait between CM
+  # request and Fabrics Connect, in all and per host address (a flood of
+  # half-open connections cannot take the target's memory). Defaults 256
+  # and 128.
+  # max_pending          = 256
+  # max_pending_per_host = 128
+
+  # data_pool_size: the cap of the staging buffers the port's queues share
+  # for RDMA READ and WRITE data (bytes, or a string with a unit as size
+  # below). Default 64 MiB.
+  # data_pool_size = "64MiB"
+
+  # srq_size: capsule buffers of the port's shared receive queue; 0 gives
+  # each queue its own receive ring instead. Default 1024.
+  # srq_size = 1024
 
   # subsystems: the subsystems exported on this port. The same links can be
   # written from the subsystem side (its ports attribute); both are merged.
@@ -71,7 +101,7 @@ port "rdma0" {
   # subsystems = ["nqn.2026-11.io.nvmeof:disk0"]
 }
 
-# A second port on IPv6, exporting the same subsystem.
+# A second port on IPv6 loopback, exporting the same subsystem.
 port "rdma6" {
   transport = "rdma"
   address   = "::1"
@@ -83,8 +113,9 @@ port "rdma6" {
 # is created without a block; declare one here to keep a host that no
 # subsystem lists yet (it is kept in hosts/, as with nvmetcli).
 #
-# DH-HMAC-CHAP (in-band authentication, as the kernel's hosts/<nqn>/dhchap_*):
-# with dhchap_key set, every queue of this host authenticates first.
+# DH-HMAC-CHAP (in-band authentication, as the kernel's hosts/<nqn>/dhchap_*;
+# see auth.hcl in this directory): with dhchap_key set, every queue of this
+# host authenticates first.
 #   dhchap_key           = "DHHC-1:01:...:"  # nvme gen-dhchap-key output
 #   dhchap_key_file      = "host.key"        # instead: read at load, must be mode 0600
 #   dhchap_ctrl_key      = "DHHC-1:00:...:"  # bidirectional: the target proves its key too
@@ -99,37 +130,48 @@ host "nqn.2014-08.org.nvmexpress:uuid:5a3c6b1e-8f2d-4c7a-9e01-3b5d7f9a1c2e" {}
 # spaces or '/') load with a warning, as hosts that check NQNs may refuse
 # them; a name in the uuid form must hold a valid UUID.
 subsystem "nqn.2026-11.io.nvmeof:disk0" {
-  # The ports (by label) this subsystem is exported on. Default: none.
+  # ports: the ports (by label) this subsystem is exported on. Default:
+  # none.
   ports = ["rdma0", "rdma6"]
 
-  # attr_allow_any_host: let every host connect. Cannot be true while
-  # allowed_hosts lists hosts. Default false.
+  # allow_any_host (attr_allow_any_host): let every host connect. Cannot
+  # be true while allowed_hosts lists hosts. Default false.
   allow_any_host = false
 
-  # allowed_hosts: host NQNs allowed to connect. A host without a host block
-  # gets one implicitly. Default: none.
+  # allowed_hosts (the subsystem's allowed_hosts/ links): host NQNs allowed
+  # to connect. A host without a host block gets one implicitly. Default:
+  # none.
   allowed_hosts = ["nqn.2014-08.org.nvmexpress:uuid:5a3c6b1e-8f2d-4c7a-9e01-3b5d7f9a1c2e"]
 
-  # attr_serial: Identify Controller serial number, at most 20 printable
-  # ASCII characters. Default: chosen by the target.
+  # serial (attr_serial): Identify Controller serial number, at most 20
+  # printable ASCII characters. Default: chosen by the target.
   serial = "NVMEOF0001"
 
-  # attr_model: Identify Controller model number, at most 40 printable ASCII
-  # characters. Default: the target's name.
+  # model (attr_model): Identify Controller model number, at most 40
+  # printable ASCII characters. Default: the target's name.
   model = "nvmeof"
 
-  # attr_firmware: firmware revision, at most 8 printable ASCII characters.
-  # Default: the target's version.
+  # firmware (attr_firmware): firmware revision, at most 8 printable ASCII
+  # characters. Default: the target's version.
   firmware = "0.1"
 
-  # attr_version: the NVMe version reported (VS), "major.minor" or
-  # "major.minor.tertiary". Default "1.3".
+  # version (attr_version): the NVMe version reported (VS), "major.minor"
+  # or "major.minor.tertiary". Default "1.3".
   version = "1.3"
 
-  # attr_cntlid_min / attr_cntlid_max: the range controller IDs are taken
-  # from, 1..65519 (0xffef), min <= max. Defaults 1 and 65519.
+  # cntlid_min, cntlid_max (attr_cntlid_min, attr_cntlid_max): the range
+  # controller IDs are taken from, 1..65519 (0xffef), min <= max. Defaults
+  # 1 and 65519.
   cntlid_min = 1
   cntlid_max = 65519
+
+  # qid_max (attr_qid_max): I/O queues a controller may create,
+  # 1..65534. Default 128.
+  # qid_max = 128
+
+  # max_controllers: controllers of this subsystem at once (nvmetd only).
+  # Default: no limit but the cntlid range.
+  # max_controllers = 16
 
   # A namespace. The label is its NSID, 1..4294967294.
   namespace "1" {
@@ -138,8 +180,10 @@ subsystem "nqn.2026-11.io.nvmeof:disk0" {
     # Default: "block" when path is under /dev/, else "file".
     backend = "file"
 
-    # device_path: the file or device node. Required for file and block;
-    # not allowed for memory and null. A missing file is created (sparse).
+    # path (device_path): the file or device node. Required for file and
+    # block; not allowed for memory and null. A relative path is relative
+    # to this file's directory. A missing file is created (sparse), and
+    # its missing directories too (mode 0700).
     path = "/var/lib/nvmetd/disk0.img"
 
     # size: bytes, as a number or a string with a unit: KiB, MiB, GiB, TiB
@@ -157,18 +201,21 @@ subsystem "nqn.2026-11.io.nvmeof:disk0" {
     # shrunk). Default false: a size mismatch is an error.
     grow = false
 
-    # device_uuid, device_nguid, device_eui64: the namespace identifiers
-    # hosts see (/dev/disk/by-id). Default: derived from the subsystem NQN
-    # and the NSID, so they stay the same across restarts.
+    # uuid, nguid, eui64 (device_uuid, device_nguid; eui64 is nvmetd's
+    # own): the namespace identifiers hosts see (/dev/disk/by-id).
+    # Default: derived from the subsystem NQN and the NSID, so they stay
+    # the same across restarts.
     uuid  = "2a7e4e3c-61f1-4f0d-8b1e-8d9f0c6a1b27"
     nguid = "6e1b0d2c-4f5a-4b3c-9d8e-7f6a5b4c3d2e"
     eui64 = "0225b3c4d5e6f708"
 
-    # enable: expose the namespace. Default true.
+    # enabled (enable): expose the namespace. A disabled namespace is
+    # hidden from hosts, but its backend is still opened (and must
+    # exist), so that enabling it on a reload cannot fail. Default true.
     enabled = true
 
-    # buffered_io: go through the page cache instead of O_DIRECT (block
-    # backend). Default false.
+    # buffered_io (buffered_io): go through the page cache instead of
+    # O_DIRECT (block backend). Default false.
     buffered_io = false
   }
 
@@ -181,12 +228,20 @@ subsystem "nqn.2026-11.io.nvmeof:disk0" {
     block_size = 4096
   }
 
-  # A whole disk (hosts may see its SMART data through this namespace).
+  # A namespace kept disabled: hosts do not see it until a reload sets
+  # enabled = true (they get a namespace-attribute-changed event then).
   namespace "3" {
-    backend = "block"
-    path    = "/dev/disk/by-id/nvme-EXAMPLE_SERIAL"
+    backend = "null"
+    size    = "1GiB"
     enabled = false
   }
+
+  # A whole disk (hosts may see its SMART data through this namespace):
+  # set path to one of your disks and uncomment. See block.hcl.
+  # namespace "4" {
+  #   backend = "block"
+  #   path    = "/dev/disk/by-id/nvme-EXAMPLE_SERIAL"
+  # }
 }
 
 # A subsystem any host may use, on the first port only.
