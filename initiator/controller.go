@@ -422,7 +422,13 @@ func (c *Controller) adminExec(ctx context.Context, a *assoc, sqe *[64]byte, dat
 	if a.adminXfer > 0 && len(data) > a.adminXfer {
 		return [16]byte{}, fmt.Errorf("initiator: %s: %d-byte transfer exceeds the %d-byte limit", op, len(data), a.adminXfer)
 	}
-	return a.admin.exec(ctx, sqe, data, dir, op, wo)
+	cqe, err := a.admin.exec(ctx, sqe, data, dir, op, wo)
+	if c.log.IsTrace() { // every admin command, keep-alives included: off the I/O path
+		c.log.Trace("admin command", "op", op, "cntlid", a.cntlid, "nsid", nvme.SQE(sqe[:]).NSID(),
+			"cdw10", fmt.Sprintf("%#x", nvme.SQE(sqe[:]).CDW10()), "data_len", len(data),
+			"dw0", fmt.Sprintf("%#x", nvme.CQE(cqe[:]).DW0()), "error", err)
+	}
+	return cqe, err
 }
 
 // propGet reads a property (Fabrics Property Get).

@@ -239,6 +239,7 @@ func (d *Daemon) writeState() error {
 func (d *Daemon) handle(req Request) Response {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
+	d.log.Trace("control request", "op", req.Op, "nsid", req.NSID, "data_len", req.DataLen)
 	switch req.Op {
 	case OpState:
 		return Response{State: d.Snapshot()}
