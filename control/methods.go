@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/target"
@@ -92,7 +93,7 @@ func (s *Service) call(name string, params json.RawMessage) (result any, rerr *E
 }
 
 func isList(name string) bool {
-	return filepath.Ext(name) == ".list" || name == "config.save"
+	return strings.HasSuffix(name, ".list") || name == "config.save"
 }
 
 // changed runs s.change and converts its error.
