@@ -238,8 +238,13 @@ func TestStartDaemon(t *testing.T) {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("StartDaemon: %v, want %q", err, tc.wantErr)
 				}
-				if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-					t.Errorf("left after failure: %v", ents)
+				if left := leftBehind(dir, slot.Name); len(left) != 0 {
+					t.Errorf("left after failure: %v", left)
+				}
+				if tc.mode == "die" {
+					if b, err := os.ReadFile(LogPath(dir, slot.Name)); err != nil || !strings.Contains(string(b), "fatal: something broke") {
+						t.Errorf("the dead daemon's log is not kept: %v %q", err, b)
+					}
 				}
 				return
 			}
@@ -273,9 +278,22 @@ func TestStartDaemon(t *testing.T) {
 				}
 				break
 			}
-			if ents, _ := os.ReadDir(dir); len(ents) != 0 {
-				t.Fatalf("daemon exited without releasing its slot: %v", ents)
+			if left := leftBehind(dir, slot.Name); len(left) != 0 {
+				t.Fatalf("daemon exited without releasing its slot: %v", left)
 			}
 		})
 	}
+}
+
+// leftBehind lists what is in dir besides the log file of name, which
+// stays after its daemon exits.
+func leftBehind(dir, name string) []string {
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		if e.Name() != name+LogSuffix {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }

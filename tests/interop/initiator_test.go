@@ -100,7 +100,9 @@ func checkLines(t *testing.T, who, log string) {
 //     unreachable address fail in one line within a bound; the allowed host
 //     connects; a later connect works;
 //   - the same failures and a connect/list/disconnect through cmd/nvmeof
-//     (exit status, one line on stderr, nothing left in `nvmeof list`);
+//     (exit status, one line on stderr, nothing left in `nvmeof list`),
+//     and on that connection nvmeof list-subsys, get-log, error-log,
+//     ns-descs, get-feature and reset (issue 13);
 //   - the target sees no QP left and no keep-alive expiry afterwards.
 func TestInitiatorAgainstKernelTarget(t *testing.T) {
 	dir := kpeer.Require(t)
@@ -123,6 +125,12 @@ func TestInitiatorAgainstKernelTarget(t *testing.T) {
 	}
 	if !strings.Contains(hostLog, "RESULT: PASS") {
 		t.Errorf("kpeer-host did not pass:\n%s", tail(hostLog, 60))
+	}
+	for _, want := range []string{"PASS: list-subsys: nvmeof0 rdma", "PASS: get-log SMART page", "PASS: error-log:",
+		"PASS: ns-descs: uuid", "PASS: get-feature Keep Alive Timer", "PASS: reset: nvmeof0 live again"} {
+		if !strings.Contains(hostLog, want) {
+			t.Errorf("host log lacks %q (nvme-cli's commands through nvmeof)", want)
+		}
 	}
 	for _, want := range []string{"PASS: pattern written", "PASS: no RC QP left on rxe0", "PASS: no keep-alive expiry", "PASS: target torn down"} {
 		if !strings.Contains(guest, want) {

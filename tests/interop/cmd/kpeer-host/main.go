@@ -14,7 +14,9 @@
 //     listener fail with one-line errors, in bounded time, and leave
 //     nothing behind (a later connect works);
 //   - with -cli, the same through the nvmeof command (exit status, one
-//     line on stderr, list empty afterwards).
+//     line on stderr, list empty afterwards), and nvme-cli's list-subsys,
+//     get-log, error-log, ns-descs, get-feature and reset on the
+//     connected controller.
 //
 // It prints PASS:/FAIL:/INFO: lines and exits 1 when a check failed. It
 // needs root (the soft provider's raw socket) and runs inside the
@@ -622,6 +624,9 @@ func (r *run) cliChecks() {
 			r.fail("nvmeof list while connected: %d namespaces, %v", n, err)
 		} else {
 			r.pass("nvmeof list while connected: 1 namespace")
+		}
+		if lines := nonEmptyLines(out); len(lines) > 0 {
+			r.cliNVMeChecks(cli, lines[len(lines)-1])
 		}
 		if _, errOut, code, _ := cli(60*time.Second, "disconnect", "-n", c.nqn); code != 0 {
 			r.fail("nvmeof disconnect: exit %d: %s", code, strings.TrimSpace(errOut))
