@@ -64,11 +64,12 @@ var (
 		}
 	}()
 
-	// sysfsDesc exports every sysfs counter file as is.
-	sysfsDesc = prometheus.NewDesc("nvmeof_rdma_port_counter",
+	// sysfsDesc exports every sysfs counter file as is (promtool wants
+	// _total on counters and no "counter" in the name).
+	sysfsDesc = prometheus.NewDesc("nvmeof_rdma_sysfs_port_total",
 		"A counter of an rdma-core device's port as the kernel reports it in sysfs (counters/ and hw_counters/), named by counter; "+
 			"RoCE ECN/CNP counters (np_cnp_sent, rp_cnp_handled, np_ecn_marked_roce_packets) show here where the NIC has them.",
-		[]string{"device", "port", "group", "counter"}, nil)
+		[]string{"device", "port", "group", "name"}, nil)
 	rdmaInfo = prometheus.NewDesc("nvmeof_rdma_device_info", "One series per open RDMA device.", []string{"device", "provider", "addr"}, nil)
 )
 
@@ -153,7 +154,7 @@ func (c *RDMACollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // collectSysfs exports the port counters of device name: each file as
-// nvmeof_rdma_port_counter, and those sysfsNamed maps summed over the
+// nvmeof_rdma_sysfs_port_total, and those sysfsNamed maps summed over the
 // ports into the named metrics.
 func collectSysfs(ch chan<- prometheus.Metric, root, name string) {
 	ports, err := os.ReadDir(filepath.Join(root, name, "ports"))
@@ -206,5 +207,8 @@ func readCounter(path string) (uint64, bool) {
 // newline).
 func parseCounter(b []byte) (uint64, bool) {
 	v, err := strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64)
-	return v, err == nil
+	if err != nil {
+		return 0, false
+	}
+	return v, true
 }
