@@ -2,10 +2,12 @@ package target
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
+	"github.com/nvmeof/nvmeof/nvme/auth"
 )
 
 func TestLatencyBucket(t *testing.T) {
@@ -169,5 +171,64 @@ func BenchmarkStats(b *testing.B) {
 	f.session()
 	for b.Loop() {
 		_ = f.tgt.Stats()
+	}
+}
+
+// BenchmarkRead4KLatencyStats is BenchmarkRead4K with the latency
+// histograms on: the cost of their two clock reads per command.
+func BenchmarkRead4KLatencyStats(b *testing.B) {
+	f := newFixture(b)
+	f.tgt.EnableLatencyStats(true)
+	s := f.session()
+	l := newIOLoop(b, s, nvme.IORead, 8)
+	l.once(b)
+	b.SetBytes(4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		l.once(b)
+	}
+}
+
+// TestStatsKeepAliveTimeout: a controller whose host falls silent counts
+// one keep-alive timeout and one removal (synctest: the timer's clock is
+// the bubble's).
+func TestStatsKeepAliveTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		a := f.connectAdmin(testSubNQN, 1000)
+		a.enable()
+		time.Sleep(2500 * time.Millisecond)
+		synctest.Wait()
+		ss := findSubsys(t, f.tgt.Stats(), testSubNQN)
+		if ss.KeepAliveTimeouts != 1 || ss.ControllersCreated != 1 || ss.ControllersRemoved != 1 {
+			t.Errorf("keep-alive timeouts %d, controllers created %d removed %d; want 1, 1, 1",
+				ss.KeepAliveTimeouts, ss.ControllersCreated, ss.ControllersRemoved)
+		}
+	})
+}
+
+// TestStatsAuthentications counts a successful and a failed DH-HMAC-CHAP
+// transaction.
+func TestStatsAuthentications(t *testing.T) {
+	f := newFixture(t)
+	hk, other := genKey(t, auth.HashSHA256), genKey(t, auth.HashSHA256)
+	must(t, f.tgt.SetHostAuth(testHostNQN, &HostAuth{Key: hk}))
+	for _, tc := range []struct {
+		key      *auth.Key
+		ok, fail uint64
+	}{
+		{hk, 1, 0},
+		{other, 1, 1},
+	} {
+		a := f.dial(0, 31)
+		expect(t, a.connectRaw(31, 0, 0, testSubNQN, testHostNQN, fabrics.CntlIDDynamic), 0, "admin Connect")
+		err := a.authenticate(auth.HostConfig{Key: tc.key})
+		if (err == nil) != (tc.key == hk) {
+			t.Fatalf("authenticate: %v", err)
+		}
+		ss := findSubsys(t, f.tgt.Stats(), testSubNQN)
+		if ss.AuthSucceeded != tc.ok || ss.AuthFailed != tc.fail {
+			t.Errorf("authentications %d succeeded %d failed, want %d, %d", ss.AuthSucceeded, ss.AuthFailed, tc.ok, tc.fail)
+		}
 	}
 }
