@@ -117,9 +117,9 @@ func (c *Controller) recordIO(cmd *fabrics.HostCommand, start int64) {
 // HostStats is a snapshot of a controller's counters.
 type HostStats struct {
 	LatencyEnabled bool
-	// Timeouts counts commands that timed out (admin and I/O); Aborts
-	// the Abort commands sent for them; QueueResets the I/O queues reset
-	// after a timeout.
+	// Timeouts counts commands that timed out (admin and I/O, an Abort
+	// included); Aborts the Abort commands for them the controller
+	// answered; QueueResets the I/O queues reset after a timeout.
 	Timeouts, Aborts, QueueResets uint64
 	// Recoveries counts association failures that started reconnecting;
 	// Reconnects the successful reconnects and ReconnectFailures the

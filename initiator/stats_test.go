@@ -1,7 +1,10 @@
 package initiator
 
 import (
+	"slices"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/nvmeof/nvmeof/nvme"
 )
@@ -128,5 +131,49 @@ func TestHostStatsAllocs(t *testing.T) {
 		}
 	}); allocs > 0 {
 		t.Errorf("%v allocations per ReadAt with latency stats", allocs)
+	}
+}
+
+// TestHostStatsTimeouts: a Read the controller never answers counts a
+// timeout and an Abort; then an I/O queue reset when the Abort is
+// answered (not aborted), or a recovery and a reconnect when it is not.
+func TestHostStatsTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		name                                          string
+		stallAbort                                    bool
+		timeouts, aborts, resets, recoveries, reconns uint64
+	}{
+		{"not-aborted", false, 1, 1, 1, 0, 0},
+		{"abort-unanswered", true, 2, 0, 0, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ft, _, c, ns := oneQueue(t, 100*time.Millisecond)
+				ft.stallAbrt.Store(tc.stallAbort)
+				ft.stallRead.Store(true)
+				buf := make([]byte, 4096)
+				if _, err := ns.ReadAt(buf, 0); err == nil {
+					t.Fatal("a stalled Read succeeded")
+				}
+				ft.mu.Lock()
+				held := ft.held
+				ft.held = nil
+				ft.mu.Unlock()
+				for _, r := range held {
+					r.Complete()
+				}
+				waitFor(t, "live again", func() bool { return c.State() == StateLive && c.Stats().QueueResets+c.Stats().Reconnects > 0 })
+				synctest.Wait()
+				st := c.Stats()
+				got := []uint64{st.Timeouts, st.Aborts, st.QueueResets, st.Recoveries, st.Reconnects}
+				want := []uint64{tc.timeouts, tc.aborts, tc.resets, tc.recoveries, tc.reconns}
+				if !slices.Equal(got, want) {
+					t.Errorf("timeouts, aborts, resets, recoveries, reconnects = %v, want %v", got, want)
+				}
+				if o := hostOp(t, st, 1, nvme.IORead); o.Commands != 0 {
+					t.Errorf("%d Reads counted as completed; the one that timed out is not", o.Commands)
+				}
+			})
+		})
 	}
 }

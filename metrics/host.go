@@ -41,7 +41,7 @@ func NewHostCollector(src HostStatser, name string) prometheus.Collector {
 		ioErrors:       d("io_errors_total", "I/O commands completed with an error status or a transport error.", "nsid", "opcode"),
 		ioLatency:      d("io_latency_seconds", "I/O command time from submission to completion.", "nsid", "opcode"),
 		timeouts:       d("command_timeouts_total", "Commands (admin and I/O) that timed out."),
-		aborts:         d("aborts_total", "Abort commands sent for commands that timed out."),
+		aborts:         d("aborts_total", "Abort commands for timed-out commands that the controller answered."),
 		resets:         d("queue_resets_total", "I/O queues reset after a command timed out."),
 		recoveries:     d("recoveries_total", "Association failures that started error recovery (reconnecting)."),
 		reconnects:     d("reconnects_total", "Successful reconnects."),
