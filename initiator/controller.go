@@ -705,6 +705,7 @@ func (c *Controller) startRecovery(a *assoc, reason error) {
 	}
 	c.state.Store(int32(StateResetting))
 	c.liveCh = make(chan struct{})
+	c.armFailFast() // before any waiter can see the state
 	c.recovery.Add(1)
 	c.mu.Unlock()
 	c.stats.recoveries.Add(1)
@@ -719,7 +720,6 @@ func (c *Controller) reconnect(a *assoc) {
 	defer c.recovery.Done()
 	c.teardown(a)
 	a.wg.Wait()
-	c.armFailFast()
 	maxRec := c.opts.maxReconnects()
 	t := time.NewTimer(c.opts.ReconnectDelay)
 	defer t.Stop()

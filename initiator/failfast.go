@@ -20,8 +20,10 @@ type failFast struct {
 	expired bool
 }
 
-// armFailFast starts the fast_io_fail_tmo timer when the controller starts
-// reconnecting, unless it runs already or the option is off.
+// armFailFast starts the fast_io_fail_tmo timer when the controller leaves
+// the live state (c.mu held, so that a waiter that sees the state sees
+// the timer), unless it runs already or the option is off. Linux starts it
+// on the move to connecting, right after the queues' teardown.
 func (c *Controller) armFailFast() {
 	d := c.opts.FastIOFailTimeout
 	if d <= 0 {

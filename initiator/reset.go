@@ -37,6 +37,7 @@ func (c *Controller) Reset(ctx context.Context) error {
 	}
 	c.state.Store(int32(StateResetting))
 	c.liveCh = make(chan struct{})
+	c.armFailFast()
 	c.recovery.Add(1)
 	c.mu.Unlock()
 	c.log.Info("resetting the controller", "cntlid", a.cntlid)
@@ -53,7 +54,6 @@ func (c *Controller) Reset(ctx context.Context) error {
 		c.log.Warn("reset: disabling the controller failed; reconnecting anyway", "error", err)
 	}
 	c.teardown(a)
-	c.armFailFast()
 
 	ectx, cancel := context.WithCancel(ctx)
 	go func() { // Disconnect stops the attempt
