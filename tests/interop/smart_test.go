@@ -1,9 +1,11 @@
 package interop
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,6 +36,9 @@ const smartNQN = "nqn.2026-12.io.nvmeof:smart"
 // for namespace 2, QEMU's SATA SMART values (31 °C, 1 power-on hour) read
 // through ATA pass-through. Namespace 3 (no disk) must report the target's
 // own values, which differ from both: the disks' values are not defaults.
+// In the same boot, target/bdev's TestReadHealthDisks reads the two disks
+// and a partition of the SATA disk directly (SMART RETURN STATUS and
+// thresholds through libata's SAT layer, partition -> whole disk).
 func TestSMARTEmulatedDisks(t *testing.T) {
 	dir := kpeer.Require(t)
 	if standIn() {
@@ -49,11 +54,26 @@ func TestSMARTEmulatedDisks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// An MBR with one partition (sectors 2048-34815) on the SATA disk, so
+	// the guest has a partition to read health through (the image has no
+	// sfdisk).
+	mbr := make([]byte, 512)
+	e := mbr[446:]
+	e[4] = 0x83 // Linux
+	binary.LittleEndian.PutUint32(e[8:], 2048)
+	binary.LittleEndian.PutUint32(e[12:], 32768)
+	mbr[510], mbr[511] = 0x55, 0xaa
+	if f, err := os.OpenFile(sata, os.O_WRONLY, 0); err != nil {
+		t.Fatal(err)
+	} else if _, err := f.WriteAt(mbr, 0); err != nil || f.Close() != nil {
+		t.Fatalf("partition table: %v", err)
+	}
 	t.Setenv("KPEER_QEMU_ARGS", fmt.Sprintf("-drive file=%s,if=none,id=nv0,format=raw "+
 		"-device nvme,serial=kpeer0001,drive=nv0 -drive file=%s,if=none,id=sd0,format=raw "+
 		"-device ahci,id=ahci0 -device ide-hd,drive=sd0,bus=ahci0.0", nv, sata))
 	s := newGuestShare(t)
 	s.addVerbsBinary(t, "./cmd/nvmetd", "nvmetd")
+	addTestBinary(t, s, "./target/bdev", "bdev.test")
 	cfg := s.writeConfig(t, "smart.hcl", fmt.Sprintf(`
 log_level = "debug"
 port "kpeer" {
@@ -96,6 +116,9 @@ subsystem %q {
 	ns1, ns2, ns3 := smartLog(t, res, "a/ns1.json"), smartLog(t, res, "a/ns2.json"), smartLog(t, res, "a/ns3.json")
 	t.Logf("direct NVMe: %v\nns1 (NVMe): %v\nns2 (SATA): %v\nns3 (memory): %v", direct, ns1, ns2, ns3)
 
+	if !strings.Contains(log, "PASS: bdev TestReadHealthDisks") {
+		t.Errorf("target/bdev's TestReadHealthDisks did not pass in the guest:\n%s", res.Log("a/bdev-test.log"))
+	}
 	for _, k := range []string{"critical_warning", "temperature", "avail_spare", "spare_thresh", "percent_used",
 		"power_cycles", "power_on_hours", "unsafe_shutdowns"} {
 		if ns1[k] != direct[k] {
@@ -113,6 +136,22 @@ subsystem %q {
 			t.Errorf("%s: the memory namespace reports %d like a disk (NVMe %d, SATA %d): disk values look like the target's defaults",
 				k, ns3[k], ns1[k], ns2[k])
 		}
+	}
+}
+
+// addTestBinary builds the test binary of pkg (static) into the share's
+// bin/NAME, for a guest script to run some of its tests on the guest's
+// devices.
+func addTestBinary(t *testing.T, s *guestShare, pkg, name string) {
+	t.Helper()
+	cmd := exec.Command("go", "test", "-c", "-o", filepath.Join(s.Dir, "bin", name), pkg)
+	cmd.Dir = moduleRoot(t)
+	if src := os.Getenv("NVMEOF_INTEROP_SRC"); src != "" {
+		cmd.Dir = src
+	}
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go test -c %s: %v\n%s", pkg, err, b)
 	}
 }
 

@@ -10,7 +10,9 @@
 # by the drives' nodes), NQN, TRSVCID=4420, DEV_WAIT_S=60, READY_WAIT_S=120.
 # Writes to $KPEER_OUT: direct-nvme.json (`nvme smart-log` of the emulated
 # controller itself), sata-model.txt, ns1.json, ns2.json, ns3.json (through
-# nvmetd) and nvmetd.log. Prints PASS:/FAIL: lines and "RESULT: PASS|FAIL".
+# nvmetd), nvmetd.log and, when /share/bin has bdev.test (target/bdev's test
+# binary), bdev-test.log of its TestReadHealthDisks on the drives and on a
+# partition of the SATA drive (the test writes its MBR). Prints PASS:/FAIL: lines and "RESULT: PASS|FAIL".
 set -u
 # shellcheck source=/dev/null
 . "${INTEROP:-/share/interop}/guest/lib.sh"
@@ -78,6 +80,23 @@ echo "\$ nvme smart-log $NVME_CTRL -o json"
 nvme smart-log "$NVME_CTRL" -o json > "$OUT/direct-nvme.json" || failc "nvme smart-log $NVME_CTRL"
 cat "$OUT/direct-nvme.json"
 command -v smartctl >/dev/null && run smartctl -A "$SATA" | tee "$OUT/direct-sata.txt"
+
+if [ -x /usr/local/bin/bdev.test ]; then
+  step "target/bdev's TestReadHealthDisks on the drives and a partition"
+  DISKS="/dev/nvme0n1 $SATA"
+  # The test wrote an MBR with one partition into the SATA image.
+  if wait_for 30 test -b "${SATA}1"; then
+    DISKS="$DISKS ${SATA}1"
+  else
+    failc "no partition ${SATA}1 (the test's MBR)"
+  fi
+  if BDEV_HEALTH_DISKS="$DISKS" bdev.test -test.run '^TestReadHealthDisks$' -test.v > "$OUT/bdev-test.log" 2>&1; then
+    pass "bdev TestReadHealthDisks ($DISKS)"
+  else
+    failc "bdev TestReadHealthDisks ($DISKS)"
+  fi
+  cat "$OUT/bdev-test.log"
+fi
 
 rxe
 step "nvmetd exporting $NVME_CTRL""n1 and $SATA"
