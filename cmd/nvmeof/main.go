@@ -1,7 +1,8 @@
 // Command nvmeof is the nvmeof NVMe over Fabrics initiator: nvme-cli's
 // fabrics commands (discover, connect, connect-all, disconnect,
-// disconnect-all, list, id-ctrl, id-ns, smart-log, gen-dhchap-key,
-// gen-hostnqn, show-hostnqn; DH-HMAC-CHAP authentication with
+// disconnect-all, list, list-subsys, id-ctrl, id-ns, ns-descs, smart-log,
+// error-log, get-log, get-feature, reset, gen-dhchap-key, gen-hostnqn,
+// show-hostnqn; DH-HMAC-CHAP authentication with
 // --dhchap-secret and --dhchap-ctrl-secret) over RDMA (RoCEv2 with
 // the built-in soft RoCE provider, no RDMA hardware needed, or on an RDMA
 // NIC through rdma-core in a binary built with -tags ibverbs; --provider
