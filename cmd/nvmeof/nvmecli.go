@@ -342,6 +342,8 @@ func cmdGetFeature(c *cli.Context) error {
 	if c.Uint("data-len") > session.MaxAdminData {
 		return fmt.Errorf("--data-len %d: at most %d", c.Uint("data-len"), session.MaxAdminData)
 	}
+	var lastErr error
+	answered := 0
 	for _, fid := range fids {
 		n := int(c.Uint("data-len"))
 		if n == 0 {
@@ -360,10 +362,12 @@ func cmdGetFeature(c *cli.Context) error {
 		resp, err := adminRequest(c, t, sqe, n)
 		if err != nil {
 			if len(fids) > 1 {
+				lastErr = err
 				continue // as nvme-cli: a feature the controller refuses is left out
 			}
 			return err
 		}
+		answered++
 		f := featureResult{FID: fid, Sel: uint8(sel), Result: resp.Result, Data: resp.Data}
 		if c.Bool("raw-binary") && len(f.Data) > 0 {
 			if _, err := c.App.Writer.Write(f.Data); err != nil {
@@ -374,6 +378,9 @@ func cmdGetFeature(c *cli.Context) error {
 		if err := printFeature(c.App.Writer, format, f, c.Bool("human-readable")); err != nil {
 			return err
 		}
+	}
+	if answered == 0 && lastErr != nil {
+		return fmt.Errorf("no feature answered: %w", lastErr)
 	}
 	return nil
 }
