@@ -67,7 +67,7 @@ func readNVMeHealth(node string) (Health, error) {
 			return fmt.Errorf("NVMe admin pass-through: %w", errno)
 		}
 		if r != 0 {
-			return fmt.Errorf("Get Log Page %#x: NVMe status %#x", lid, r)
+			return fmt.Errorf("get log page %#x: NVMe status %#x", lid, r)
 		}
 		return nil
 	})
