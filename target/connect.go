@@ -119,6 +119,7 @@ func (q *queue) connectAdmin(r *fabrics.Request, cmd fabrics.ConnectCommand, d f
 	}
 	c := q.newController(s, cntlid, hostnqn, d.HostID())
 	s.ctrls[cntlid] = c
+	s.stats.ctrlCreated.Add(1) // with the registration: shutdown counts the removal of any registered controller
 	t.mu.Unlock()
 
 	kato := cmd.KATO()
@@ -140,7 +141,6 @@ func (q *queue) connectAdmin(r *fabrics.Request, cmd fabrics.ConnectCommand, d f
 	q.ctrl.Store(c)
 	c.mu.Unlock()
 
-	s.stats.ctrlCreated.Add(1)
 	c.log.Info("controller created", "kind", c.kind(), "kato", c.kato, "sqsize", sqsize, "remote", q.tq.Remote().String(), "auth", c.needAuth)
 	cqe := nvme.CQE(r.CQE[:])
 	cqe.SetDW0(fabrics.ConnectResultDW0(cntlid, authreq))
