@@ -754,6 +754,9 @@ func (s *Service) hostList(params json.RawMessage) (any, *Error) {
 	for _, h := range tree.Hosts {
 		out = append(out, hostInfo(tree, h))
 	}
+	// By NQN: a host the configuration declares only in allowed_hosts
+	// comes after the declared ones once saved and loaded again.
+	slices.SortFunc(out, func(a, b Host) int { return strings.Compare(a.NQN, b.NQN) })
 	return out, nil
 }
 

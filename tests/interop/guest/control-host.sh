@@ -97,13 +97,20 @@ reconnected_since() { [ "$(cat "/sys/class/nvme/$CTRL/state" 2>/dev/null)" = liv
 # discover_lists HOSTNQN HOSTID: the discovery log for that host lists NQN.
 discover_lists() {
   local out
-  out=$(nvme discover -t rdma -a "$TARGET_ADDR" -s "$TRSVCID" --hostnqn="$1" --hostid="$2" 2>&1)
+  if ! out=$(nvme discover -t rdma -a "$TARGET_ADDR" -s "$TRSVCID" --hostnqn="$1" --hostid="$2" 2>&1); then
+    echo "nvme discover as $1: $out"
+    return 1
+  fi
   echo "$out" | grep -E 'subnqn|Discovery Log'
   echo "$out" | grep -q "subnqn: *$NQN\$"
 }
 
 # shellcheck source=/dev/null
 . "${KPEER_LIB:-/share/.kpeer/lib}/rxe-up.sh" || abort "rxe setup"
+modprobe nvme_rdma || abort "modprobe nvme_rdma"
+mkdir -p /etc/nvme
+echo "$HOSTNQN" > /etc/nvme/hostnqn
+echo "$HOSTID" > /etc/nvme/hostid
 
 step "discover (nvmetd may still be starting)"
 ok=0
