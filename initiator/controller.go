@@ -484,6 +484,11 @@ func (c *Controller) identify(ctx context.Context, a *assoc, cns uint8, nsid uin
 // transfer limit (Log Page Offset), with RAE set on all but the last piece
 // unless rae.
 func (c *Controller) getLogPage(ctx context.Context, a *assoc, lid nvme.LogPageID, nsid uint32, lsp uint8, rae bool, buf []byte) error {
+	return c.getLogPageAt(ctx, a, lid, nsid, lsp, rae, 0, buf)
+}
+
+// getLogPageAt is getLogPage from byte lpo of the page on.
+func (c *Controller) getLogPageAt(ctx context.Context, a *assoc, lid nvme.LogPageID, nsid uint32, lsp uint8, rae bool, lpo uint64, buf []byte) error {
 	if len(buf) == 0 || len(buf)%4 != 0 {
 		return fmt.Errorf("initiator: Get Log Page %v: length %d is not a non-zero multiple of 4", lid, len(buf))
 	}
@@ -505,7 +510,7 @@ func (c *Controller) getLogPage(ctx context.Context, a *assoc, lid nvme.LogPageI
 		if err := g.SetLength(uint64(end - off)); err != nil {
 			return fmt.Errorf("initiator: %s: %w", op, err)
 		}
-		g.SetLPO(uint64(off))
+		g.SetLPO(lpo + uint64(off))
 		if _, err := c.adminExec(ctx, a, &cdw, buf[off:end], fabrics.DirCtrlToHost, op, c.cmdWait()); err != nil {
 			return err
 		}

@@ -145,3 +145,27 @@ func TestFastIOFailOff(t *testing.T) {
 		}
 	})
 }
+
+// TestReadLogPage reads the SMART page whole, from an offset, and in
+// pieces no larger than a (lowered) admin transfer limit: the bytes agree.
+func TestReadLogPage(t *testing.T) {
+	f := newTgtFixture(t, 1<<20)
+	c := f.connect(t, Options{})
+	ctx := context.Background()
+	whole := make([]byte, 512)
+	if err := c.ReadLogPage(ctx, LogPageRequest{LID: 2, NSID: 0xffffffff}, whole); err != nil {
+		t.Fatal(err)
+	}
+	part := make([]byte, 16)
+	if err := c.ReadLogPage(ctx, LogPageRequest{LID: 2, NSID: 0xffffffff, Offset: 32}, part); err != nil || !bytes.Equal(part, whole[32:48]) {
+		t.Errorf("offset 32: %x, %v; want %x", part, err, whole[32:48])
+	}
+	c.cur.Load().adminXfer = 64 // eight commands for the page
+	pieces := make([]byte, 512)
+	if err := c.ReadLogPage(ctx, LogPageRequest{LID: 2, NSID: 0xffffffff}, pieces); err != nil || !bytes.Equal(pieces, whole) {
+		t.Errorf("in 64-byte pieces: %v, equal %v", err, bytes.Equal(pieces, whole))
+	}
+	if err := c.ReadLogPage(ctx, LogPageRequest{LID: 2}, make([]byte, 6)); err == nil {
+		t.Error("a length not a multiple of 4 was accepted")
+	}
+}

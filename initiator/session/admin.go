@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/initiator"
 	"github.com/nvmeof/nvmeof/nvme"
 )
 
@@ -45,6 +46,15 @@ func (d *Daemon) admin(ctx context.Context, req Request) Response {
 	if req.DataLen > 0 {
 		data = make([]byte, req.DataLen)
 		dir = fabrics.DirCtrlToHost
+	}
+	if op == nvme.AdminGetLogPage && len(data) > 0 {
+		// In pieces when the page is larger than one command may move.
+		g := nvme.GetLogPageCommand{SQE: nvme.SQE(sqe[:])}
+		err := d.ctrl.ReadLogPage(ctx, initiator.LogPageRequest{LID: g.LID(), NSID: g.NSID(), LSP: g.LSP(), RAE: g.RAE(), Offset: g.LPO()}, data)
+		if err != nil {
+			return Response{Error: describe(err)}
+		}
+		return Response{Data: data}
 	}
 	cqe, err := d.ctrl.AdminCommand(ctx, sqe, data, dir)
 	if err != nil {
