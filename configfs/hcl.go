@@ -52,8 +52,10 @@ func (l Loader) LoadFile(path string) (*Tree, error) {
 func (t *Tree) resolvePaths(dir string) {
 	for _, s := range t.Subsystems {
 		for _, ns := range s.Namespaces {
-			if ns.DevicePath != "" && !filepath.IsAbs(ns.DevicePath) {
-				ns.DevicePath = filepath.Join(dir, ns.DevicePath)
+			for _, p := range []*string{&ns.DevicePath, &ns.CephConf, &ns.Keyring} {
+				if *p != "" && !filepath.IsAbs(*p) {
+					*p = filepath.Join(dir, *p)
+				}
 			}
 		}
 	}
@@ -398,6 +400,16 @@ func (d *hclDecoder) namespace(b *hcl.Block, subsysPath string) *Namespace {
 			ns.Enable, _ = d.boolean(ns.src, path, a)
 		case "buffered_io":
 			ns.BufferedIO, _ = d.boolean(ns.src, path, a)
+		case "pool":
+			ns.Pool, _ = d.str(ns.src, path, a)
+		case "image":
+			ns.Image, _ = d.str(ns.src, path, a)
+		case "ceph_conf":
+			ns.CephConf, _ = d.str(ns.src, path, a)
+		case "client_id":
+			ns.ClientID, _ = d.str(ns.src, path, a)
+		case "keyring":
+			ns.Keyring, _ = d.str(ns.src, path, a)
 		}
 	}
 	if ns.Backend == "" && ns.DevicePath != "" {
@@ -647,6 +659,12 @@ func (t *Tree) HCL() []byte {
 			}
 			if ns.DevicePath != "" {
 				nb.SetAttributeValue("path", cty.StringVal(ns.DevicePath))
+			}
+			for _, kv := range []struct{ name, v string }{{"pool", ns.Pool}, {"image", ns.Image},
+				{"ceph_conf", ns.CephConf}, {"client_id", ns.ClientID}, {"keyring", ns.Keyring}} {
+				if kv.v != "" {
+					nb.SetAttributeValue(kv.name, cty.StringVal(kv.v))
+				}
 			}
 			if ns.Size != 0 {
 				if fs := FormatSize(ns.Size); fs != strconv.FormatInt(ns.Size, 10) {

@@ -183,6 +183,20 @@ func TestHCLErrors(t *testing.T) {
 		{"memory without size", base(set(10, ``)), []string{`t.hcl:8:13:`, `size: a size is required for backend memory`}},
 		{"memory with path", base(insert(10, `    path = "/tmp/x"`)), []string{`t.hcl:10:12:`, `path: backend memory takes no path`}},
 		{"file without path", base(set(9, `    backend = "file"`)), []string{`t.hcl:8:13:`, `path: a path is required for backend file`}},
+		{"rbd without pool", base(func(ls []string) []string {
+			ls[8], ls[9] = `    backend = "rbd"`, `    image = "img1"`
+			return ls
+		}), []string{`t.hcl:8:13: subsystems/` + nqnA + `/namespaces/1: pool: a pool is required for backend rbd`}},
+		{"rbd without image", base(func(ls []string) []string {
+			ls[8], ls[9] = `    backend = "rbd"`, `    pool = "rbd"`
+			return ls
+		}), []string{`t.hcl:8:13:`, `image: an image is required for backend rbd`}},
+		{"rbd with path", base(func(ls []string) []string {
+			ls[8], ls[9] = `    backend = "rbd"`, `    path = "/tmp/x"`
+			return insert(10, `    pool = "rbd"`, `    image = "i"`)(ls)
+		}), []string{`t.hcl:12:12:`, `path: backend rbd takes no path`}},
+		{"pool on a memory backend", base(insert(10, `    pool = "rbd"`)), []string{`t.hcl:10:12:`, `pool: only backend rbd takes pool`}},
+		{"keyring on a memory backend", base(insert(10, `    keyring = "/etc/ceph/k"`)), []string{`t.hcl:10:15:`, `keyring: only backend rbd takes keyring`}},
 		{"block size not power of two", base(insert(10, `    block_size = 1000`)), []string{`t.hcl:10:18: subsystems/` + nqnA + `/namespaces/1: block_size: 1000 is not a power of two from 512 to 65536`}},
 		{"block size too large", base(insert(10, `    block_size = 131072`)), []string{`t.hcl:10:18:`, `block_size: `}},
 		{"size not multiple of block size", base(set(10, `    size = 1000`)), []string{`t.hcl:10:12:`, `size: 1000 bytes is not a multiple of the block size 512`}},

@@ -18,7 +18,8 @@ import (
 // alphabetical, as nvmetcli sorts keys.
 //
 // Our own settings the kernel has no attribute for (backend, size,
-// block_size, grow, buffered_io and eui64 of a namespace; the name,
+// block_size, grow, buffered_io and eui64 of a namespace, with an rbd
+// namespace's pool, image, ceph_conf, client_id and keyring; the name,
 // provider, device and tos of a port) go in an "nvmeof" object, which
 // nvmetcli ignores.
 type nvmetcliConfig struct {
@@ -82,6 +83,13 @@ type nvmeofNamespace struct {
 	EUI64      string `json:"eui64,omitempty"`
 	Grow       bool   `json:"grow,omitempty"`
 	Size       int64  `json:"size,omitempty"`
+	// Ceph RBD (backend rbd): nvmetcli has no such backend, so these
+	// live in our extension object only.
+	Pool     string `json:"pool,omitempty"`
+	Image    string `json:"image,omitempty"`
+	CephConf string `json:"ceph_conf,omitempty"`
+	ClientID string `json:"client_id,omitempty"`
+	Keyring  string `json:"keyring,omitempty"`
 }
 
 // jsonString is an attribute value: nvmetcli writes strings, hand-written
@@ -240,6 +248,7 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 			}
 			if x := jn.Nvmeof; x != nil {
 				ns.Backend, ns.BlockSize, ns.BufferedIO, ns.Grow, ns.Size = x.Backend, x.BlockSize, x.BufferedIO, x.Grow, x.Size
+				ns.Pool, ns.Image, ns.CephConf, ns.ClientID, ns.Keyring = x.Pool, x.Image, x.CephConf, x.ClientID, x.Keyring
 				if x.EUI64 != "" {
 					e, err := ParseEUI64(x.EUI64)
 					if err != nil {
@@ -476,7 +485,8 @@ func (t *Tree) NvmetcliJSON() ([]byte, error) {
 				Device: map[string]jsonString{"path": jsonString(ns.DevicePath), "uuid": jsonString(u.String()), "nguid": jsonString(g.String())},
 				Enable: &enable,
 				NSID:   &nsid,
-				Nvmeof: &nvmeofNamespace{Backend: ns.Backend, BlockSize: ns.BlockSize, BufferedIO: ns.BufferedIO, Grow: ns.Grow, Size: ns.Size},
+				Nvmeof: &nvmeofNamespace{Backend: ns.Backend, BlockSize: ns.BlockSize, BufferedIO: ns.BufferedIO, Grow: ns.Grow, Size: ns.Size,
+					Pool: ns.Pool, Image: ns.Image, CephConf: ns.CephConf, ClientID: ns.ClientID, Keyring: ns.Keyring},
 			}
 			if !ns.DeviceEUI64.IsZero() {
 				jn.Nvmeof.EUI64 = ns.DeviceEUI64.String()

@@ -58,6 +58,9 @@ const (
 	BackendBlock  = "block"
 	BackendMemory = "memory"
 	BackendNull   = "null"
+	// BackendRBD is a Ceph RBD image (nvmetd HCL only; needs an nvmetd
+	// built with -tags rbd).
+	BackendRBD = "rbd"
 )
 
 // Defaults.
@@ -200,6 +203,11 @@ type Namespace struct {
 	DeviceEUI64 EUI64
 	Enable      bool // enable
 	BufferedIO  bool // buffered_io: keep block devices off O_DIRECT
+
+	// Ceph RBD (backend rbd; nvmetd HCL only): the image Image in pool
+	// Pool of the cluster CephConf names, as client ClientID ("" means
+	// admin) with the keyring Keyring ("" means the conf's).
+	Pool, Image, CephConf, ClientID, Keyring string
 
 	src *source
 }

@@ -176,7 +176,7 @@ var (
 	nsHCLNames = map[string]string{
 		"backend": "backend", "device_path": "path", "size": "size", "block_size": "block_size", "grow": "grow",
 		"device_uuid": "uuid", "device_nguid": "nguid", "device_eui64": "eui64", "enable": "enabled",
-		"buffered_io": "buffered_io",
+		"buffered_io": "buffered_io", "pool": "pool", "image": "image", "ceph_conf": "ceph_conf", "client_id": "client_id", "keyring": "keyring",
 	}
 )
 
@@ -613,10 +613,28 @@ func (ns *Namespace) validate(c *collector, path string) {
 		if ns.Size == 0 {
 			add("size", "a size is required for backend %s", ns.Backend)
 		}
+	case BackendRBD:
+		if ns.DevicePath != "" {
+			add("device_path", "backend rbd takes no path (pool and image name the image)")
+		}
+		if ns.Pool == "" {
+			add("pool", "a pool is required for backend rbd")
+		}
+		if ns.Image == "" {
+			add("image", "an image is required for backend rbd")
+		}
 	case "":
-		add("backend", "a backend is required (file, block, memory or null)")
+		add("backend", "a backend is required (file, block, memory, null or rbd)")
 	default:
-		add("backend", "unknown backend %q (want file, block, memory or null)", ns.Backend)
+		add("backend", "unknown backend %q (want file, block, memory, null or rbd)", ns.Backend)
+	}
+	if ns.Backend != BackendRBD {
+		for _, kv := range []struct{ attr, v string }{{"pool", ns.Pool}, {"image", ns.Image},
+			{"ceph_conf", ns.CephConf}, {"client_id", ns.ClientID}, {"keyring", ns.Keyring}} {
+			if kv.v != "" {
+				add(kv.attr, "only backend rbd takes %s", kv.attr)
+			}
+		}
 	}
 	bs := ns.BlockSize
 	if bs != 0 && (bs < 512 || bs > 65536 || bs&(bs-1) != 0) {
