@@ -19,6 +19,9 @@ type queue struct {
 	port *Port
 	tq   fabrics.TargetQueue
 	log  hclog.Logger
+	// trace: log every command and completion (log level trace when the
+	// queue was made; trace.go).
+	trace bool
 
 	// Set by a successful Connect, before ctrl is published; read-only
 	// afterwards.
@@ -42,7 +45,8 @@ type queue struct {
 var _ fabrics.CommandHandler = (*queue)(nil)
 
 func newQueue(p *Port, tq fabrics.TargetQueue) *queue {
-	return &queue{t: p.t, port: p, tq: tq, log: p.t.log.With("port", p.id)}
+	log := p.t.log.With("port", p.id)
+	return &queue{t: p.t, port: p, tq: tq, log: log, trace: log.IsTrace()}
 }
 
 // Parameter error locations (byte offsets in the SQE, for the Error
@@ -78,6 +82,9 @@ func (q *queue) HandleCommand(r *fabrics.Request) {
 	// The transport owns CID and SQID (bytes 13:10); the rest is ours.
 	clear(r.CQE[:10])
 	r.CQE[14], r.CQE[15] = 0, 0
+	if q.trace {
+		q.traceCommand(r)
+	}
 
 	if r.Refused.Status != 0 {
 		// The transport could not carry the command out (a bad SGL).
@@ -171,6 +178,9 @@ func (q *queue) complete(r *fabrics.Request, s nvme.Error, loc uint16, lba uint6
 			c.logError(q.qid, r, cqe.StatusRaw(), loc, lba)
 			cqe.SetMore(true)
 		}
+	}
+	if q.trace {
+		q.traceCompletion(r, s)
 	}
 	r.Complete()
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/control"
+	"github.com/nvmeof/nvmeof/internal/buildinfo"
 	"github.com/nvmeof/nvmeof/rdma/provider"
 	"github.com/nvmeof/nvmeof/target"
 	"github.com/nvmeof/nvmeof/target/server"
@@ -88,7 +89,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			"ibverbs when an RDMA device holds the port's address, else soft. Built in: " + strings.Join(provider.Built(), ", ") + ".",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Usage: "configuration `FILE` (.hcl, or .json from nvmetcli save)"},
-			&cli.StringFlag{Name: "log-level", Usage: "trace, debug, info, warn or error (overrides the config's log_level)"},
+			&cli.StringFlag{Name: "log-level", Usage: "trace, debug, info, warn, error or off (overrides the config's log_level; trace adds a line per command and completion)"},
+			&cli.BoolFlag{Name: "version", Usage: "print the version (module version and VCS revision) and exit"},
 			&cli.BoolFlag{Name: "log-json", Usage: "log as JSON lines"},
 			&cli.BoolFlag{Name: "check", Usage: "check the configuration as start would (backends, memory, ports) and exit"},
 			&cli.BoolFlag{Name: "print-default", Usage: "print the embedded default configuration and exit"},
@@ -181,6 +183,15 @@ func serve(c *cli.Context) error {
 	}
 	if err := strayArgs(c); err != nil {
 		return err
+	}
+	if c.Bool("version") {
+		_, err := fmt.Fprintln(c.App.Writer, buildinfo.Line("nvmetd"))
+		return err
+	}
+	if l := c.String("log-level"); l != "" {
+		if _, err := parseLogLevel(l); err != nil {
+			return err
+		}
 	}
 	if c.Bool("print-default") {
 		_, err := c.App.Writer.Write(server.DefaultConfig)

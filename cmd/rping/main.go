@@ -28,6 +28,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/nvmeof/nvmeof/internal/buildinfo"
 	"github.com/nvmeof/nvmeof/rdma/provider"
 )
 
@@ -71,8 +72,13 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Usage: "RDMA provider: soft (pure-Go RoCEv2), ibverbs (rdma-core; a binary built with -tags ibverbs) or " +
 					"auto (ibverbs when an RDMA device holds the address, else soft); built in: " + strings.Join(provider.Built(), ", ")},
 			&cli.StringFlag{Name: "device", Usage: "RDMA device (mlx5_0, rxe0) for ibverbs (default: the one holding the address)"},
+			&cli.BoolFlag{Name: "version", Usage: "print the version (module version and VCS revision) and exit"},
 		},
 		Action: func(c *cli.Context) error {
+			if c.Bool("version") {
+				_, err := fmt.Fprintln(stdout, buildinfo.Line("rping"))
+				return err
+			}
 			cfg, err := configFrom(c, stdout, stderr)
 			if err != nil {
 				return cli.Exit(err.Error(), 1)

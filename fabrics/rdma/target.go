@@ -524,7 +524,7 @@ func (l *Listener) setup(req rdma.ConnRequest, ticket *pendingTicket, deadline t
 		q.connTimer = time.AfterFunc(time.Until(deadline), q.connectExpired)
 	}
 	q.mu.Unlock()
-	q.log.Debug("queue connected", "qid", qr.qid, "depth", qr.depth, "inline", qr.inline, "rdma_reads", qr.reads)
+	q.log.Debug("queue connected", "depth", qr.depth, "inline", qr.inline, "rdma_reads", qr.reads)
 	go q.watchConn()
 	return q, nil
 }
@@ -743,7 +743,7 @@ func newTargetQueue(l *Listener, qr queueRequest, req rdma.ConnRequest, ticket *
 	nslots := 2 * qr.depth
 	q := &targetQueue{
 		l:        l,
-		log:      l.log.With("qid", qr.qid, "host", req.RemoteAddr().Addr()),
+		log:      l.log.With("qid", qr.qid, "host", req.RemoteAddr().Addr()), // log calls on q.log add neither again
 		qid:      qr.qid,
 		depth:    qr.depth,
 		inline:   qr.inline,
