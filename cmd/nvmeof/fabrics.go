@@ -189,7 +189,7 @@ func connectOne(c *cli.Context, a connectArgs) (*session.State, error) {
 	st, err := session.StartDaemon(exe, args, slot, a.Timeout+mapTimeout+startSlack, extra...)
 	if err != nil {
 		log.Debug("the connection daemon failed; its log stays", "name", slot.Name, "log", slot.LogPath())
-		return nil, trimErr(err)
+		return nil, fmt.Errorf("%s (log: %s)", trimPrefixes(err.Error()), slot.LogPath())
 	}
 	log.Debug("connection daemon running", "name", st.Name, "pid", st.PID, "log", st.Log)
 	return st, nil

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/nvmeof/nvmeof/initiator/session"
 )
 
 func TestLogLevelValidated(t *testing.T) {
@@ -44,5 +48,29 @@ func TestVersion(t *testing.T) {
 	}
 	if got := formatVersion(&debug.BuildInfo{GoVersion: "go1.26.8"}); got != "(devel) (go1.26.8)" {
 		t.Errorf("formatVersion without VCS: %q", got)
+	}
+}
+
+// TestConnectFailureNamesLog checks that a connect the daemon could not
+// make names the daemon's log, which stays with the reason in it, and that
+// --log-level debug tells where the daemon logs.
+func TestConnectFailureNamesLog(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "t.hcl")
+	hcl := "port \"p0\" {\n  transport = \"loop\"\n  address   = \"127.0.0.1\"\n  service   = 4420\n}\n" +
+		"subsystem \"" + tNQN + "\" {\n  ports          = [\"p0\"]\n  allow_any_host = true\n  namespace \"1\" {\n    backend = \"memory\"\n    size    = \"1MiB\"\n  }\n}\n"
+	if err := os.WriteFile(cfg, []byte(hcl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runDir := filepath.Join(dir, "run")
+	code, _, errs := runCLI("--run-dir", runDir, "--log-level", "debug", "connect", "-t", "loop", "-a", "127.0.0.1",
+		"--target-config", cfg, "-n", tNQN+"-unknown", "-q", tHost, "--map", "none", "--timeout", "20s")
+	logPath := session.LogPath(runDir, "nvmeof0")
+	if code != 1 || !strings.Contains(errs, "(log: "+logPath+")") || !strings.Contains(errs, "starting the connection daemon") {
+		t.Fatalf("connect to an unknown NQN: exit %d, stderr %q; want the log path %s", code, errs, logPath)
+	}
+	b, err := os.ReadFile(logPath)
+	if err != nil || !strings.Contains(string(b), "connect failed") {
+		t.Errorf("the failed daemon's log: %v, %q", err, b)
 	}
 }
