@@ -552,3 +552,58 @@ func TestReloadRace(t *testing.T) {
 		t.Errorf("after the race: %+v", subs)
 	}
 }
+
+// TestAuthenticatedController: ctrl.list says when a host authenticated
+// with DH-HMAC-CHAP, queue by queue; host.list shows that a key is set,
+// never the key.
+func TestAuthenticatedController(t *testing.T) {
+	const key = "DHHC-1:01:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:"
+	e := start(t, `
+port "lp" {
+  transport = "loop"
+  service   = 4420
+}
+host "`+hostA+`" {
+  dhchap_key = "`+key+`"
+}
+subsystem "`+nqnA+`" {
+  ports         = ["lp"]
+  allowed_hosts = ["`+hostA+`"]
+  namespace "1" {
+    backend = "memory"
+    size    = "1MiB"
+  }
+}
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ctrl, err := initiator.Connect(ctx, loop.Dialer{Net: e.net},
+		fabrics.Address{Transport: fabrics.TransportLoop, ServiceID: 4420},
+		initiator.Options{SubsystemNQN: nqnA, HostNQN: hostA, NrIOQueues: 1, DHChapSecret: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctrl.Close()
+	var cs []Controller
+	e.call(t, "ctrl.list", nil, &cs)
+	if len(cs) != 1 || !cs[0].AuthRequired || !cs[0].Authenticated || len(cs[0].Queues) != 2 ||
+		!cs[0].Queues[0].Authenticated || !cs[0].Queues[1].Authenticated {
+		t.Errorf("ctrl.list: %+v", cs)
+	}
+	var raw []map[string]any
+	e.call(t, "host.list", nil, &raw)
+	if len(raw) != 1 || raw[0]["has_dhchap_key"] != true || raw[0]["dhchap_hash"] != "hmac(sha256)" {
+		t.Errorf("host.list: %v", raw)
+	}
+	var res SaveResult
+	e.call(t, "host.list", nil, &raw)
+	for _, h := range raw {
+		if _, ok := h["dhchap_key"]; ok {
+			t.Errorf("host.list shows the key: %v", h)
+		}
+	}
+	e.call(t, "config.save", nil, &res)
+	if !strings.Contains(res.Config, key) {
+		t.Errorf("config.save lost the host's key:\n%s", res.Config)
+	}
+}
