@@ -122,6 +122,7 @@ func (c *RDMACollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- sysfsDesc
 	ch <- rdmaInfo
+	describeQPs(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -134,6 +135,7 @@ func (c *RDMACollector) Collect(ch chan<- prometheus.Metric) {
 		root = DefaultSysfsRoot
 	}
 	seen := map[string]bool{}
+	var qps []soft.QPStats
 	for _, d := range c.Devices() {
 		name := d.Name()
 		if seen[name] {
@@ -145,6 +147,9 @@ func (c *RDMACollector) Collect(ch chan<- prometheus.Metric) {
 			st := s.Stats()
 			for _, sc := range softDescs {
 				ch <- prometheus.MustNewConstMetric(sc.desc, prometheus.CounterValue, float64(sc.get(&st)), name, "soft")
+			}
+			if q, ok := d.(softQPStatser); ok {
+				qps = collectQPs(ch, name, q, qps)
 			}
 			continue
 		}

@@ -21,7 +21,7 @@ func (d *Device) finishBatch(rx *rxState) {
 			continue
 		}
 		q.txMu.Lock()
-		rx.reqTx.src = q.src
+		rx.reqTx.forQP(q)
 		if q.ackQueued {
 			q.ackQueued = false
 			if q.state != rdma.QPSErr && q.state != rdma.QPSReset {
@@ -39,7 +39,7 @@ func (d *Device) finishBatch(rx *rxState) {
 		if q.ackQueued {
 			q.ackQueued = false
 			if !q.destroyed && q.state != rdma.QPSErr && q.state != rdma.QPSReset {
-				rx.tx.src = q.src
+				rx.tx.forQP(q)
 				q.flushAck(rx.tx)
 			}
 		}

@@ -175,6 +175,7 @@ func (q *qp) onReadResponse(psn uint32, p *wire.Packet) {
 func (q *qp) onRNR(psn uint32, timer uint8) {
 	c := &q.comp
 	q.dev.stats.rnrNAKsReceived.Add(1)
+	q.stats.rnrNAKsReceived.Add(1)
 	if psn != c.psn {
 		if q.ackThrough(wire.PSNAdd(psn, -1)) {
 			q.startRetry(false)
@@ -234,6 +235,7 @@ func (q *qp) onNAK(psn uint32, code uint8) {
 	d := q.dev
 	if code == wire.NAKPSNSequenceError {
 		d.stats.seqNAKsReceived.Add(1)
+		q.stats.seqNAKsReceived.Add(1)
 		if psn != q.comp.psn {
 			q.ackThrough(wire.PSNAdd(psn, -1))
 		}
@@ -244,6 +246,7 @@ func (q *qp) onNAK(psn uint32, code uint8) {
 		return
 	}
 	d.stats.errNAKsReceived.Add(1)
+	q.stats.errNAKsReceived.Add(1)
 	if psn != q.comp.psn {
 		q.ackThrough(wire.PSNAdd(psn, -1))
 	}
@@ -312,6 +315,7 @@ func (q *qp) onRTO() {
 		return
 	}
 	q.dev.stats.timeouts.Add(1)
+	q.stats.timeouts.Add(1)
 	q.startRetry(true)
 	c.lastProgress = time.Now()
 	q.kick()

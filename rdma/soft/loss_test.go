@@ -112,6 +112,14 @@ func TestLossRecovery(t *testing.T) {
 	if ea.qp.State() != rdma.QPSRTS || eb.qp.State() != rdma.QPSRTS {
 		t.Errorf("QP states %s, %s", ea.qp.State(), eb.qp.State())
 	}
+	// The requester's QP is the device's only one: its own counters of
+	// the recovery are the device's (all sends acknowledged, so they
+	// no longer move).
+	qa := qpStatsOf(t, a, ea.qp.QPN())
+	if qa.Retransmissions == 0 || qa.Retransmissions != sa.Retransmissions || qa.Timeouts != sa.Timeouts ||
+		qa.SeqNAKsReceived != sa.SeqNAKsReceived || qa.RNRNAKsReceived != sa.RNRNAKsReceived {
+		t.Errorf("QP %#x: %+v; device A %+v", qa.QPN, qa, sa)
+	}
 }
 
 // TestLossWriteRead alternates RDMA WRITEs and multi-chunk RDMA READs of

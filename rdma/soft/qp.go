@@ -101,6 +101,8 @@ type qp struct {
 	// src is the socket of the QP's UDP source port (sport.go; nil: the
 	// device's own).
 	src *srcSock
+	// stats are the QP's own counters (qpstats.go).
+	stats qpCounters
 }
 
 var _ rdma.QP = (*qp)(nil)
@@ -396,7 +398,7 @@ func (q *qp) kick() {
 	}
 	q.txMu.Lock()
 	tx := q.dev.getTx()
-	tx.src = q.src
+	tx.forQP(q)
 	q.runRequester(tx)
 	tx.flush()
 	q.txMu.Unlock()
@@ -575,7 +577,7 @@ func (q *qp) PostSend(wr *rdma.SendWR) error {
 			if !q.dev.handlers.deferKick(q) && q.canSend() {
 				q.txMu.Lock()
 				tx = q.dev.getTx()
-				tx.src = q.src
+				tx.forQP(q)
 				q.runRequester(tx)
 			}
 		}

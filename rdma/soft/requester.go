@@ -157,6 +157,7 @@ func (q *qp) countPSN(psn uint32, n int) {
 	r := &q.req
 	if wire.PSNDiff(psn, r.high) < 0 {
 		q.dev.stats.retransmissions.Add(1)
+		q.stats.retransmissions.Add(1)
 	}
 	if end := wire.PSNAdd(psn, n); wire.PSNDiff(end, r.high) > 0 {
 		r.high = end

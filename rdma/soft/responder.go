@@ -52,15 +52,18 @@ func (q *qp) responderInput(p *wire.Packet, rx *rxState) {
 	psn := p.BTH.PSN()
 	if diff := wire.PSNDiff(psn, r.psn); diff > 0 {
 		d.stats.outOfSequence.Add(1)
+		q.stats.outOfSequence.Add(1)
 		if !r.nakSent {
 			r.nakSent = true
 			q.flushAck(rx.tx)
 			q.sendAck(rx.tx, wire.Syndrome(wire.SyndromeNAK|wire.NAKPSNSequenceError), r.psn)
 			d.stats.seqNAKsSent.Add(1)
+			q.stats.seqNAKsSent.Add(1)
 		}
 		return
 	} else if diff < 0 {
 		d.stats.duplicates.Add(1)
+		q.stats.duplicates.Add(1)
 		q.duplicate(p, psn, rx)
 		return
 	}
@@ -90,6 +93,7 @@ func (q *qp) responderInput(p *wire.Packet, rx *rxState) {
 			q.flushAck(rx.tx)
 			q.sendAck(rx.tx, wire.Syndrome(wire.SyndromeRNR|q.attr.MinRNRTimer&0x1f), psn)
 			d.stats.rnrNAKsSent.Add(1)
+			q.stats.rnrNAKsSent.Add(1)
 			return
 		}
 	}
@@ -319,6 +323,7 @@ func (q *qp) respFail(rx *rxState, psn uint32, nak uint8, status rdma.WCStatus, 
 	q.flushAck(rx.tx)
 	q.sendAck(rx.tx, wire.Syndrome(wire.SyndromeNAK|nak), psn)
 	q.dev.stats.errNAKsSent.Add(1)
+	q.stats.errNAKsSent.Add(1)
 	if rw != nil {
 		wc := rdma.WorkCompletion{Status: status, Opcode: rdma.WCRecv}
 		q.completeRecv(&wc)

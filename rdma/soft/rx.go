@@ -36,6 +36,27 @@ type rxState struct {
 	split gsoSplitter
 	// queue is the receive queue's index (Config.RecvQueues).
 	queue uint32
+	// The run of received packets of one QP not yet added to its
+	// counters (countQP).
+	qc     *qpCounters
+	qcPkts uint64
+	qcLen  uint64
+}
+
+// countQP counts a packet of n bytes handed to QP q.
+func (rx *rxState) countQP(q *qp, n int) {
+	if rx.qc != &q.stats {
+		rx.flushQPCount()
+		rx.qc = &q.stats
+	}
+	rx.qcPkts++
+	rx.qcLen += uint64(n)
+}
+
+// flushQPCount adds the pending run to its QP's counters.
+func (rx *rxState) flushQPCount() {
+	rx.qc.addReceived(rx.qcPkts, rx.qcLen)
+	rx.qc, rx.qcPkts, rx.qcLen = nil, 0, 0
 }
 
 // rxLoop is the receive goroutine of receive queue queue, reading rc.
@@ -108,6 +129,7 @@ func (d *Device) rxLoop(rc syscall.RawConn, queue int) {
 		d.rxqPackets[queue].Add(uint64(pkts))
 		d.stats.packetsReceived.Add(uint64(pkts))
 		d.stats.bytesReceived.Add(uint64(bytes))
+		rx.flushQPCount()
 		d.finishBatch(rx)
 	}
 	d.rxqs[queue].Store(rq)
@@ -234,7 +256,7 @@ func (d *Device) input(b []byte, rx *rxState) {
 	op := p.Opcode()
 	q.mu.Lock()
 	// The responder's packets leave from the QP's source port.
-	rx.tx.src = q.src
+	rx.tx.forQP(q)
 	switch {
 	case q.destroyed:
 		d.stats.unknownQP.Add(1)
@@ -242,14 +264,17 @@ func (d *Device) input(b []byte, rx *rxState) {
 		if op.Class() != wire.ClassRC || !q.fromPeer(ip) {
 			d.stats.dropped.Add(1)
 		} else if op.IsAck() || op.IsReadResponse() {
+			rx.countQP(q, len(pkt))
 			q.completerInput(&p, rx)
 		} else {
+			rx.countQP(q, len(pkt))
 			q.responderInput(&p, rx)
 		}
 	default:
 		if op.Class() != wire.ClassUD {
 			d.stats.dropped.Add(1)
 		} else {
+			rx.countQP(q, len(pkt))
 			q.udInput(&p, ip)
 		}
 	}

@@ -44,6 +44,8 @@ type txPkt struct {
 	// from is the source port socket of the QP that built the packet
 	// (nil: the device's socket and port).
 	from *srcSock
+	// qc are the counters of the QP that built the packet (nil: none).
+	qc *qpCounters
 }
 
 // materialize copies an ext payload into buf, making the packet one
@@ -92,8 +94,15 @@ type txBatch struct {
 	held txPkt
 	// src is the source port socket of the QP building packets now
 	// (nil: the device's): whoever hands the batch to a QP sets it,
-	// and commit stamps it on the packet.
+	// and commit stamps it on the packet; qc likewise the QP's counters.
 	src *srcSock
+	qc  *qpCounters
+}
+
+// forQP makes the packets committed next q's: its source port and its
+// counters.
+func (t *txBatch) forQP(q *qp) {
+	t.src, t.qc = q.src, &q.stats
 }
 
 func newTxBatch(d *Device) *txBatch {
@@ -119,7 +128,7 @@ func (t *txBatch) next() *txPkt {
 
 // commit adds the packet returned by next to the batch.
 func (t *txBatch) commit() {
-	t.pkts[t.n].from = t.src
+	t.pkts[t.n].from, t.pkts[t.n].qc = t.src, t.qc
 	t.n++
 }
 
@@ -261,7 +270,22 @@ func (t *txBatch) send() {
 		i = j
 	}
 	var pkts, bytes, failed uint64
+	// Per QP: one add per run of a QP's packets (t.out in order).
+	var qc *qpCounters
+	var qp, qb uint64
+	off := 0
 	for i, msg := range t.msgs[:nm] {
+		if t.m.errs[i] == 0 {
+			for _, p := range t.out[off : off+msg.count] {
+				if p.qc != qc {
+					qc.addSent(qp, qb)
+					qc, qp, qb = p.qc, 0, 0
+				}
+				qp++
+				qb += uint64(p.n)
+			}
+		}
+		off += msg.count
 		if e := t.m.errs[i]; e != 0 {
 			failed += uint64(msg.count)
 			if msg.seg > 0 && (e == unix.EINVAL || e == unix.EOPNOTSUPP || e == unix.ENOPROTOOPT || e == unix.EIO) {
@@ -278,6 +302,7 @@ func (t *txBatch) send() {
 			d.socks.gso.sentSegs.Add(uint64(msg.count))
 		}
 	}
+	qc.addSent(qp, qb)
 	d.stats.packetsSent.Add(pkts)
 	d.stats.bytesSent.Add(bytes)
 	if failed > 0 {
@@ -318,7 +343,7 @@ func (t *txBatch) applyFaults(f *faults) int {
 			if act&faultReorder != 0 && !reordered && i+1 < t.n {
 				// Deliver it after the next packet of this batch.
 				d.stats.faultReorders.Add(1)
-				t.held.n, t.held.dst, t.held.flip, t.held.from = p.n, p.dst, p.flip, p.from
+				t.held.n, t.held.dst, t.held.flip, t.held.from, t.held.qc = p.n, p.dst, p.flip, p.from, p.qc
 				copy(t.held.buf[:p.n], p.buf[:p.n])
 				holding, reordered = true, true
 				continue
