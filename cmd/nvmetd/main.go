@@ -98,6 +98,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.BoolFlag{Name: "poll", Usage: "busy-poll the completion queues of ibverbs devices (one poller per device, as SPDK's reactors: lower latency for a busy core)"},
 			metricsAddressFlag, pprofFlag, // metrics.go
 			controlFlag,
+			smartDriveDBFlag, // smart.go
 		},
 		Action: serve,
 	}
@@ -192,6 +193,9 @@ func serve(c *cli.Context) error {
 		if _, err := parseLogLevel(l); err != nil {
 			return err
 		}
+	}
+	if err := loadDriveDB(c); err != nil { // smart.go
+		return err
 	}
 	if c.Bool("print-default") {
 		_, err := c.App.Writer.Write(server.DefaultConfig)
