@@ -120,10 +120,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Name:  "connect-all",
 				Usage: "discover, then connect every NVM subsystem not connected yet",
 				Description: "Reads the discovery log at -a/-s and connects each NVM subsystem entry of the same\n" +
-					"transport that is not connected yet, as `nvmeof connect` would.",
-				Flags: append(fabricsFlags(false), outputFlag, metricsAddressFlag, pprofFlag,
+					"transport that is not connected yet, as `nvmeof connect` would. Without -a, does so for\n" +
+					"each discovery controller of --discovery-conf (/etc/nvme/discovery.conf), as nvme-cli.",
+				Flags: append(fabricsFlags(false), outputFlag, metricsAddressFlag, pprofFlag, discoveryConfFlag,
 					&cli.StringFlag{Name: "map", Value: "auto", Usage: "how to map namespaces, `MODE`: auto, ublk, nbd, fuse or none"}),
-				Action: cmdConnectAll,
+				Action: cmdConnectAllConf, // discoveryconf.go: cmdConnectAll with -a
 			},
 			{
 				Name:  "disconnect",

@@ -20,6 +20,7 @@ import (
 	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/control"
 	"github.com/nvmeof/nvmeof/internal/buildinfo"
+	"github.com/nvmeof/nvmeof/internal/sdnotify"
 	"github.com/nvmeof/nvmeof/rdma/provider"
 	"github.com/nvmeof/nvmeof/target"
 	"github.com/nvmeof/nvmeof/target/server"
@@ -271,17 +272,21 @@ func serve(c *cli.Context) error {
 		log.Info(defaultAnnouncement(listeners))
 	}
 	announce(log, tree)
+	notifyReady(log, tree) // notify.go: systemd Type=notify
 
 	for sig := range sigs {
 		if sig != syscall.SIGHUP {
 			log.Info("shutting down", "signal", sig.String())
+			notify(log, sdnotify.Stopping)
 			break
 		}
 		if embedded {
 			log.Warn("SIGHUP: no --config file to reload; the embedded default stays")
 			continue
 		}
+		notify(log, sdnotify.Reloading())
 		reload(log, ctl, c)
+		notifyReady(log, ctl.Tree())
 	}
 	ctl.Close()
 	return srv.Close()
