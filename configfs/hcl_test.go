@@ -270,7 +270,7 @@ func TestHCLErrors(t *testing.T) {
 }
 
 // TestHCLImplicitHosts loads allowed_hosts without host blocks (the shape
-// of DESIGN.md's example): the loader creates the hosts configfs needs,
+// of docs/design.md §5's example): the loader creates the hosts configfs needs,
 // Tree.HCL leaves them implied, and explicit host blocks still work.
 func TestHCLImplicitHosts(t *testing.T) {
 	const hostB = "nqn.2014-08.org.nvmexpress:uuid:0c1d2e3f-4a5b-4c6d-8e7f-8091a2b3c4d5"

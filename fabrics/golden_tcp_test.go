@@ -256,7 +256,7 @@ func TestGoldenTCP(t *testing.T) {
 		"Fabrics Connect": 3, "admin Set Features": 3, "admin Asynchronous Event Request": 2,
 		"admin Get Log Page": 7, "I/O Flush": 1,
 	})
-	// ORACLE.md: 3 Connect data blocks in-capsule; the 4-16 KiB writes
+	// testdata/pcap/ORACLE.md: 3 Connect data blocks in-capsule; the 4-16 KiB writes
 	// carry their data in-capsule, the others use the transport data block.
 	checkCounts(t, "data placement", placement, map[string]int{
 		"Fabrics Connect, in-capsule data":                       3,

@@ -186,7 +186,7 @@ func TestGoldenRDMACapsules(t *testing.T) {
 	msgs := roceMessages(t, loadFrames(t, rdmaCapture))
 	caps := oracleRecords[capture.CapsuleRecord](t, loadOracle(t, rdmaCapture), capture.KindCapsule)
 	if len(caps) != 206 {
-		t.Fatalf("%d capsule records, ORACLE.md says 206", len(caps))
+		t.Fatalf("%d capsule records, testdata/pcap/ORACLE.md says 206", len(caps))
 	}
 	single := 0
 	for _, c := range caps {
@@ -215,7 +215,7 @@ func TestGoldenRDMACapsules(t *testing.T) {
 		checkCommand(t, where, *c.QID, s, c.SQE.SGL, c.IncapsuleLen, captureBlockSize)
 	}
 	if single != 185 {
-		t.Errorf("%d single-packet capsules, ORACLE.md says 185", single)
+		t.Errorf("%d single-packet capsules, testdata/pcap/ORACLE.md says 185", single)
 	}
 }
 
@@ -224,7 +224,7 @@ func TestGoldenRDMACompletions(t *testing.T) {
 	recs := loadOracle(t, rdmaCapture)
 	cqes := oracleRecords[capture.CQERecord](t, recs, capture.KindCQE)
 	if len(cqes) != 204 {
-		t.Fatalf("%d cqe records, ORACLE.md says 204", len(cqes))
+		t.Fatalf("%d cqe records, testdata/pcap/ORACLE.md says 204", len(cqes))
 	}
 	caps := map[string]capture.CapsuleRecord{}
 	for _, c := range oracleRecords[capture.CapsuleRecord](t, recs, capture.KindCapsule) {
@@ -277,7 +277,7 @@ func checkCompletionResult(t *testing.T, where string, qid *uint16, sqe *capture
 func TestGoldenTCPCapsules(t *testing.T) {
 	frames, pdus := tcpPDUs(t)
 	if len(pdus) != 595 {
-		t.Fatalf("%d tcp_pdu records, ORACLE.md says 595", len(pdus))
+		t.Fatalf("%d tcp_pdu records, testdata/pcap/ORACLE.md says 595", len(pdus))
 	}
 	var cmds, resps, singleCmds, singleResps int
 	commands := map[string]capture.TCPPDURecord{}

@@ -151,7 +151,7 @@ func (n NvmeofConfig) EngineArgs() []string {
 }
 
 // NvmetdConfig returns an nvmetd HCL configuration (the shape of
-// DESIGN.md §5) with one soft-RoCE port on Address:Port and one memory
+// docs/design.md §5) with one soft-RoCE port on Address:Port and one memory
 // namespace of memSize, open to any host. Its log level is info: the
 // runner waits for nvmetd's "listening" line.
 func (n NvmeofConfig) NvmetdConfig(memSize string) string {

@@ -272,7 +272,7 @@ func checkRocePcap(t *testing.T, dir string, capture []byte, frames int) {
 	}
 	roceTool := roceToolPath()
 	if _, err := os.Stat(roceTool); err != nil {
-		t.Skipf("%s: %v", roceTool, err)
+		t.Skipf("%s: %v (set KPEER_DIR to the kernel-peer tooling to run this check)", roceTool, err)
 	}
 	eth := filepath.Join(dir, "soft-eth.pcap")
 	if err := rawToEthernet(capture, eth); err != nil {
