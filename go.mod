@@ -3,6 +3,7 @@ module github.com/nvmeof/nvmeof
 go 1.26.8
 
 require (
+	github.com/ceph/go-ceph v0.30.0
 	github.com/dswarbrick/smart v0.0.0-20230625164221-6fe037e2b05f
 	github.com/gopacket/gopacket v1.7.7
 	github.com/hanwen/go-fuse/v2 v2.12.1

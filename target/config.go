@@ -336,14 +336,18 @@ func sameBlockDevice(a, b *configfs.Namespace) bool {
 // nsSpec is the backend of a configfs namespace.
 func nsSpec(ns *configfs.Namespace) bdev.Spec {
 	return bdev.Spec{Kind: ns.Backend, Path: ns.DevicePath, Size: ns.Size, BlockSize: ns.BlockSize,
-		Grow: ns.Grow, BufferedIO: ns.BufferedIO}
+		Grow: ns.Grow, BufferedIO: ns.BufferedIO,
+		Pool: ns.Pool, Image: ns.Image, CephConf: ns.CephConf, ClientID: ns.ClientID, Keyring: ns.Keyring}
 }
 
 // backendAttr is the attribute a backend error is placed at: the path of
-// the backends that have one, else the size.
+// the backends that have one, the backend of rbd, else the size.
 func backendAttr(ns *configfs.Namespace) string {
-	if ns.Backend == configfs.BackendFile || ns.Backend == configfs.BackendBlock {
+	switch ns.Backend {
+	case configfs.BackendFile, configfs.BackendBlock:
 		return "device_path"
+	case configfs.BackendRBD:
+		return "backend"
 	}
 	return "size"
 }

@@ -24,6 +24,7 @@ type ioCmd struct {
 	flush bool  // Write: flush after (FUA, or the write cache disabled)
 	all   bool  // Flush of every namespace (NSID FFFFFFFFh)
 	start int64 // monoNanos when handed off, for the latency (0: not measured)
+	ri    int   // Dataset Management: the range in flight on an async backend
 }
 
 // handleIO validates an I/O command and hands it to the namespace's
@@ -146,6 +147,9 @@ func (c *controller) flushAll(q *queue, r *fabrics.Request) {
 // transport goroutine when the backend never blocks (DESIGN: run to
 // completion where it can, without a goroutine hop).
 func (ns *namespace) submit(q *queue, cmd *ioCmd) {
+	if ns.async != nil && cmd.startAsync() {
+		return
+	}
 	if ns.inline {
 		q.inline.run(cmd)
 		return
@@ -160,40 +164,28 @@ type worker struct {
 
 // run executes an I/O command on the backend and completes it.
 func (w *worker) run(c *ioCmd) {
-	ns, r, q := c.ns, c.r, c.q
+	ns, r := c.ns, c.r
 	dev := ns.dev
 	var err error
 	var s nvme.Error
 	switch c.op {
 	case nvme.IORead:
-		if _, err = dev.ReadAt(r.Data, c.off); err == nil {
-			ns.stats.hostReads.Add(1)
-			ns.stats.bytesRead.Add(uint64(c.n))
-		}
+		_, err = dev.ReadAt(r.Data, c.off)
 	case nvme.IOWrite:
 		_, err = dev.WriteAt(r.Data, c.off)
 		if err == nil && c.flush {
 			err = dev.Flush()
-		}
-		if err == nil {
-			ns.stats.hostWrites.Add(1)
-			ns.stats.bytesWritten.Add(uint64(c.n))
 		}
 	case nvme.IOCompare:
 		if cap(w.buf) < len(r.Data) {
 			w.buf = make([]byte, len(r.Data))
 		}
 		buf := w.buf[:len(r.Data)]
-		if _, err = dev.ReadAt(buf, c.off); err == nil {
-			ns.stats.hostReads.Add(1)
-			if !bytes.Equal(buf, r.Data) {
-				s = dnr(nvme.StatusCompareFailure)
-			}
+		if _, err = dev.ReadAt(buf, c.off); err == nil && !bytes.Equal(buf, r.Data) {
+			s = dnr(nvme.StatusCompareFailure)
 		}
 	case nvme.IOWriteZeroes:
-		if err = dev.WriteZeroes(c.off, c.n); err == nil {
-			ns.stats.hostWrites.Add(1)
-		}
+		err = dev.WriteZeroes(c.off, c.n)
 	case nvme.IODatasetManagement:
 		for i := range c.nr {
 			rg := nvme.DSMRange(r.Data[i*nvme.DSMRangeSize:])
@@ -220,6 +212,28 @@ func (w *worker) run(c *ioCmd) {
 			}
 		}
 	}
+	c.finish(err, s)
+}
+
+// finish counts a command's result, releases its context and completes
+// it: err from the backend, or s for a status of the target's own
+// (Compare Failure).
+func (c *ioCmd) finish(err error, s nvme.Error) {
+	ns, r, q := c.ns, c.r, c.q
+	if err == nil {
+		switch c.op {
+		case nvme.IORead:
+			ns.stats.hostReads.Add(1)
+			ns.stats.bytesRead.Add(uint64(c.n))
+		case nvme.IOWrite:
+			ns.stats.hostWrites.Add(1)
+			ns.stats.bytesWritten.Add(uint64(c.n))
+		case nvme.IOCompare:
+			ns.stats.hostReads.Add(1)
+		case nvme.IOWriteZeroes:
+			ns.stats.hostWrites.Add(1)
+		}
+	}
 	loc := uint16(noLoc)
 	if err != nil {
 		s, loc = ioStatus(c.op, err)
@@ -236,6 +250,71 @@ func (w *worker) run(c *ioCmd) {
 	ns.release()
 	q.putCmd(c)
 	q.complete(r, s, loc, slba)
+}
+
+// startAsync starts cmd on the namespace's asynchronous backend
+// (bdev.Async) and reports whether it did; Complete finishes it. Compare
+// and a Flush of every namespace go to the workers.
+func (c *ioCmd) startAsync() bool {
+	a := c.ns.async
+	switch c.op {
+	case nvme.IORead:
+		a.ReadAsync(c.r.Data, c.off, c)
+	case nvme.IOWrite:
+		a.WriteAsync(c.r.Data, c.off, c)
+	case nvme.IOWriteZeroes:
+		a.WriteZeroesAsync(c.off, c.n, c)
+	case nvme.IOFlush:
+		if c.all {
+			return false
+		}
+		a.FlushAsync(c)
+	case nvme.IODatasetManagement:
+		c.ri = -1
+		if !c.nextRange() {
+			c.finish(nil, nvme.Error{})
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// nextRange starts the discard of the next non-empty Dataset Management
+// range after c.ri, one at a time, and reports whether there was one.
+func (c *ioCmd) nextRange() bool {
+	for c.ri++; c.ri < c.nr; c.ri++ {
+		rg := nvme.DSMRange(c.r.Data[c.ri*nvme.DSMRangeSize:])
+		if l := int64(rg.Length()); l != 0 {
+			c.ns.async.DiscardAsync(int64(rg.SLBA()<<c.ns.bsShift), l<<c.ns.bsShift, c)
+			return true
+		}
+	}
+	return false
+}
+
+// Complete implements bdev.Completion for the asynchronous path: it chains
+// a write's flush (FUA, or the write cache disabled) and the next
+// Dataset Management range, then finishes the command. It runs on the
+// backend's thread and never blocks.
+func (c *ioCmd) Complete(err error) {
+	if err == nil {
+		switch c.op {
+		case nvme.IOWrite:
+			if c.flush {
+				c.flush = false
+				c.ns.async.FlushAsync(c)
+				return
+			}
+		case nvme.IODatasetManagement:
+			if c.nextRange() {
+				return
+			}
+		}
+	} else if c.op == nvme.IODatasetManagement {
+		c.slba = nvme.DSMRange(c.r.Data[c.ri*nvme.DSMRangeSize:]).SLBA()
+	}
+	c.finish(err, nvme.Error{})
 }
 
 // ctrlSubsys returns the subsystem of the queue's controller.

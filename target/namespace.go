@@ -44,6 +44,9 @@ type namespace struct {
 	// inline: the backend never blocks; its I/O runs on the transport's
 	// goroutine (bdev.NonBlocking).
 	inline bool
+	// async: the backend starts I/O without waiting (bdev.Async); the
+	// common commands skip the workers (ioCmd.startAsync).
+	async bdev.Async
 }
 
 const nsDead = 1 << 62
@@ -96,6 +99,16 @@ func newNamespace(t *Target, subsys string, cfg NamespaceConfig) (*namespace, er
 	}
 	if nb, ok := cfg.Device.(bdev.NonBlocking); ok && nb.NonBlocking() {
 		ns.inline = true
+	}
+	if a, ok := cfg.Device.(bdev.Async); ok {
+		ns.async = a
+	}
+	if w, ok := cfg.Device.(bdev.SizeWatcher); ok {
+		// A resize seen by the backend: read the size again and raise the
+		// Namespace Attribute Changed event (NamespaceChanged; an error
+		// means the namespace is gone or replaced).
+		nsid := cfg.NSID
+		w.WatchSize(func() { _ = t.NamespaceChanged(subsys, nsid) })
 	}
 	switch cfg.Device.(type) {
 	case *bdev.Memory, *bdev.File, *bdev.Null:

@@ -119,6 +119,8 @@ const (
 	KindBlock  = "block"
 	KindMemory = "memory"
 	KindNull   = "null"
+	// KindRBD is a Ceph RBD image (rbd.go; needs the rbd build tag).
+	KindRBD = "rbd"
 )
 
 // Kinds lists the backend kinds Open accepts.
@@ -149,6 +151,10 @@ type Spec struct {
 	// BufferedIO keeps the block backend off O_DIRECT (nvmet's
 	// buffered_io attribute).
 	BufferedIO bool
+	// RBD: the image (Path unused). CephConf "" means librados'
+	// default search (/etc/ceph/ceph.conf, $CEPH_CONF); ClientID ""
+	// means "admin"; Keyring "" means the conf's.
+	Pool, Image, CephConf, ClientID, Keyring string
 }
 
 // ValidBlockSize reports whether bs is a power of two from 512 to 65536.
@@ -170,10 +176,12 @@ func Open(spec Spec) (Device, error) {
 		return NewMemory(spec.Size, spec.BlockSize)
 	case KindNull:
 		return NewNull(spec.Size, spec.BlockSize)
+	case KindRBD:
+		return OpenRBD(spec)
 	case "":
-		return nil, errors.New("bdev: no backend kind given (want file, block, memory or null)")
+		return nil, errors.New("bdev: no backend kind given (want file, block, memory, null or rbd)")
 	default:
-		return nil, fmt.Errorf("bdev: unknown backend kind %q (want file, block, memory or null)", spec.Kind)
+		return nil, fmt.Errorf("bdev: unknown backend kind %q (want file, block, memory, null or rbd)", spec.Kind)
 	}
 }
 

@@ -15,7 +15,8 @@ import (
 // (or, when missing, its directory must exist and be writable), a block
 // device is opened as Open opens it and closed at once, a memory backend's
 // size is checked against the machine's memory. nvmetd --check runs it on
-// every namespace.
+// every namespace. An rbd image is opened read-only and closed: the
+// cluster, the credentials, the pool and the image must answer.
 func Check(spec Spec) error {
 	if err := checkSpec(spec); err != nil {
 		return err
@@ -35,6 +36,8 @@ func Check(spec Spec) error {
 	case KindNull:
 		_, err := sizeAndBlock(KindNull, spec.Size, spec.BlockSize)
 		return err
+	case KindRBD:
+		return CheckRBD(spec)
 	}
 	_, err := Open(spec) // the kind errors
 	return err
