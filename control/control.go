@@ -62,6 +62,9 @@ type Service struct {
 	// mu serializes "take the applied tree, change it, Apply": a reload
 	// between would be undone.
 	mu sync.Mutex
+	// unsaved counts the changes applied since the last Apply or
+	// config.save to a file (mu held): a reload drops them, and says so.
+	unsaved int
 
 	lnMu   sync.Mutex
 	ln     *listener
@@ -87,7 +90,15 @@ func New(srv *server.Server, opts Options) *Service {
 func (s *Service) Apply(tree *configfs.Tree) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.srv.Apply(tree)
+	if s.unsaved > 0 {
+		s.log.Warn("the configuration applied replaces changes made through the control API and not saved since", "changes", s.unsaved)
+	}
+	err := s.srv.Apply(tree)
+	var na *target.NotAppliedError
+	if !errors.As(err, &na) {
+		s.unsaved = 0
+	}
+	return err
 }
 
 // Tree returns a copy of the configuration the target runs, detached from
@@ -110,6 +121,9 @@ func (s *Service) change(edit func(t *configfs.Tree) error) error {
 	}
 	err := s.srv.Apply(tree)
 	var na *target.NotAppliedError
+	if !errors.As(err, &na) {
+		s.unsaved++
+	}
 	switch {
 	case err == nil:
 		return nil

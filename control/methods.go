@@ -156,6 +156,11 @@ func (s *Service) configSave(params json.RawMessage) (any, *Error) {
 	if err := decodeParams(params, &p); err != nil {
 		return nil, err
 	}
+	if p.Path != "" {
+		// The tree written and the count of unsaved changes agree.
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
 	tree := s.Tree()
 	var out []byte
 	var res SaveResult
@@ -181,6 +186,7 @@ func (s *Service) configSave(params json.RawMessage) (any, *Error) {
 		if err := writeAtomic(p.Path, out); err != nil {
 			return nil, errorf(CodeIO, "writing %s: %v", p.Path, err)
 		}
+		s.unsaved = 0
 		res.Path = p.Path
 	}
 	return res, nil
@@ -589,8 +595,13 @@ func lookupNS(t *configfs.Tree, nqn string, nsid uint32) (*configfs.Subsystem, *
 // checkPath refuses relative backend paths: the daemon's working
 // directory is not the client's.
 func checkPath(q *Namespace) *Error {
-	if q.Path != nil && *q.Path != "" && !filepath.IsAbs(*q.Path) {
-		return invalidParams("path %q: give an absolute path (the daemon's working directory is not the client's)", *q.Path)
+	for _, p := range []struct {
+		name string
+		v    *string
+	}{{"path", q.Path}, {"ceph_conf", q.CephConf}, {"keyring", q.Keyring}} {
+		if p.v != nil && *p.v != "" && !filepath.IsAbs(*p.v) {
+			return invalidParams("%s %q: give an absolute path (the daemon's working directory is not the client's)", p.name, *p.v)
+		}
 	}
 	return nil
 }

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Disabled reports whether a --control-socket value turns the API off.
@@ -118,6 +120,12 @@ func (s *Service) Serve() error {
 			return fmt.Errorf("control: %w", err)
 		}
 		c := &conn{s: s, nc: nc}
+		if err := peerAllowed(nc); err != nil {
+			s.log.Warn("control connection refused", "error", err)
+			c.reply(nil, nil, errorf(CodeInternal, "%v", err))
+			nc.Close()
+			continue
+		}
 		s.lnMu.Lock()
 		switch {
 		case s.closed:
@@ -262,4 +270,27 @@ func (c *conn) reply(id json.RawMessage, result any, rerr *Error) bool {
 	c.nc.SetWriteDeadline(time.Now().Add(WriteTimeout))
 	_, err = c.nc.Write(append(b, '\n'))
 	return err == nil
+}
+
+// peerAllowed admits clients running as root or as the daemon's user: the
+// socket's mode already says so, this holds if someone loosens it.
+func peerAllowed(nc *net.UnixConn) error {
+	raw, err := nc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return fmt.Errorf("peer credentials: %w", cerr)
+	}
+	if cred.Uid != 0 && int(cred.Uid) != os.Geteuid() {
+		return fmt.Errorf("uid %d (pid %d) may not use the control API: root or uid %d only", cred.Uid, cred.Pid, os.Geteuid())
+	}
+	return nil
 }

@@ -64,6 +64,13 @@ type Namespace struct {
 	EUI64      *string `json:"eui64,omitempty"`
 	Enabled    *bool   `json:"enabled,omitempty"`
 	BufferedIO *bool   `json:"buffered_io,omitempty"`
+	// Ceph RBD (backend rbd): the image, its pool, the cluster's
+	// configuration file, the client ID and keyring.
+	Pool     *string `json:"pool,omitempty"`
+	Image    *string `json:"image,omitempty"`
+	CephConf *string `json:"ceph_conf,omitempty"`
+	ClientID *string `json:"client_id,omitempty"`
+	Keyring  *string `json:"keyring,omitempty"`
 }
 
 // Host is a host NQN subsystems may allow, with its DH-HMAC-CHAP
@@ -254,6 +261,14 @@ func namespaceInfo(nqn string, ns *configfs.Namespace) Namespace {
 	if ns.DevicePath != "" {
 		out.Path = ptr(ns.DevicePath)
 	}
+	for _, kv := range []struct {
+		dst **string
+		v   string
+	}{{&out.Pool, ns.Pool}, {&out.Image, ns.Image}, {&out.CephConf, ns.CephConf}, {&out.ClientID, ns.ClientID}, {&out.Keyring, ns.Keyring}} {
+		if kv.v != "" {
+			*kv.dst = ptr(kv.v)
+		}
+	}
 	return out
 }
 
@@ -268,6 +283,11 @@ func setNamespace(ns *configfs.Namespace, q *Namespace) *Error {
 	set(&ns.Grow, q.Grow)
 	set(&ns.Enable, q.Enabled)
 	set(&ns.BufferedIO, q.BufferedIO)
+	set(&ns.Pool, q.Pool)
+	set(&ns.Image, q.Image)
+	set(&ns.CephConf, q.CephConf)
+	set(&ns.ClientID, q.ClientID)
+	set(&ns.Keyring, q.Keyring)
 	var err error
 	if q.UUID != nil {
 		if ns.DeviceUUID, err = configfs.ParseUUID(*q.UUID); err != nil {

@@ -139,6 +139,11 @@ func nsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "eui64", Usage: "namespace EUI-64 (default: derived)"},
 		&cli.BoolFlag{Name: "disabled", Usage: "add the namespace disabled"},
 		&cli.BoolFlag{Name: "buffered-io", Usage: "keep a block device off O_DIRECT"},
+		&cli.StringFlag{Name: "pool", Usage: "Ceph RBD pool (backend rbd)"},
+		&cli.StringFlag{Name: "image", Usage: "Ceph RBD image (backend rbd)"},
+		&cli.StringFlag{Name: "ceph-conf", Usage: "Ceph configuration `FILE` (backend rbd)"},
+		&cli.StringFlag{Name: "client-id", Usage: "Ceph client ID (backend rbd; default admin)"},
+		&cli.StringFlag{Name: "keyring", Usage: "Ceph keyring `FILE` (backend rbd)"},
 	}
 }
 
@@ -149,7 +154,12 @@ func nsParams(c *cli.Context, base map[string]any) (map[string]any, error) {
 		delete(p, "disabled")
 		p["enabled"] = !v.(bool)
 	}
-	return p, absPath(p, "path")
+	for _, k := range []string{"path", "ceph_conf", "keyring"} {
+		if err := absPath(p, k); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
 }
 
 func nsID(c *cli.Context, names ...string) (string, uint32, error) {
