@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/fabrics/loop"
@@ -611,4 +613,61 @@ subsystem "`+nqnA+`" {
 	if !strings.Contains(res.Config, key) {
 		t.Errorf("config.save lost the host's key:\n%s", res.Config)
 	}
+}
+
+// TestReloadWarnsUnsaved: applying a whole tree (nvmetd's SIGHUP reload)
+// after changes not saved to a file says it drops them; after
+// config.save to a file it does not.
+func TestReloadWarnsUnsaved(t *testing.T) {
+	var logs strings.Builder
+	var mu sync.Mutex
+	tree, err := configfs.ParseHCL([]byte(baseConfig), "r.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(server.Options{LoopNetwork: loop.NewNetwork()})
+	defer srv.Close()
+	svc := New(srv, Options{Logger: hclog.New(&hclog.LoggerOptions{Output: lockedWriter{&mu, &logs}})})
+	if err := svc.Apply(tree); err != nil {
+		t.Fatal(err)
+	}
+	if _, rerr := svc.call("host.add", json.RawMessage(`{"nqn":"`+hostA+`"}`)); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err := svc.Apply(tree); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := logs.String()
+	logs.Reset()
+	mu.Unlock()
+	if !strings.Contains(got, "replaces changes made through the control API and not saved since: changes=1") {
+		t.Errorf("reload after a change: log\n%s", got)
+	}
+	if _, rerr := svc.call("host.add", json.RawMessage(`{"nqn":"`+hostA+`"}`)); rerr != nil {
+		t.Fatal(rerr)
+	}
+	path := filepath.Join(t.TempDir(), "s.hcl")
+	if _, rerr := svc.call("config.save", json.RawMessage(`{"path":"`+path+`"}`)); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err := svc.Apply(tree); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Contains(logs.String(), "not saved") {
+		t.Errorf("reload after config.save to a file warns:\n%s", logs.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
