@@ -155,7 +155,7 @@ subsystem "` + nqn + `" {
     path = "` + filepath.Join(dir, "no", "disk.img") + `"
     size = "1MiB"
   }
-  namespace "4" {
+  namespace "6" {
     path = "/dev/null/no/disk.img"
     backend = "file"
     size = "1MiB"
@@ -188,22 +188,27 @@ subsystem "` + nqn + `" {
 	for _, w := range []string{
 		"check.hcl:6:14: ports/taken: address: ",
 		"check.hcl:9:6: ports/loop: address: loop transport not available",
-		"check.hcl:16:12: subsystems/" + nqn + "/namespaces/1: path: bdev: file",
-		"check.hcl:20:12: subsystems/" + nqn + "/namespaces/2: path: bdev: file \"" + dir + "\" is a directory",
-		"check.hcl:23:15: subsystems/" + nqn + "/namespaces/3: path: bdev: file \"/dev/zero\" is not a regular file",
-		"check.hcl:28:15: subsystems/" + nqn + "/namespaces/4: size: bdev: memory: size",
+		"check.hcl:20:12: subsystems/" + nqn + "/namespaces/6: path: bdev: file: stat /dev/null/no/disk.img: not a directory",
+		"check.hcl:25:12: subsystems/" + nqn + "/namespaces/2: path: bdev: file \"" + dir + "\" is a directory",
+		"check.hcl:28:15: subsystems/" + nqn + "/namespaces/3: path: bdev: file \"/dev/zero\" is not a regular file",
+		"check.hcl:33:15: subsystems/" + nqn + "/namespaces/4: size: bdev: memory: size",
 	} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("Check error lacks %q:\n%v", w, err)
 		}
 	}
-	for _, bad := range []string{"ports/ok", "namespaces/5"} {
+	// Namespace 1's missing directory would be created at the start
+	// (its nearest existing parent is writable), so it passes.
+	for _, bad := range []string{"ports/ok", "namespaces/1", "namespaces/5"} {
 		if strings.Contains(err.Error(), bad) {
 			t.Errorf("Check refused %s:\n%v", bad, err)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "new.img")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Check created a backend file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "no")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Check created a backend directory: %v", err)
 	}
 }
 
