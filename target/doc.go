@@ -32,8 +32,10 @@
 //     Set/Get Features (Arbitration, Power Management, Temperature
 //     Threshold, Volatile Write Cache, Number of Queues, Asynchronous Event
 //     Configuration, Keep Alive Timer, Host Identifier), Asynchronous Event
-//     Request (4 outstanding; namespace and discovery log changes), Keep
-//     Alive and Abort (which aborts nothing, as Linux).
+//     Request (4 outstanding; namespace and discovery log changes, and
+//     SMART / Health critical warnings of block backends, polled while a
+//     host enabled them: healthaen.go), Keep Alive and Abort (which aborts
+//     nothing, as Linux).
 //   - I/O commands: Read, Write (FUA), Flush (NSID FFFFFFFFh flushes every
 //     namespace), Write Zeroes, Dataset Management (deallocate) and Compare.
 //     The transport's goroutine only validates a command; a fixed pool of

@@ -111,6 +111,9 @@ func (c *controller) setFeatures(q *queue, r *fabrics.Request) {
 		}
 		c.aen = cdw11
 		cqe.SetDW0(cdw11)
+		if cdw11&nvme.AECSMARTMask != 0 {
+			defer c.t.wakeHealthPoller() // after c.mu is released
+		}
 	case nvme.FeatKeepAliveTimer:
 		cqe.SetDW0(c.setKATOLocked(cdw11))
 	}

@@ -189,6 +189,11 @@ func (c *controller) smartLog(q *queue, r *fabrics.Request, cmd nvme.GetLogPageC
 			q.complete(r, s, locLPO, 0)
 			return
 		}
+		if !cmd.RAE() {
+			c.mu.Lock()
+			c.aenMask &^= aenMaskSMART // SMART / Health events flow again
+			c.mu.Unlock()
+		}
 		q.ok(r)
 	}
 	if withHealth {

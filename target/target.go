@@ -66,6 +66,11 @@ type Options struct {
 	// authenticated by then is refused. 0 means the controller's KATO, or
 	// DefaultAuthTimeout without one (Linux).
 	AuthTimeout time.Duration
+	// HealthPollInterval is how often backends with health data are read
+	// for SMART / Health critical-warning events while a controller has
+	// them enabled (healthaen.go); 0 means DefaultHealthPollInterval, a
+	// negative value never reads them (no such events).
+	HealthPollInterval time.Duration
 }
 
 // Target is a transport-neutral NVMe over Fabrics target: subsystems with
@@ -85,8 +90,9 @@ type Target struct {
 	genctr uint64 // discovery log generation counter
 	closed bool
 
-	auth  targetAuth  // DH-HMAC-CHAP host keys (auth.go)
-	stats targetStats // statistics switches (stats.go)
+	auth   targetAuth   // DH-HMAC-CHAP host keys (auth.go)
+	stats  targetStats  // statistics switches (stats.go)
+	health healthPoller // SMART / Health events (healthaen.go)
 
 	// ApplyConfig's state: the tree as applied (what failed left out)
 	// and the port numbers of its port names.
@@ -694,6 +700,7 @@ func (t *Target) Close() error {
 		return nil
 	}
 	t.closed = true
+	t.closeHealthPoller()
 	var ctrls []*controller
 	var nss []*namespace
 	for _, s := range t.subsys {
