@@ -56,8 +56,10 @@ go build -o out/nvmeof-bench ./bench/cmd/nvmeof-bench
 
 # The nvmeof side: our fio engine (fio/engine, built against the installed
 # fio's source; the first build fetches it, as root) and nvmetd, both into
-# out/ (not committed). The soft RoCE provider needs root; without it the
-# runner skips the side and says why.
+# out/ (not committed). The runner runs that side as root only, in a network
+# namespace of its own (unshare --net: its soft RoCE devices meet no others
+# and their UDP counters count only them); the soft provider itself needs no
+# root on loopback. Without root the runner skips the side and says why.
 nvmeof=()
 if [ "$(id -u)" -eq 0 ]; then
 	echo "== building out/fio-nvmeof.so (scripts/build-fio-engine.sh) and out/nvmetd" >&2
@@ -65,7 +67,7 @@ if [ "$(id -u)" -eq 0 ]; then
 	go build -o out/nvmetd ./cmd/nvmetd
 	nvmeof=(-nvmeof-engine out/fio-nvmeof.so -nvmetd out/nvmetd)
 else
-	echo "bench.sh: not root: the nvmeof side (soft RoCE) will be skipped" >&2
+	echo "bench.sh: not root: the nvmeof side will be skipped (it runs in a network namespace of its own, which needs root)" >&2
 fi
 
 # Flags given to this script come last and win over these.

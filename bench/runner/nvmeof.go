@@ -38,8 +38,11 @@ import (
 //     prefill first, counting fio's and nvmetd's CPU time per job;
 //  5. stops nvmetd by its PID: SIGTERM, then SIGKILL after Grace.
 //
-// The soft RoCE provider opens a raw socket on both ends, so the side needs
-// root.
+// The side runs as root only: nvmetd and fio go into a network namespace of
+// their own (unshare --net), so that their soft RoCE devices on loopback
+// meet no other device and their UDP counters count only them. The soft
+// provider itself needs no privilege on loopback addresses (a raw socket,
+// CAP_NET_RAW, only on others).
 type NvmeofConfig struct {
 	// Engine is the path of the fio external engine.
 	Engine string
@@ -132,7 +135,7 @@ func (n NvmeofConfig) Available() (bool, string) {
 		}
 	}
 	if os.Geteuid() != 0 {
-		return false, "the soft RoCE provider (nvmetd and the fio engine) needs root for its raw socket: run as root"
+		return false, "not root: the runner puts nvmetd and fio in a network namespace of their own (unshare --net), which needs root; run as root"
 	}
 	return true, ""
 }

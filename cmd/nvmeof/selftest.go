@@ -34,7 +34,7 @@ const selftestNQN = server.DefaultNQN
 func selftestFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "transport", Aliases: []string{"t"}, Value: transportRDMA,
-			Usage: "`TRANSPORT`: rdma (soft RoCE over loopback; needs root) or loop (in-memory; no privileges)"},
+			Usage: "`TRANSPORT`: rdma (soft RoCE over loopback: no root needed there, CAP_NET_RAW on other addresses) or loop (in-memory)"},
 		&cli.StringFlag{Name: "size", Value: "64MiB", Usage: "`BYTES` of data to write and verify (units KiB, MiB, GiB)"},
 		&cli.DurationFlag{Name: "seconds", Value: 60 * time.Second,
 			Usage: "stop issuing I/O after `DURATION` (what was written is still verified)"},

@@ -105,7 +105,8 @@ nvmeof/nbdkit and the goals, judged against nbdkit in the same run (not on
 -smoke runs). Writes -json and a PNG chart beside it. Exit status 0 unless a
 job failed (1), fio or nbdkit is missing (3), or -strict and a goal was
 missed (4). Needs fio and nbdkit (apt-get install fio nbdkit); the nvmeof
-side needs root (soft RoCE raw sockets). scripts/bench.sh builds the engine
+side needs root (it runs nvmetd and fio in a network namespace of their own;
+the soft RoCE provider needs no root on loopback). scripts/bench.sh builds the engine
 and nvmetd, then runs this.
 
 Flags:
