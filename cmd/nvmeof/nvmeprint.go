@@ -166,8 +166,8 @@ func nsDescValue(d nvme.NSDescriptor) (name, value string) {
 }
 
 // printNSDescs prints the Namespace Identification Descriptor list of a
-// namespace as `nvme ns-descs`; raw is the list as read (the descriptors'
-// offsets come from it).
+// namespace as `nvme ns-descs` (JSON "loc" is each descriptor's offset in
+// the list).
 func printNSDescs(w io.Writer, format string, nsid uint32, ds []nvme.NSDescriptor) error {
 	if format == formatJSON {
 		var arr []jobj
