@@ -328,7 +328,7 @@ subsystem "nqn.2026-11.io.nvmeof:r" {
     size    = "1MiB"
   }
   namespace "3" {
-    path = "missing/disk3.img"
+    path = "disk.img/disk3.img"
     size = "1MiB"
   }
 }
