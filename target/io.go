@@ -144,8 +144,8 @@ func (c *controller) flushAll(q *queue, r *fabrics.Request) {
 }
 
 // submit runs cmd on the namespace's workers, or at once on the calling
-// transport goroutine when the backend never blocks (DESIGN: run to
-// completion where it can, without a goroutine hop).
+// transport goroutine when the backend never blocks (docs/design.md §3: run
+// to completion where it can, without a goroutine hop).
 func (ns *namespace) submit(q *queue, cmd *ioCmd) {
 	if ns.async != nil && cmd.startAsync() {
 		return
