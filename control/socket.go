@@ -54,6 +54,10 @@ func (s *Service) Listen(path string) error {
 		return errors.New("control: closed or listening already")
 	}
 	s.ln = &listener{ln: ln, path: path}
+	// Logged here, not in Serve's goroutine: clients may connect from
+	// now on (the backlog holds them), and the line comes before the
+	// daemon's "serving" lines, always.
+	s.log.Info("control API listening", "socket", path)
 	return nil
 }
 
@@ -103,7 +107,6 @@ func (s *Service) Serve() error {
 	if l == nil {
 		return errors.New("control: Serve before Listen")
 	}
-	s.log.Info("control API listening", "socket", l.path)
 	for {
 		nc, err := l.ln.AcceptUnix()
 		if err != nil {
