@@ -496,6 +496,7 @@ func TestMemoryConcurrent(t *testing.T) {
 		workers = 8
 		span    = 256 << 10 // bytes per worker
 		iters   = 200
+		shared  = 16 << 10 // the first bytes, written by every worker's second goroutine
 	)
 	d, err := NewMemory(workers*span, 512)
 	if err != nil {
@@ -514,7 +515,8 @@ func TestMemoryConcurrent(t *testing.T) {
 			got := make([]byte, 8192)
 			for i := range iters {
 				n := 512 * (1 + r.IntN(16))
-				off := base + int64(512*r.IntN((span-n)/512))
+				// Past the shared chunk, which worker 0's range holds.
+				off := base + shared + int64(512*r.IntN((span-shared-n)/512))
 				for j := range buf[:n] {
 					buf[j] = byte(w + i + j)
 				}
