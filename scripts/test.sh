@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (the README's second line): every Go test with
 # the race detector, and the packages with ibverbs code again with the
-# ibverbs build tag (cgo).
+# ibverbs build tag (cgo), and the rbd backend's with the rbd tag.
 #
 # The kernel-peer interop tests (tests/interop: QEMU guests, about 15-25
 # minutes under TCG on 2 cores) run alongside the other packages with a
@@ -26,6 +26,10 @@ echo "== go test (no -race): TestTargetRSS, TestPreConnectMemory"
 go test -count=1 -timeout 10m -run '^(TestTargetRSS|TestPreConnectMemory)$' -v ./fabrics/rdma/ 2>&1 | grep -E '^(=== RUN|--- |\s+\S+_test.go:|ok|FAIL|PASS)' || rc=$?
 echo "== go test -tags ibverbs (cgo): rdma/..."
 CGO_ENABLED=1 go test -race -count=1 -timeout 10m -tags ibverbs ./rdma/... || rc=$?
+# The rbd backend against a throwaway Ceph cluster (one per package, about
+# 10-30 s to start); skips when the Ceph packages are missing.
+echo "== go test -tags rbd (cgo): target/bdev, tests/rbd"
+CGO_ENABLED=1 go test -race -count=1 -timeout 15m -tags rbd ./target/bdev/ ./tests/rbd/ || rc=$?
 
 irc=0
 wait "$ipid" || irc=$?
