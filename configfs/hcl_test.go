@@ -52,7 +52,7 @@ func TestLoadExample(t *testing.T) {
 	if ns2 := s.Namespace(2); ns2.Backend != "memory" || ns2.Size != 4<<30 || ns2.BlockSize != 4096 {
 		t.Errorf("namespace 2 = %+v", ns2)
 	}
-	if ns3 := s.Namespace(3); ns3.Backend != "null" || ns3.Enable {
+	if ns3 := s.Namespace(3); ns3.Backend != "block" || ns3.Enable {
 		t.Errorf("namespace 3 = %+v", ns3)
 	}
 }

@@ -209,9 +209,11 @@ subsystem "nqn.2026-11.io.nvmeof:disk0" {
     nguid = "6e1b0d2c-4f5a-4b3c-9d8e-7f6a5b4c3d2e"
     eui64 = "0225b3c4d5e6f708"
 
-    # enabled (enable): expose the namespace. A disabled namespace is
-    # hidden from hosts, but its backend is still opened (and must
-    # exist), so that enabling it on a reload cannot fail. Default true.
+    # enabled (enable): expose the namespace. As with Linux nvmet, a
+    # namespace configured disabled does not open its backend (which need
+    # not exist yet); enabling it on a reload opens it, and the reload is
+    # refused if it cannot. Disabling keeps an opened backend open.
+    # Default true.
     enabled = true
 
     # buffered_io (buffered_io): go through the page cache instead of
@@ -228,20 +230,15 @@ subsystem "nqn.2026-11.io.nvmeof:disk0" {
     block_size = 4096
   }
 
-  # A namespace kept disabled: hosts do not see it until a reload sets
-  # enabled = true (they get a namespace-attribute-changed event then).
+  # A whole disk, kept disabled: hosts do not see it, and nvmetd does not
+  # open the device until a reload sets enabled = true (hosts get a
+  # namespace-attribute-changed event then, and may read its SMART data).
+  # Set path to one of your disks first; see block.hcl.
   namespace "3" {
-    backend = "null"
-    size    = "1GiB"
+    backend = "block"
+    path    = "/dev/disk/by-id/nvme-EXAMPLE_SERIAL"
     enabled = false
   }
-
-  # A whole disk (hosts may see its SMART data through this namespace):
-  # set path to one of your disks and uncomment. See block.hcl.
-  # namespace "4" {
-  #   backend = "block"
-  #   path    = "/dev/disk/by-id/nvme-EXAMPLE_SERIAL"
-  # }
 }
 
 # A subsystem any host may use, on the first port only.

@@ -91,24 +91,45 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 
 	// Prepare: check the backends to open, so that nothing is created
 	// unless all can open; open them; then the caller's part.
+	// A namespace configured disabled opens nothing (disabled.go).
+	// A namespace resized keeps running (resize.go).
+	inplace, err := t.planInPlace(tree, old, ch)
+	if err != nil {
+		t.log.Debug("configuration refused: nothing changed", "error", err)
+		return res, &NotAppliedError{Err: err}
+	}
 	var opens []nsRef
 	for _, nqn := range ch.SubsystemsAdded {
 		for _, ns := range tree.Subsystem(nqn).Namespaces {
-			opens = append(opens, nsRef{nqn, ns})
+			if ns.Enable {
+				opens = append(opens, nsRef{nqn, ns})
+			}
 		}
 	}
 	for _, sc := range ch.Subsystems {
 		s := tree.Subsystem(sc.NQN)
 		for _, nsid := range sc.NamespacesChanged {
 			was, now := old.Subsystem(sc.NQN).Namespace(nsid), s.Namespace(nsid)
-			// A block device stays claimed (O_EXCL) by the running
-			// namespace until it goes: reopened in the commit.
-			if !onlyEnableDiffers(was, now) && !sameBlockDevice(was, now) {
+			if _, ok := inplace[nsKey{sc.NQN, nsid}]; ok {
+				continue
+			}
+			switch {
+			case !now.Enable:
+			case onlyEnableDiffers(was, now):
+				// Enabled now: a backend never opened opens.
+				if t.neverOpened(sc.NQN, nsid) {
+					opens = append(opens, nsRef{sc.NQN, now})
+				}
+			case !sameBlockDevice(was, now):
+				// A block device stays claimed (O_EXCL) by the running
+				// namespace until it goes: reopened in the commit.
 				opens = append(opens, nsRef{sc.NQN, now})
 			}
 		}
 		for _, nsid := range sc.NamespacesAdded {
-			opens = append(opens, nsRef{sc.NQN, s.Namespace(nsid)})
+			if ns := s.Namespace(nsid); ns.Enable {
+				opens = append(opens, nsRef{sc.NQN, ns})
+			}
 		}
 	}
 	if err := checkBackends(tree, opens); err != nil {
@@ -182,6 +203,9 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 		k := nsKey{nqn, ns.NSID}
 		d, ok := devs[k]
 		delete(devs, k)
+		if !ok && !ns.Enable {
+			d, ok = newDisabledDevice(ns), true
+		}
 		if !ok { // a block device the namespace replaced held
 			var err error
 			if d, err = bdev.Open(nsSpec(ns)); err != nil {
@@ -233,7 +257,15 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 		for _, nsid := range sc.NamespacesChanged {
 			was := old.Subsystem(sc.NQN).Namespace(nsid)
 			now := s.Namespace(nsid)
-			if onlyEnableDiffers(was, now) {
+			if c, ok := inplace[nsKey{sc.NQN, nsid}]; ok {
+				if err := t.applyInPlace(c); err != nil {
+					fail(err)
+					restoreNamespace(applied, sc.NQN, was)
+				}
+				continue
+			}
+			_, opened := devs[nsKey{sc.NQN, nsid}] // enabled, never opened before
+			if onlyEnableDiffers(was, now) && !opened {
 				if err := t.SetNamespaceEnabled(sc.NQN, nsid, now.Enable); err != nil {
 					fail(err)
 					dropNamespace(applied, sc.NQN, nsid)
@@ -380,15 +412,17 @@ func CheckMemory(tree *configfs.Tree) error {
 	return nil
 }
 
-// CheckBackends checks every namespace backend of tree as ApplyConfig
-// would open it (bdev.Check, CheckMemory) without opening or creating
+// CheckBackends checks every enabled namespace's backend of tree as
+// ApplyConfig would open it (bdev.Check, CheckMemory) without opening or creating
 // anything, and returns every error placed at its FILE:LINE. nvmetd
 // --check runs it.
 func CheckBackends(tree *configfs.Tree) error {
 	var all []nsRef
 	for _, s := range tree.Subsystems {
 		for _, ns := range s.Namespaces {
-			all = append(all, nsRef{s.NQN, ns})
+			if ns.Enable { // a disabled namespace opens nothing (disabled.go)
+				all = append(all, nsRef{s.NQN, ns})
+			}
 		}
 	}
 	return checkBackends(tree, all)
@@ -474,11 +508,7 @@ func onlyEnableDiffers(a, b *configfs.Namespace) bool {
 	if a == nil || b == nil {
 		return false
 	}
-	x := *a
-	x.Enable = b.Enable
-	return x.NSID == b.NSID && x.Backend == b.Backend && x.DevicePath == b.DevicePath && x.Size == b.Size &&
-		x.BlockSize == b.BlockSize && x.Grow == b.Grow && x.DeviceUUID == b.DeviceUUID &&
-		x.DeviceNGUID == b.DeviceNGUID && x.DeviceEUI64 == b.DeviceEUI64 && x.BufferedIO == b.BufferedIO
+	return sameBackend(a, b) && a.Size == b.Size && a.Grow == b.Grow
 }
 
 // portConfig maps a configfs port onto a PortConfig.
