@@ -81,6 +81,19 @@
 // only for hosts no subsystem lists. nvmetcli JSON and trees built in code
 // must list their hosts, as configfs does.
 //
+// # nvmetcli JSON
+//
+// ParseNvmetcliJSON reads what `nvmetcli save` writes, plus an "nvmeof"
+// object per port and namespace for nvmetd's own attributes. No key is
+// dropped silently: a key neither applies is an error naming its JSON
+// path and line:col, with the closest known key for a typo; kernel
+// attributes nvmetd does not implement are errors when their value would
+// change what hosts rely on (pi_enable, resv enable, ANA groups other than
+// the default group 1 optimized, a datagram tsas) and warnings when only
+// what they are told or a tuning is lost (a non-zero ieee_oui,
+// max_queue_size); at the kernel's defaults, which nvmetcli writes for
+// every object, they pass silently.
+//
 // # RDMA providers
 //
 // An rdma port's provider is "soft" (the pure-Go RoCEv2 HCA), "ibverbs"
