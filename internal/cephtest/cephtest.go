@@ -29,8 +29,9 @@ type Cluster struct {
 	Port int    // mon msgr2 port (msgr1 is Port+1)
 }
 
-// script is ceph-up.sh beside this file.
-func script() string {
+// Script is the path of ceph-up.sh (beside this file), for callers that
+// start a cluster elsewhere (in another network namespace).
+func Script() string {
 	_, f, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(f), "ceph-up.sh")
 }
@@ -78,7 +79,7 @@ func Start(dir string) (*Cluster, error) {
 func (c *Cluster) script(timeout time.Duration, arg string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", script(), arg)
+	cmd := exec.CommandContext(ctx, "bash", Script(), arg)
 	cmd.Env = append(os.Environ(), "CEPH_DIR="+c.Dir, "CEPH_PORT="+strconv.Itoa(c.Port), "CEPH_WAIT=150")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
