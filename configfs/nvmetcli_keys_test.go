@@ -1,6 +1,7 @@
 package configfs
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -126,4 +127,32 @@ func FuzzNvmetcliKeys(f *testing.F) {
 		}
 		_, _ = ParseNvmetcliJSON(data, "f.json")
 	})
+}
+
+// TestNvmetcliKeysCoverStructs: every field the typed decoder reads has a
+// rule, so that a field added to the JSON structures is not reported as an
+// unknown key (and a rule without a field would be caught by the typed
+// decoder's tests).
+func TestNvmetcliKeysCoverStructs(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		v     any
+		rules map[string]keyRule
+	}{
+		{"nvmeof namespace", nvmeofNamespace{}, nvmeofNSKeys},
+		{"nvmeof port", nvmeofPort{}, nvmeofPortKeys},
+		{"namespace", nvmetcliNamespace{}, nsKeys},
+		{"subsystem", nvmetcliSubsystem{}, subsysKeys},
+		{"port", nvmetcliPort{}, portKeys},
+		{"host", nvmetcliHost{}, hostKeys},
+		{"root", nvmetcliConfig{}, rootKeys},
+	} {
+		typ := reflect.TypeOf(tt.v)
+		for i := range typ.NumField() {
+			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			if _, ok := tt.rules[name]; !ok {
+				t.Errorf("%s: JSON key %q (field %s) has no rule in nvmetcli_keys.go", tt.name, name, typ.Field(i).Name)
+			}
+		}
+	}
 }
