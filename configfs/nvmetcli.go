@@ -32,7 +32,10 @@ type nvmetcliHost struct {
 	// Attr holds the DH-HMAC-CHAP attributes under the kernel's file
 	// names (configfs/auth.go).
 	Attr map[string]jsonString `json:"attr,omitempty"`
-	NQN  string                `json:"nqn"`
+	// DHCHAP holds the same under nvmetcli's attribute-group naming
+	// (configfs dhchap_key is group "dhchap", key "key"), read too.
+	DHCHAP map[string]jsonString `json:"dhchap,omitempty"`
+	NQN    string                `json:"nqn"`
 }
 
 type nvmetcliPort struct {
@@ -170,6 +173,9 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 	for _, h := range cfg.Hosts {
 		host := &Host{NQN: h.NQN}
 		hostFromJSON(host, h.Attr)
+		for k, v := range h.DHCHAP {
+			host.setAuth("dhchap_"+k, string(v))
+		}
 		t.Hosts = append(t.Hosts, host)
 	}
 	for i, js := range cfg.Subsystems {

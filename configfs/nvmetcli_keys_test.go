@@ -61,6 +61,10 @@ func TestNvmetcliJSONKeys(t *testing.T) {
 		{name: "ns enable typo", src: ns(`"enabel": 1`), wantErr: `subsystems[0].namespaces[0]: enabel: unknown key, not applied; did you mean "enable"?`},
 		{name: "nvmeof ns eui64 applied", src: ns(`"nvmeof": {"eui64": "0225b3c4d5e6f708"}`),
 			wantApply: func(t *Tree) bool { return t.Subsystems[0].Namespaces[0].DeviceEUI64.String() == "0225b3c4d5e6f708" }},
+		{name: "host dhchap group applied", src: `{"hosts": [{"nqn": "` + hostA + `", "dhchap": {"hash": "hmac(sha384)", "dhgroup": "ffdhe2048"}}]}`,
+			wantApply: func(t *Tree) bool {
+				return t.Hosts[0].DHCHAPHash == "hmac(sha384)" && t.Hosts[0].DHCHAPDHGroup == "ffdhe2048"
+			}},
 		{name: "host attr typo", src: `{"hosts": [{"nqn": "` + hostA + `", "attr": {"dhchap_kye": "x"}}]}`,
 			wantErr: `hosts[0].attr: dhchap_kye: unknown key, not applied; did you mean "dhchap_key"?`},
 	}
@@ -84,7 +88,7 @@ func TestNvmetcliJSONKeys(t *testing.T) {
 				t.Errorf("warnings %v\nwant one containing %q", ws, tt.wantWarn)
 			}
 			if tt.wantApply != nil && !tt.wantApply(tree) {
-				t.Errorf("not applied: %+v", tree.Subsystems)
+				t.Errorf("not applied: %+v %+v", tree.Subsystems, tree.Hosts)
 			}
 			// Clone keeps the warnings: the target logs them on apply.
 			if got := len(tree.Clone().Warnings()); got != len(ws) {
