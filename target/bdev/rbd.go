@@ -12,9 +12,13 @@ package bdev
 extern void nvmeofRBDComplete(rbd_completion_t c, void *arg);
 
 // The slot number travels as the completion's argument: an integer, never
-// a Go pointer.
-static int nvmeof_rbd_completion(uintptr_t slot, rbd_completion_t *c) {
-	return rbd_aio_create_completion((void *)slot, nvmeofRBDComplete, c);
+// a Go pointer. Returning the completion (NULL on failure) keeps Go from
+// passing the address of a local, which would move it to the heap.
+static rbd_completion_t nvmeof_rbd_completion(uintptr_t slot) {
+	rbd_completion_t c = NULL;
+	if (rbd_aio_create_completion((void *)slot, nvmeofRBDComplete, &c) < 0)
+		return NULL;
+	return c;
 }
 */
 import "C"
@@ -389,9 +393,9 @@ func (d *RBD) start(op int, p []byte, off, n int64, c Completion) *rbdSlot {
 		s.pin.Pin(&p[0])
 		buf = (*C.char)(unsafe.Pointer(&p[0]))
 	}
-	var comp C.rbd_completion_t
-	if rc := C.nvmeof_rbd_completion(C.uintptr_t(s.idx), &comp); rc < 0 {
-		s.finish(d.rbdError(op, int64(rc)))
+	comp := C.nvmeof_rbd_completion(C.uintptr_t(s.idx))
+	if comp == nil {
+		s.finish(d.rbdError(op, -int64(syscall.ENOMEM)))
 		return s
 	}
 	d.mu.RLock()
