@@ -27,9 +27,9 @@ type Block struct {
 	direct   *os.File // nil with BufferedIO
 	bfd      int
 	path     string
-	size     int64
-	lbs      uint32 // the device's logical block size
-	bs       uint32 // the block size exposed
+	size     atomic.Int64 // grows in place (Resize)
+	lbs      uint32       // the device's logical block size
+	bs       uint32       // the block size exposed
 	rdev     uint64
 	closed   atomic.Bool
 	health   healthCache // ReadHealth of path, kept for HealthTTL
@@ -89,19 +89,11 @@ func OpenBlock(spec Spec) (*Block, error) {
 	if d.bs < lbs {
 		return fail(fmt.Errorf("bdev: block %q: block size %d is smaller than the device's logical block size %d", spec.Path, d.bs, lbs))
 	}
-	switch {
-	case spec.Size == 0:
-		d.size = int64(devSize) - int64(devSize)%int64(d.bs)
-	case spec.Size%int64(d.bs) != 0:
-		return fail(fmt.Errorf("bdev: block %q: size %d is not a multiple of the block size %d", spec.Path, spec.Size, d.bs))
-	case uint64(spec.Size) > devSize:
-		return fail(fmt.Errorf("bdev: block %q: configured size %d is larger than the device (%d bytes)", spec.Path, spec.Size, devSize))
-	default:
-		d.size = spec.Size
+	size, err := blockSize(spec, d.bs, devSize)
+	if err != nil {
+		return fail(err)
 	}
-	if d.size == 0 {
-		return fail(fmt.Errorf("bdev: block %q: device is smaller than one block", spec.Path))
-	}
+	d.size.Store(size)
 	if !spec.BufferedIO {
 		df, err := os.OpenFile(spec.Path, os.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -110,6 +102,26 @@ func OpenBlock(spec Spec) (*Block, error) {
 		d.direct = df
 	}
 	return d, nil
+}
+
+// blockSize applies Spec's size rules to a device of devSize bytes with
+// bs-byte blocks: the size to expose.
+func blockSize(spec Spec, bs uint32, devSize uint64) (int64, error) {
+	var size int64
+	switch {
+	case spec.Size == 0:
+		size = int64(devSize) - int64(devSize)%int64(bs)
+	case spec.Size%int64(bs) != 0:
+		return 0, fmt.Errorf("bdev: block %q: size %d is not a multiple of the block size %d", spec.Path, spec.Size, bs)
+	case uint64(spec.Size) > devSize:
+		return 0, fmt.Errorf("bdev: block %q: configured size %d is larger than the device (%d bytes)", spec.Path, spec.Size, devSize)
+	default:
+		size = spec.Size
+	}
+	if size == 0 {
+		return 0, fmt.Errorf("bdev: block %q: device is smaller than one block", spec.Path)
+	}
+	return size, nil
 }
 
 // useDirect reports whether a request may go through the O_DIRECT
@@ -133,7 +145,7 @@ func (d *Block) ReadAt(p []byte, off int64) (int, error) {
 	if d.closed.Load() {
 		return 0, ErrClosed
 	}
-	if err := checkRange("read", off, int64(len(p)), d.size); err != nil {
+	if err := checkRange("read", off, int64(len(p)), d.size.Load()); err != nil {
 		return 0, err
 	}
 	if d.useDirect(p, off) {
@@ -152,7 +164,7 @@ func (d *Block) WriteAt(p []byte, off int64) (int, error) {
 	if d.closed.Load() {
 		return 0, ErrClosed
 	}
-	if err := checkRange("write", off, int64(len(p)), d.size); err != nil {
+	if err := checkRange("write", off, int64(len(p)), d.size.Load()); err != nil {
 		return 0, err
 	}
 	if d.useDirect(p, off) {
@@ -194,7 +206,7 @@ func (d *Block) aligned(off, n int64) bool {
 // WriteZeroes implements Device with BLKZEROOUT (falling back to writing
 // zeroes for ranges not aligned to the logical block size).
 func (d *Block) WriteZeroes(off, n int64) error {
-	return rangeOp(&d.closed, "write zeroes", off, n, d.size, d.aligned(off, n), func() error {
+	return rangeOp(&d.closed, "write zeroes", off, n, d.size.Load(), d.aligned(off, n), func() error {
 		if err := d.rangeIoctl(unix.BLKZEROOUT, off, n); err != nil {
 			return fmt.Errorf("bdev: block %q: BLKZEROOUT %d+%d: %w", d.path, off, n, err)
 		}
@@ -205,7 +217,7 @@ func (d *Block) WriteZeroes(off, n int64) error {
 // Discard implements Device with BLKDISCARD, falling back to WriteZeroes
 // when the device cannot discard.
 func (d *Block) Discard(off, n int64) error {
-	return rangeOp(&d.closed, "discard", off, n, d.size, d.aligned(off, n), func() error {
+	return rangeOp(&d.closed, "discard", off, n, d.size.Load(), d.aligned(off, n), func() error {
 		if err := d.rangeIoctl(unix.BLKDISCARD, off, n); err != nil {
 			return fmt.Errorf("bdev: block %q: BLKDISCARD %d+%d: %w", d.path, off, n, err)
 		}
@@ -214,7 +226,7 @@ func (d *Block) Discard(off, n int64) error {
 }
 
 // Size implements Device.
-func (d *Block) Size() int64 { return d.size }
+func (d *Block) Size() int64 { return d.size.Load() }
 
 // BlockSize implements Device.
 func (d *Block) BlockSize() uint32 { return d.bs }

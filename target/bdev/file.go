@@ -16,7 +16,7 @@ type File struct {
 	f      *os.File
 	fd     int
 	path   string
-	size   int64
+	size   atomic.Int64 // grows in place (Resize)
 	bs     uint32
 	closed atomic.Bool
 	// noFallocate makes WriteZeroes and Discard skip fallocate (tests
@@ -77,7 +77,9 @@ func OpenFile(spec Spec) (*File, error) {
 			return fail(fmt.Errorf("bdev: file %q: set size from %d to %d bytes: %w", spec.Path, st.Size(), size, err))
 		}
 	}
-	return &File{f: f, fd: int(f.Fd()), path: spec.Path, size: size, bs: bs}, nil
+	d := &File{f: f, fd: int(f.Fd()), path: spec.Path, bs: bs}
+	d.size.Store(size)
+	return d, nil
 }
 
 // fileBlockSize checks a file backend's path, block size and size, and
@@ -133,7 +135,7 @@ func (d *File) ReadAt(p []byte, off int64) (int, error) {
 	if d.closed.Load() {
 		return 0, ErrClosed
 	}
-	if err := checkRange("read", off, int64(len(p)), d.size); err != nil {
+	if err := checkRange("read", off, int64(len(p)), d.size.Load()); err != nil {
 		return 0, err
 	}
 	n, err := d.f.ReadAt(p, off)
@@ -150,7 +152,7 @@ func (d *File) WriteAt(p []byte, off int64) (int, error) {
 	if d.closed.Load() {
 		return 0, ErrClosed
 	}
-	if err := checkRange("write", off, int64(len(p)), d.size); err != nil {
+	if err := checkRange("write", off, int64(len(p)), d.size.Load()); err != nil {
 		return 0, err
 	}
 	return d.f.WriteAt(p, off)
@@ -170,7 +172,7 @@ func (d *File) Flush() error {
 // WriteZeroes implements Device with fallocate(FALLOC_FL_ZERO_RANGE),
 // falling back to writing zeroes.
 func (d *File) WriteZeroes(off, n int64) error {
-	return rangeOp(&d.closed, "write zeroes", off, n, d.size, !d.noFallocate, func() error {
+	return rangeOp(&d.closed, "write zeroes", off, n, d.size.Load(), !d.noFallocate, func() error {
 		if err := unix.Fallocate(d.fd, unix.FALLOC_FL_ZERO_RANGE|unix.FALLOC_FL_KEEP_SIZE, off, n); err != nil {
 			return fmt.Errorf("bdev: file %q: zero range %d+%d: %w", d.path, off, n, err)
 		}
@@ -181,7 +183,7 @@ func (d *File) WriteZeroes(off, n int64) error {
 // Discard implements Device with fallocate(FALLOC_FL_PUNCH_HOLE), falling
 // back to WriteZeroes. Reads of the range return zeroes afterwards.
 func (d *File) Discard(off, n int64) error {
-	return rangeOp(&d.closed, "discard", off, n, d.size, !d.noFallocate, func() error {
+	return rangeOp(&d.closed, "discard", off, n, d.size.Load(), !d.noFallocate, func() error {
 		if err := unix.Fallocate(d.fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n); err != nil {
 			return fmt.Errorf("bdev: file %q: punch hole %d+%d: %w", d.path, off, n, err)
 		}
@@ -190,7 +192,7 @@ func (d *File) Discard(off, n int64) error {
 }
 
 // Size implements Device.
-func (d *File) Size() int64 { return d.size }
+func (d *File) Size() int64 { return d.size.Load() }
 
 // BlockSize implements Device.
 func (d *File) BlockSize() uint32 { return d.bs }

@@ -28,10 +28,10 @@ const (
 // another request's effect on some of its chunks and not others (as on a
 // real disk without atomic write guarantees beyond one block).
 type Memory struct {
-	size      int64
+	size      atomic.Int64 // grows in place (Resize), with chunks
 	bs        uint32
 	locks     [memStripes]sync.RWMutex
-	chunks    []*[MemoryChunkSize]byte // guarded by locks[i%memStripes]
+	chunks    []*[MemoryChunkSize]byte // guarded by locks[i%memStripes]; replaced under all of them
 	allocated atomic.Int64             // bytes of chunks allocated
 	closed    atomic.Bool
 }
@@ -47,7 +47,9 @@ func NewMemory(size int64, blockSize uint32) (*Memory, error) {
 		return nil, err
 	}
 	n := (size + MemoryChunkSize - 1) >> memChunkShift
-	return &Memory{size: size, bs: bs, chunks: make([]*[MemoryChunkSize]byte, n)}, nil
+	d := &Memory{bs: bs, chunks: make([]*[MemoryChunkSize]byte, n)}
+	d.size.Store(size)
+	return d, nil
 }
 
 // PhysicalMemory returns the machine's physical memory in bytes (sysinfo's
@@ -117,7 +119,7 @@ func (d *Memory) ReadAt(p []byte, off int64) (int, error) {
 	if d.closed.Load() {
 		return 0, ErrClosed
 	}
-	if err := checkRange("read", off, int64(len(p)), d.size); err != nil {
+	if err := checkRange("read", off, int64(len(p)), d.size.Load()); err != nil {
 		return 0, err
 	}
 	done := 0
@@ -144,7 +146,7 @@ func (d *Memory) WriteAt(p []byte, off int64) (int, error) {
 	if d.closed.Load() {
 		return 0, ErrClosed
 	}
-	if err := checkRange("write", off, int64(len(p)), d.size); err != nil {
+	if err := checkRange("write", off, int64(len(p)), d.size.Load()); err != nil {
 		return 0, err
 	}
 	done := 0
@@ -182,7 +184,7 @@ func (d *Memory) WriteZeroes(off, n int64) error {
 	if d.closed.Load() {
 		return ErrClosed
 	}
-	if err := checkRange("write zeroes", off, n, d.size); err != nil {
+	if err := checkRange("write zeroes", off, n, d.size.Load()); err != nil {
 		return err
 	}
 	d.zero(off, n)
@@ -194,7 +196,7 @@ func (d *Memory) Discard(off, n int64) error {
 	if d.closed.Load() {
 		return ErrClosed
 	}
-	if err := checkRange("discard", off, n, d.size); err != nil {
+	if err := checkRange("discard", off, n, d.size.Load()); err != nil {
 		return err
 	}
 	d.zero(off, n)
@@ -202,14 +204,14 @@ func (d *Memory) Discard(off, n int64) error {
 }
 
 func (d *Memory) zero(off, n int64) {
-	end := off + n
+	end, size := off+n, d.size.Load()
 	for pos := off; pos < end; {
 		i := pos >> memChunkShift
 		co := pos & (MemoryChunkSize - 1)
 		l := min(end-pos, MemoryChunkSize-co)
 		// The last chunk may be short when size is not a multiple of
 		// the chunk size: covering up to the device end covers it all.
-		whole := co == 0 && (l == MemoryChunkSize || pos+l == d.size)
+		whole := co == 0 && (l == MemoryChunkSize || pos+l == size)
 		mu := &d.locks[i%memStripes]
 		mu.Lock()
 		if c := d.chunks[i]; c != nil {
@@ -226,7 +228,7 @@ func (d *Memory) zero(off, n int64) {
 }
 
 // Size implements Device.
-func (d *Memory) Size() int64 { return d.size }
+func (d *Memory) Size() int64 { return d.size.Load() }
 
 // BlockSize implements Device.
 func (d *Memory) BlockSize() uint32 { return d.bs }

@@ -6,7 +6,7 @@ import "sync/atomic"
 // dropped (like Linux null_blk without memory backing). Useful to measure
 // the transport alone.
 type Null struct {
-	size   int64
+	size   atomic.Int64 // grows in place (Resize)
 	bs     uint32
 	closed atomic.Bool
 }
@@ -20,7 +20,9 @@ func NewNull(size int64, blockSize uint32) (*Null, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Null{size: size, bs: bs}, nil
+	d := &Null{bs: bs}
+	d.size.Store(size)
+	return d, nil
 }
 
 // ReadAt implements Device: p is zeroed.
@@ -28,7 +30,7 @@ func (d *Null) ReadAt(p []byte, off int64) (int, error) {
 	if d.closed.Load() {
 		return 0, ErrClosed
 	}
-	if err := checkRange("read", off, int64(len(p)), d.size); err != nil {
+	if err := checkRange("read", off, int64(len(p)), d.size.Load()); err != nil {
 		return 0, err
 	}
 	clear(p)
@@ -40,7 +42,7 @@ func (d *Null) WriteAt(p []byte, off int64) (int, error) {
 	if d.closed.Load() {
 		return 0, ErrClosed
 	}
-	if err := checkRange("write", off, int64(len(p)), d.size); err != nil {
+	if err := checkRange("write", off, int64(len(p)), d.size.Load()); err != nil {
 		return 0, err
 	}
 	return len(p), nil
@@ -59,7 +61,7 @@ func (d *Null) WriteZeroes(off, n int64) error {
 	if d.closed.Load() {
 		return ErrClosed
 	}
-	return checkRange("write zeroes", off, n, d.size)
+	return checkRange("write zeroes", off, n, d.size.Load())
 }
 
 // Discard implements Device.
@@ -67,11 +69,11 @@ func (d *Null) Discard(off, n int64) error {
 	if d.closed.Load() {
 		return ErrClosed
 	}
-	return checkRange("discard", off, n, d.size)
+	return checkRange("discard", off, n, d.size.Load())
 }
 
 // Size implements Device.
-func (d *Null) Size() int64 { return d.size }
+func (d *Null) Size() int64 { return d.size.Load() }
 
 // BlockSize implements Device.
 func (d *Null) BlockSize() uint32 { return d.bs }
