@@ -60,7 +60,7 @@
 //	  max_controllers = 16           # optional: controllers at once (nvmetd only)
 //
 //	  namespace "1" {                # label: the NSID, 1..4294967294
-//	    backend     = "file"         # file, block, memory or null
+//	    backend     = "file"         # file, block, memory, null or rbd
 //	    path        = "/var/lib/nvmetd/disk0.img" # device_path
 //	    size        = "1GiB"         # bytes, or a string with a unit (see ParseSize)
 //	    block_size  = 512            # 512..65536, a power of two
@@ -70,6 +70,8 @@
 //	    eui64       = "…"            # device_eui64
 //	    enabled     = true           # enable
 //	    buffered_io = false          # buffered_io
+//	    # backend "rbd" (nvmetd built with -tags rbd) takes instead of path:
+//	    # pool, image (required), ceph_conf, client_id ("admin"), keyring
 //	  }
 //	}
 //
