@@ -239,6 +239,17 @@ subsystem "nqn.2026-11.io.nvmeof:disk0" {
     path    = "/dev/disk/by-id/nvme-EXAMPLE_SERIAL"
     enabled = false
   }
+
+  # A Ceph RBD image (nvmetd built with -tags rbd; README "Ceph RBD"): its
+  # size is the image's, and an rbd resize raises the namespace-changed event.
+  # namespace "4" {
+  #   backend   = "rbd"
+  #   pool      = "rbd"
+  #   image     = "vol1"
+  #   ceph_conf = "/etc/ceph/ceph.conf"                   # default: librados' search
+  #   client_id = "nvmeof"                                # default "admin"
+  #   keyring   = "/etc/ceph/ceph.client.nvmeof.keyring"  # default: the conf's
+  # }
 }
 
 # A subsystem any host may use, on the first port only.
