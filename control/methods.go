@@ -543,7 +543,8 @@ type ResizeParams struct {
 	// Size is the new size; omitted for a block device, the device's size
 	// is read again (after the device was resized).
 	Size *Size `json:"size,omitempty"`
-	// Force allows resizing a memory namespace, which loses its data.
+	// Force allows shrinking a memory namespace, which creates it again
+	// empty (growing one keeps its data, in place).
 	Force bool `json:"force,omitempty"`
 }
 
@@ -727,8 +728,8 @@ func (s *Service) nsResize(params json.RawMessage) (any, *Error) {
 		switch {
 		case size <= 0:
 			return invalidParams("size must be positive")
-		case ns.Backend == configfs.BackendMemory && !q.Force && size != ns.Size:
-			return refused("resizing memory namespace %d of %s recreates it empty: its data is lost; force to do it", q.NSID, q.NQN)
+		case ns.Backend == configfs.BackendMemory && !q.Force && size < ns.Size:
+			return refused("shrinking memory namespace %d of %s recreates it empty: its data is lost; force to do it", q.NSID, q.NQN)
 		case ns.Backend == configfs.BackendFile:
 			ns.Grow = ns.Grow || size > ns.Size
 		}
@@ -741,7 +742,7 @@ func (s *Service) nsResize(params json.RawMessage) (any, *Error) {
 	if rescan {
 		// The configuration is unchanged: the backend's size is read
 		// again and hosts get a Namespace Attribute Changed event.
-		if err := s.srv.Target.NamespaceChanged(q.NQN, q.NSID); err != nil {
+		if err := s.srv.Target.RevalidateNamespace(q.NQN, q.NSID); err != nil {
 			return nil, errorf(CodeNotApplied, "%v", err)
 		}
 	}

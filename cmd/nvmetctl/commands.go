@@ -237,7 +237,7 @@ func nsCmd() *cli.Command {
 			return do(c, "ns.del", map[string]any{"nqn": nqn, "nsid": nsid}, func(bool) { say(c, "namespace %d of %s deleted", nsid, nqn) })
 		}},
 		&cli.Command{Name: "resize", Usage: "resize a namespace (without SIZE: read a block device's or file's size again)", ArgsUsage: "SUBSYSTEM-NQN NSID [SIZE]",
-			Flags: []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "resize a memory namespace, losing its data"}},
+			Flags: []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "shrink a memory namespace, creating it again empty"}},
 			Action: func(c *cli.Context) error {
 				a, err := args(c, "SUBSYSTEM-NQN", "NSID", "[SIZE]")
 				if err != nil {
