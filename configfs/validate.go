@@ -358,16 +358,20 @@ func (t *Tree) validate(c *collector) {
 			}
 		}
 		p.validate(c, path, subsystems)
-		if p.Trtype == TransportRDMA {
-			key := p.Trtype + " " + p.Traddr + " " + p.Trsvcid
-			if a, err := netip.ParseAddr(p.Traddr); err == nil {
-				key = p.Trtype + " " + a.String() + " " + p.Trsvcid
-			}
-			if other, dup := listen[key]; dup {
-				c.add(p.src, portHCLNames, path, "addr_trsvcid", "%s %s service %s is also used by %s", p.Trtype, p.Traddr, p.Trsvcid, other)
-			} else {
-				listen[key] = path
-			}
+		// Two ports on one address and service of a transport: the
+		// second would fail at listen time, after the first started.
+		svc := p.Trsvcid
+		if svc == "" {
+			svc = DefaultTrsvcid
+		}
+		key := p.Trtype + " " + p.Traddr + " " + svc
+		if a, err := netip.ParseAddr(p.Traddr); err == nil {
+			key = p.Trtype + " " + a.Unmap().String() + " " + svc
+		}
+		if other, dup := listen[key]; dup {
+			c.add(p.src, portHCLNames, path, "addr_trsvcid", "%s %s service %s is also used by %s", p.Trtype, p.Traddr, svc, other)
+		} else {
+			listen[key] = path
 		}
 	}
 }
