@@ -19,7 +19,7 @@ func connectExtraFlags() []cli.Flag {
 		&cli.IntFlag{Name: "fast_io_fail_tmo", Aliases: []string{"f"}, Value: -1,
 			Usage: "`SECONDS` after a connection loss after which I/O fails instead of waiting for the reconnection (-1: wait until ctrl-loss-tmo)"},
 		&cli.IntFlag{Name: "tos", Aliases: []string{"T"}, Value: -1,
-			Usage: "IP type of service `TOS` (DSCP << 2 | ECN, 0-255) of the RDMA connections; -1: the default (0). Applied by the ibverbs provider (rdma_set_option); the soft provider does not set it and says so"},
+			Usage: "IP type of service `TOS` (DSCP << 2 | ECN, 0-255) of the RDMA connections; -1: the default (0). Set on the connections' QPs (the CM REQ's traffic class, the target's QP follows it): ibverbs with rdma_set_option, soft as every datagram's IP TOS / IPv6 traffic class"},
 	}
 }
 

@@ -90,16 +90,11 @@ func openRDMA(a connectArgs, target netip.Addr, log hclog.Logger) (rdma.Device, 
 	if err != nil {
 		return nil, err
 	}
-	if name == provider.Soft {
-		if setTOS {
-			// The soft device's UDP sockets are shared by all its QPs and
-			// carry no per-QP type of service.
-			log.Warn("--tos is not applied by the soft RDMA provider: its packets keep TOS 0", "tos", tos)
-		}
-		return openSoft(cands, log)
-	}
 	if setTOS {
 		log.Info("RDMA connections use the IP type of service of --tos", "tos", tos, "dscp", tos>>2)
+	}
+	if name == provider.Soft {
+		return openSoft(cands, tos, log)
 	}
 	cfg.Provider = name
 	dev, err := provider.Open(cfg)
@@ -144,10 +139,11 @@ func interfaceOf(a netip.Addr) string {
 }
 
 // openSoft opens a soft RoCE device on the first free address of cands.
-func openSoft(cands []netip.Addr, log hclog.Logger) (rdma.Device, error) {
+// The connections it initiates carry traffic class tos (--tos; 0: none).
+func openSoft(cands []netip.Addr, tos uint8, log hclog.Logger) (rdma.Device, error) {
 	var last error
 	for _, a := range cands {
-		dev, err := soft.Open(soft.Config{Addr: a})
+		dev, err := soft.Open(soft.Config{Addr: a, TrafficClass: tos})
 		if err == nil {
 			log.Debug("soft RoCE device opened", "addr", a)
 			return dev, nil

@@ -454,6 +454,7 @@ func (m *Manager) Connect(ctx context.Context, addr netip.Addr, port uint16, qp 
 		c.mtu = p.PathMTU
 	}
 	c.flowLabel = roceFlowLabel(c.local.Port(), port)
+	c.trafficClass = m.opts.TrafficClass
 	c.avTimeout = m.opts.PacketLifeTime + 1
 	c.ackTimeout = ACKTimeout(m.opts.ACKDelay, m.opts.PacketLifeTime)
 	c.retryCount = p.RetryCount

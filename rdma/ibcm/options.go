@@ -64,6 +64,13 @@ type Options struct {
 	// RecvDepth and SendDepth size the GSI QP (0: DefaultRecvDepth,
 	// DefaultSendDepth).
 	RecvDepth, SendDepth int
+	// TrafficClass is the GRH traffic class (IP TOS / IPv6 traffic
+	// class) of the connections this side initiates, rdma_cm's
+	// RDMA_OPTION_ID_TOS: the REQ's primary path carries it (as
+	// cm_format_req does) and the QP's address vector gets it. A passive
+	// connection takes the REQ's instead, as ib_cm's cm_req_handler
+	// builds the AV from the REQ's path. 0: the default, TOS 0.
+	TrafficClass uint8
 }
 
 func (o Options) withDefaults() Options {

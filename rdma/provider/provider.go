@@ -68,8 +68,10 @@ type Config struct {
 	// Addr is the device's IP address (on RoCE its GID). Required.
 	Addr netip.Addr
 	// TOS, when SetTOS is true, is the IP type of service (DSCP << 2 |
-	// ECN) of the connections the connection manager sets up. The soft
-	// provider does not set it: it logs a warning and goes on.
+	// ECN) of the connections the connection manager initiates: ibverbs
+	// sets it with rdma_set_option(RDMA_OPTION_ID_TOS), soft as
+	// soft.Config.TrafficClass (the same: the REQ's and the QP's
+	// traffic class, sent as every datagram's TOS).
 	TOS    uint8
 	SetTOS bool
 	// Logger receives the provider's logs (nil: none).
@@ -164,10 +166,11 @@ func Open(cfg Config) (rdma.Device, error) {
 		}
 		return dev, nil
 	default:
+		scfg := soft.Config{Addr: cfg.Addr, MTU: cfg.MTU, Pcap: cfg.Pcap, Logger: log}
 		if cfg.SetTOS {
-			log.Warn("the soft RDMA provider does not set the IP type of service: tos ignored", "addr", cfg.Addr, "tos", cfg.TOS)
+			scfg.TrafficClass = cfg.TOS
 		}
-		dev, err := soft.Open(soft.Config{Addr: cfg.Addr, MTU: cfg.MTU, Pcap: cfg.Pcap, Logger: log})
+		dev, err := soft.Open(scfg)
 		if err != nil {
 			return nil, fmt.Errorf("soft RoCE device on %s: %w", cfg.Addr, err)
 		}

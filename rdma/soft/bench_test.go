@@ -416,7 +416,7 @@ func BenchmarkUDPGSOLoopback(b *testing.B) {
 	data := make([]byte, seg*segs)
 	for i := 0; i < batch; i++ {
 		m.setIov(i, data)
-		m.setMsg(i, i, 1, netip.AddrFrom4(dst).As16(), port, seg)
+		m.setMsg(i, i, 1, netip.AddrFrom4(dst).As16(), port, seg, 0)
 	}
 	b.SetBytes(seg - 16) // the RoCE payload of a 4 KiB packet
 	b.ReportAllocs()

@@ -100,6 +100,14 @@ type Config struct {
 	// DefaultMinRNRTimer. Linux's ib_cm gives code 0, 655.36 ms, which
 	// makes every RNR NAK cost the connection more than half a second.
 	MinRNRTimer time.Duration
+	// TrafficClass is the GRH traffic class (the IP TOS, DSCP << 2 |
+	// ECN; on IPv6 the traffic class) of the connections the connection
+	// manager initiates, as rdma_cm's RDMA_OPTION_ID_TOS: it goes into
+	// the REQ and the QP's address vector. Connections it accepts use
+	// the requester's. 0: TOS 0. A QP's own address vector
+	// (QPAttr.AH.TrafficClass, a UD work request's AH) decides what its
+	// datagrams carry (tos.go).
+	TrafficClass uint8
 }
 
 // DefaultMinRNRTimer is the default Config.MinRNRTimer (RNR timer code 14).
@@ -362,7 +370,7 @@ func (d *Device) Attr() rdma.DeviceAttr {
 // destroyed by Close. The QPs it connects get Config.MinRNRTimer.
 func (d *Device) ConnManager() (rdma.ConnManager, error) {
 	d.cmOnce.Do(func() {
-		m, err := ibcm.New(d, ibcm.Options{Logger: d.cfg.Logger, MinRNRTimer: rnrTimerCode(d.cfg.MinRNRTimer)})
+		m, err := ibcm.New(d, ibcm.Options{Logger: d.cfg.Logger, MinRNRTimer: rnrTimerCode(d.cfg.MinRNRTimer), TrafficClass: d.cfg.TrafficClass})
 		if err != nil {
 			d.cmErr = fmt.Errorf("soft: %s: connection manager: %w", d.name, err)
 			return

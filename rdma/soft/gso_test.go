@@ -682,7 +682,7 @@ func TestGSOKernelRuns(t *testing.T) {
 	send := func(buf []byte, seg int) {
 		t.Helper()
 		m.setIov(0, buf[rxHeadroom:])
-		m.setMsg(0, 0, 1, addrB.As16(), wire.UDPPort, seg)
+		m.setMsg(0, 0, 1, addrB.As16(), wire.UDPPort, seg, 0)
 		if _, _, err := m.sendBatch(rc, 1); err != nil {
 			t.Fatal(err)
 		}

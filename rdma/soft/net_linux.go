@@ -433,11 +433,11 @@ type mmsg struct {
 	names []unix.RawSockaddrInet4 // send: destinations; receive (GSO mode): sources
 	// names6 replaces names on an IPv6 device.
 	names6 []unix.RawSockaddrInet6
-	ctls   []udpSegmentCmsg // send only: each message's UDP_SEGMENT
-	gro    []groCmsg        // receive (GSO mode) only: each message's UDP_GRO
-	errs   []syscall.Errno  // send only: the error of each message sendBatch skipped
-	off    int              // first header of the current call
-	n      int              // headers in the current call
+	ctls   []txCmsg        // send only: each message's UDP_SEGMENT and IP_TOS / IPV6_TCLASS
+	gro    []groCmsg       // receive (GSO mode) only: each message's UDP_GRO
+	errs   []syscall.Errno // send only: the error of each message sendBatch skipped
+	off    int             // first header of the current call
+	n      int             // headers in the current call
 	res    int
 	errno  syscall.Errno
 
@@ -452,6 +452,22 @@ type udpSegmentCmsg struct {
 	hdr  unix.Cmsghdr
 	size uint16
 	_    [6]byte
+}
+
+// tosCmsg is a control message carrying IP_TOS or IPV6_TCLASS: a cmsghdr
+// followed by the value as an int (both take an int; IP_TOS also a byte).
+type tosCmsg struct {
+	hdr unix.Cmsghdr
+	tos int32
+	_   [4]byte
+}
+
+// txCmsg is the control buffer of one sent message: UDP_SEGMENT, then
+// IP_TOS / IPV6_TCLASS, contiguous, each CMSG_SPACE-sized, so a message
+// can carry either or both.
+type txCmsg struct {
+	seg udpSegmentCmsg
+	tos tosCmsg
 }
 
 // groCmsg is room for the control message recvmsg gives a UDP_GRO
@@ -479,7 +495,7 @@ func newMmsgFamily(n int, withNames, v6 bool) *mmsg {
 		} else {
 			m.names = make([]unix.RawSockaddrInet4, n)
 		}
-		m.ctls = make([]udpSegmentCmsg, n)
+		m.ctls = make([]txCmsg, n)
 		m.errs = make([]syscall.Errno, n)
 	}
 	for i := range m.hdrs {
@@ -571,24 +587,45 @@ func (m *mmsg) setIov(j int, b []byte) {
 
 // setMsg makes message i (of an mmsg made withNames) the n iovecs from
 // j on, sent to addr:port (an IPv4-mapped address for IPv4). seg > 0
-// makes it a UDP GSO send of seg-byte segments.
-func (m *mmsg) setMsg(i, j, n int, addr [16]byte, port uint16, seg int) {
+// makes it a UDP GSO send of seg-byte segments; tos != 0 sends it with
+// that IP TOS (IPv6: traffic class), per datagram: the sockets are
+// shared by QPs of different traffic classes. TOS 0 is the socket's
+// default and needs no control message.
+func (m *mmsg) setMsg(i, j, n int, addr [16]byte, port uint16, seg int, tos uint8) {
 	h := &m.hdrs[i].Hdr
 	h.Iov = &m.iovs[j]
 	h.SetIovlen(n)
 	m.setDest(i, addr, port)
-	if seg <= 0 {
+	if seg <= 0 && tos == 0 {
 		h.Control = nil
 		h.SetControllen(0)
 		return
 	}
 	c := &m.ctls[i]
-	c.hdr.Level = unix.SOL_UDP
-	c.hdr.Type = unix.UDP_SEGMENT
-	c.hdr.SetLen(unix.CmsgLen(2))
-	c.size = uint16(seg)
-	h.Control = (*byte)(unsafe.Pointer(c))
-	h.SetControllen(unix.CmsgSpace(2))
+	var ctl unsafe.Pointer
+	size := 0
+	if seg > 0 {
+		c.seg.hdr.Level = unix.SOL_UDP
+		c.seg.hdr.Type = unix.UDP_SEGMENT
+		c.seg.hdr.SetLen(unix.CmsgLen(2))
+		c.seg.size = uint16(seg)
+		ctl, size = unsafe.Pointer(&c.seg), unix.CmsgSpace(2)
+	}
+	if tos != 0 {
+		if m.names6 != nil {
+			c.tos.hdr.Level, c.tos.hdr.Type = unix.IPPROTO_IPV6, unix.IPV6_TCLASS
+		} else {
+			c.tos.hdr.Level, c.tos.hdr.Type = unix.IPPROTO_IP, unix.IP_TOS
+		}
+		c.tos.hdr.SetLen(unix.CmsgLen(4))
+		c.tos.tos = int32(tos)
+		if ctl == nil {
+			ctl = unsafe.Pointer(&c.tos)
+		}
+		size += unix.CmsgSpace(4)
+	}
+	h.Control = (*byte)(ctl)
+	h.SetControllen(size)
 }
 
 // setDest sets the destination of message i: addr is an IPv6 address,

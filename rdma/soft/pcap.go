@@ -67,13 +67,19 @@ func (p *pcapWriter) flush() {
 // csum records a valid UDP checksum, as a socket that computes checksums
 // (a loopback device's, which GSO needs) would send on a wire; on lo the
 // kernel leaves it unfinished. Otherwise the checksum is 0 (SO_NO_CHECK).
-func (p *pcapWriter) writeSentPorts(src, dst [4]byte, id, sport, dport uint16, pkt []byte, csum bool) {
+// tos is the TOS the datagram was sent with (an IP_TOS control message).
+func (p *pcapWriter) writeSentPorts(src, dst [4]byte, tos uint8, id, sport, dport uint16, pkt []byte, csum bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := wire.IPv4HeaderLen + wire.UDPHeaderLen + len(pkt)
 	p.record(n)
 	p.buf = p.buf[:16+wire.IPv4HeaderLen+wire.UDPHeaderLen]
 	putIPv4UDPHeaderPorts(p.buf[16:], src, dst, id, sport, dport, len(pkt))
+	if tos != 0 {
+		ip := p.buf[16 : 16+wire.IPv4HeaderLen]
+		ip[1], ip[10], ip[11] = tos, 0, 0
+		binary.BigEndian.PutUint16(ip[10:], ipv4Checksum(ip))
+	}
 	p.buf = append(p.buf, pkt...)
 	if csum {
 		putUDPChecksum(p.buf[16:])
@@ -83,14 +89,17 @@ func (p *pcapWriter) writeSentPorts(src, dst [4]byte, id, sport, dport uint16, p
 
 // writeSent6 records a packet an IPv6 device sent, with the IPv6 and UDP
 // headers Linux writes for it (flow label 0, hop limit 64) and a valid
-// UDP checksum (an IPv6 UDP socket computes it).
-func (p *pcapWriter) writeSent6(src, dst [16]byte, sport, dport uint16, pkt []byte) {
+// UDP checksum (an IPv6 UDP socket computes it), with traffic class tc
+// (an IPV6_TCLASS control message).
+func (p *pcapWriter) writeSent6(src, dst [16]byte, tc uint8, sport, dport uint16, pkt []byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := wire.IPv6HeaderLen + wire.UDPHeaderLen + len(pkt)
 	p.record(n)
 	p.buf = p.buf[:16+wire.IPv6HeaderLen+wire.UDPHeaderLen]
 	putIPv6UDPHeader(p.buf[16:], src, dst, sport, dport, len(pkt))
+	p.buf[16] |= tc >> 4
+	p.buf[17] |= tc << 4
 	p.buf = append(p.buf, pkt...)
 	putUDPChecksum(p.buf[16:])
 	p.flush()

@@ -35,6 +35,7 @@ type sendWQE struct {
 	status  rdma.WCStatus // an error found at post time or while sending
 	// UD destination.
 	dst        [16]byte // IPv4-mapped for IPv4
+	tos        uint8    // the AH's traffic class: the datagram's IP TOS / IPv6 traffic class
 	rqpn, qkey uint32
 	// Progress.
 	state       wqeState
@@ -101,6 +102,10 @@ type qp struct {
 	// src is the socket of the QP's UDP source port (sport.go; nil: the
 	// device's own).
 	src *srcSock
+	// tos is the traffic class of the QP's address vector (RC): the IP
+	// TOS / IPv6 traffic class of every datagram it sends, as rxe's
+	// prepare4/prepare6 take it from the AV's GRH (tos.go).
+	tos uint8
 	// stats are the QP's own counters (qpstats.go).
 	stats qpCounters
 }
@@ -288,6 +293,7 @@ func (q *qp) Modify(attr *rdma.QPAttr, mask rdma.QPAttrMask) error {
 	if mask&rdma.QPAttrAV != 0 {
 		a.AH = attr.AH
 		q.dst = attr.AH.DGID.Addr().As16()
+		q.tos = attr.AH.TrafficClass
 	}
 	if mask&rdma.QPAttrPathMTU != 0 {
 		a.PathMTU = attr.PathMTU
@@ -629,6 +635,7 @@ func (q *qp) postSend(wr *rdma.SendWR) error {
 			return fmt.Errorf("soft: UD destination %s (not of the family of %v): %w", wr.AH.DGID, q.dev.addr, rdma.ErrInvalidArgument)
 		}
 		w.dst, w.rqpn, w.qkey = wr.AH.DGID.Addr().As16(), wr.RemoteQPN&wire.QPNMask, wr.RemoteQKey
+		w.tos = wr.AH.TrafficClass
 		if wr.RemoteQKey&0x80000000 != 0 && q.typ == rdma.QPTypeUD {
 			w.qkey = q.attr.QKey
 		}

@@ -361,6 +361,7 @@ func (q *qp) buildUD(tx *txBatch, w *sendWQE) {
 	clear(b[o : o+pad])
 	p.n = o + pad + wire.ICRCLen
 	p.dst = w.dst
+	tx.tos = w.tos // a UD WR's own address vector (the batch is this QP's: forQP)
 	tx.commit()
 	q.req.psn = wire.PSNAdd(q.req.psn, 1)
 }

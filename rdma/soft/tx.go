@@ -23,6 +23,7 @@ type txPkt struct {
 	buf [maxPacketSize]byte
 	n   int
 	dst [16]byte // IPv4-mapped for IPv4
+	tos uint8    // IP TOS / IPv6 traffic class (the QP's AV traffic class)
 	// flip is the bit the send-side fault injector flips once the ICRC
 	// is computed, plus one (0: none).
 	flip int
@@ -97,12 +98,15 @@ type txBatch struct {
 	// and commit stamps it on the packet; qc likewise the QP's counters.
 	src *srcSock
 	qc  *qpCounters
+	// tos is the traffic class commit stamps: the QP's (forQP), or a UD
+	// work request's own.
+	tos uint8
 }
 
-// forQP makes the packets committed next q's: its source port and its
-// counters.
+// forQP makes the packets committed next q's: its source port, its
+// traffic class and its counters.
 func (t *txBatch) forQP(q *qp) {
-	t.src, t.qc = q.src, &q.stats
+	t.src, t.qc, t.tos = q.src, &q.stats, q.tos
 }
 
 func newTxBatch(d *Device) *txBatch {
@@ -128,7 +132,7 @@ func (t *txBatch) next() *txPkt {
 
 // commit adds the packet returned by next to the batch.
 func (t *txBatch) commit() {
-	t.pkts[t.n].from, t.pkts[t.n].qc = t.src, t.qc
+	t.pkts[t.n].from, t.pkts[t.n].qc, t.pkts[t.n].tos = t.src, t.qc, t.tos
 	t.n++
 }
 
@@ -232,7 +236,7 @@ func (t *txBatch) send() {
 		if run > 1 {
 			seg = t.out[i].n
 		}
-		t.m.setMsg(nm, first, iv-first, t.out[i].dst, dport, seg)
+		t.m.setMsg(nm, first, iv-first, t.out[i].dst, dport, seg, t.out[i].tos)
 		t.msgs[nm] = txMsg{count: run, bytes: bytes, seg: seg, from: t.out[i].from}
 		nm++
 		i += run
@@ -249,9 +253,9 @@ func (t *txBatch) send() {
 		for i, p := range t.out[:k] {
 			sport := d.sourcePort(p.from)
 			if d.v6 {
-				d.pcap.writeSent6(d.addr16, p.dst, sport, dport, p.buf[:p.n])
+				d.pcap.writeSent6(d.addr16, p.dst, p.tos, sport, dport, p.buf[:p.n])
 			} else {
-				d.pcap.writeSentPorts(d.addr4, [4]byte(p.dst[12:]), t.ids[i], sport, dport, p.buf[:p.n], d.socks.gsoMode)
+				d.pcap.writeSentPorts(d.addr4, [4]byte(p.dst[12:]), p.tos, t.ids[i], sport, dport, p.buf[:p.n], d.socks.gsoMode)
 			}
 		}
 	}
@@ -343,7 +347,7 @@ func (t *txBatch) applyFaults(f *faults) int {
 			if act&faultReorder != 0 && !reordered && i+1 < t.n {
 				// Deliver it after the next packet of this batch.
 				d.stats.faultReorders.Add(1)
-				t.held.n, t.held.dst, t.held.flip, t.held.from, t.held.qc = p.n, p.dst, p.flip, p.from, p.qc
+				t.held.n, t.held.dst, t.held.flip, t.held.from, t.held.qc, t.held.tos = p.n, p.dst, p.flip, p.from, p.qc, p.tos
 				copy(t.held.buf[:p.n], p.buf[:p.n])
 				holding, reordered = true, true
 				continue
@@ -369,7 +373,8 @@ func (t *txBatch) applyFaults(f *faults) int {
 // gsoRun returns the length of the GSO run starting at t.out[i] (1: the
 // packet goes alone): the packet and the following ones of its length
 // from the same source port to the same loopback destination
-// (127.0.0.0/8, or ::1 for an IPv6 device) and destination QP, and one
+// (127.0.0.0/8, or ::1 for an IPv6 device) and destination QP with the
+// same traffic class (one IP header, one TOS, per GSO send), and one
 // shorter one to end the run, within gsoMaxSegments packets and
 // gsoMaxPayload bytes (gso.go). One destination QP, because the receiver
 // picks its receive queue by the first packet's. Duplicates made by the
@@ -383,7 +388,7 @@ func (t *txBatch) gsoRun(i, k int) int {
 	for i+run < k && run < gsoMaxSegments {
 		j := i + run
 		q := t.out[j]
-		if t.alone[j] || q.dst != p.dst || q.from != p.from || wire.BTH(q.buf[:]).DestQP() != wire.BTH(p.buf[:]).DestQP() ||
+		if t.alone[j] || q.dst != p.dst || q.from != p.from || q.tos != p.tos || wire.BTH(q.buf[:]).DestQP() != wire.BTH(p.buf[:]).DestQP() ||
 			q.n > s || total+q.n > gsoMaxPayload {
 			break
 		}
