@@ -93,6 +93,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.StringFlag{Name: "log-level", Usage: "trace, debug, info, warn, error or off (overrides the config's log_level; trace adds a line per command and completion)"},
 			&cli.BoolFlag{Name: "version", Usage: "print the version (module version and VCS revision) and exit"},
 			&cli.BoolFlag{Name: "log-json", Usage: "log as JSON lines"},
+			logTargetFlag, // logtarget.go
 			&cli.BoolFlag{Name: "check", Usage: "check the configuration as start would (backends, memory, ports) and exit"},
 			&cli.BoolFlag{Name: "print-default", Usage: "print the embedded default configuration and exit"},
 			&cli.StringFlag{Name: "pcap", Usage: "write every RoCEv2 packet of the first soft device to `FILE` (pcap)"},
@@ -195,6 +196,9 @@ func serve(c *cli.Context) error {
 			return err
 		}
 	}
+	if err := checkLogTarget(c); err != nil { // logtarget.go
+		return err
+	}
 	if err := loadDriveDB(c); err != nil { // smart.go
 		return err
 	}
@@ -231,12 +235,11 @@ func serve(c *cli.Context) error {
 	if level == "" {
 		level = "info"
 	}
-	log := hclog.New(&hclog.LoggerOptions{
-		Name:       "nvmetd",
-		Level:      hclog.LevelFromString(level),
-		JSONFormat: c.Bool("log-json"),
-		Output:     c.App.ErrWriter,
-	})
+	log, closeLog, err := newLogger(c, hclog.LevelFromString(level)) // logtarget.go: --log-target
+	if err != nil {
+		return err
+	}
+	defer closeLog()
 	opts := server.Options{Logger: log, Poll: c.Bool("poll")}
 	if p := c.String("pcap"); p != "" {
 		f, err := os.Create(p)

@@ -208,3 +208,13 @@ func (s *Server) WaitFor(t testing.TB, timeout time.Duration, match func(Entry) 
 	t.Fatalf("fake journal: no matching entry among 10000")
 	return Entry{}
 }
+
+// TryNext returns an entry already received, if any, without waiting.
+func (s *Server) TryNext() (Entry, bool) {
+	select {
+	case e := <-s.entries:
+		return e, true
+	default:
+		return Entry{}, false
+	}
+}
