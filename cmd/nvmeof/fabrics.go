@@ -134,6 +134,9 @@ func connectOne(c *cli.Context, a connectArgs) (*session.State, error) {
 	if err := a.validateConnect(); err != nil {
 		return nil, err
 	}
+	if err := checkLogTarget(c); err != nil { // logtarget.go
+		return nil, err
+	}
 	if a.Trsvcid == "" {
 		a.Trsvcid = strconv.Itoa(fabrics.DefaultServiceID)
 	}
@@ -184,12 +187,18 @@ func connectOne(c *cli.Context, a connectArgs) (*session.State, error) {
 		return nil, err
 	}
 	args = append(args, margs...)
+	largs, lf := daemonLogArgs(c, secretsFD+len(extra)) // logtarget.go
+	args = append(args, largs...)
+	if lf != nil {
+		extra = append(extra, lf)
+	}
+	where := logWhere(c.String("log-target"), runDir, slot.Name)
 	log := newLogger(c, "nvmeof")
-	log.Debug("starting the connection daemon", "name", slot.Name, "log", slot.LogPath(), "log_level", a.LogLevel)
+	log.Debug("starting the connection daemon", "name", slot.Name, "log", where, "log_level", a.LogLevel)
 	st, err := session.StartDaemon(exe, args, slot, a.Timeout+mapTimeout+startSlack, extra...)
 	if err != nil {
-		log.Debug("the connection daemon failed; its log stays", "name", slot.Name, "log", slot.LogPath())
-		return nil, fmt.Errorf("%s (log: %s)", trimPrefixes(err.Error()), slot.LogPath())
+		log.Debug("the connection daemon failed; its log stays", "name", slot.Name, "log", where)
+		return nil, fmt.Errorf("%s (log: %s)", trimPrefixes(err.Error()), where)
 	}
 	log.Debug("connection daemon running", "name", st.Name, "pid", st.PID, "log", st.Log)
 	return st, nil
@@ -449,11 +458,13 @@ func cmdDaemon(c *cli.Context) error {
 		rep.Send(session.Report{Error: "bad connection spec: " + err.Error()})
 		return err
 	}
-	log := hclog.New(&hclog.LoggerOptions{
-		Name:   "nvmeof." + slot.Name,
-		Level:  hclog.LevelFromString(a.LogLevel),
-		Output: c.App.ErrWriter,
-	})
+	log, closeLog, err := daemonLogger(c, slot.Name, a.NQN, hclog.LevelFromString(a.LogLevel)) // logtarget.go
+	if err != nil {
+		fmt.Fprintln(c.App.ErrWriter, err)
+		rep.Send(session.Report{Error: err.Error()})
+		return err
+	}
+	defer closeLog()
 	fail := func(msg string) error {
 		log.Error("connect failed", "error", msg)
 		rep.Send(session.Report{Error: msg})
@@ -489,6 +500,7 @@ func cmdDaemon(c *cli.Context) error {
 		Trsvcid:    a.Trsvcid,
 		HostTraddr: tr.host,
 		SubsysNQN:  a.NQN,
+		Log:        logWhere(c.String("log-target"), runDir, slot.Name),
 	}
 	d := session.NewDaemon(slot, info, session.Config{None: none, Method: method, GiveUpAfter: giveUpAfter(opts)}, log)
 	opts.OnAsyncEvent = d.AsyncEvent

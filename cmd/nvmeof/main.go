@@ -87,7 +87,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "run-dir", Value: session.DefaultRunDir, EnvVars: []string{"NVMEOF_RUN_DIR"},
 				Usage: "`DIR` where the connection daemons keep their state, sockets, logs and FUSE mounts"},
-			&cli.StringFlag{Name: "log-level", Value: "off", Usage: "log `LEVEL` on stderr: trace, debug, info, warn, error or off (connection daemons log to their own file)"},
+			&cli.StringFlag{Name: "log-level", Value: "off", Usage: "log `LEVEL` on stderr: trace, debug, info, warn, error or off (connection daemons log to their own file, or where connect's --log-target says)"},
 		},
 		Commands: append([]*cli.Command{
 			{
@@ -111,7 +111,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					"bidirectional authentication); the daemon gets the secrets through a pipe and keeps\n" +
 					"them in memory only, for reconnecting: not in its command line, state or log.\n" +
 					"Example: nvmeof connect -t rdma -a 192.0.2.1 -s 4420 -n nqn.2026-11.io.nvmeof:disk0",
-				Flags: append(fabricsFlags(true), outputFlag, metricsAddressFlag, pprofFlag,
+				Flags: append(fabricsFlags(true), outputFlag, metricsAddressFlag, pprofFlag, logTargetFlag,
 					&cli.StringFlag{Name: "map", Value: "auto",
 						Usage: "how to map namespaces, `MODE`: auto (ublk, else nbd, else fuse: the first the kernel has), ublk, nbd, fuse (FUSE file + loop device), or none"}),
 				Action: cmdConnect,
@@ -122,7 +122,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Description: "Reads the discovery log at -a/-s and connects each NVM subsystem entry of the same\n" +
 					"transport that is not connected yet, as `nvmeof connect` would. Without -a, does so for\n" +
 					"each discovery controller of --discovery-conf (/etc/nvme/discovery.conf), as nvme-cli.",
-				Flags: append(fabricsFlags(false), outputFlag, metricsAddressFlag, pprofFlag, discoveryConfFlag,
+				Flags: append(fabricsFlags(false), outputFlag, metricsAddressFlag, pprofFlag, discoveryConfFlag, logTargetFlag,
 					&cli.StringFlag{Name: "map", Value: "auto", Usage: "how to map namespaces, `MODE`: auto, ublk, nbd, fuse or none"}),
 				Action: cmdConnectAllConf, // discoveryconf.go: cmdConnectAll with -a
 			},
@@ -195,6 +195,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 					&cli.StringFlag{Name: "name", Required: true},
 					&cli.StringFlag{Name: "spec", Required: true},
 					metricsAddressFlag, pprofFlag, // metrics.go
+					logTargetFlag, logFDFlag, // logtarget.go
 				},
 				Action: cmdDaemon,
 			},

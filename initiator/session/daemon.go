@@ -85,7 +85,9 @@ func NewDaemon(slot *Slot, info State, mcfg Config, log hclog.Logger) *Daemon {
 	}
 	info.Name = slot.Name
 	info.PID = os.Getpid()
-	info.Log = slot.LogPath()
+	if info.Log == "" {
+		info.Log = slot.LogPath()
+	}
 	if info.Started.IsZero() {
 		info.Started = time.Now().UTC().Truncate(time.Second)
 	}

@@ -31,7 +31,7 @@ type State struct {
 	QueueSize int    `json:"queue_size"`
 	KATO      int    `json:"kato"` // keep-alive timeout in seconds (0: none)
 
-	Log     string    `json:"log"` // the daemon's log file
+	Log     string    `json:"log"` // the daemon's log file, or where it logs (a journalctl command, "stderr")
 	Started time.Time `json:"started"`
 
 	Namespaces []Namespace `json:"namespaces"`
