@@ -23,11 +23,12 @@ import (
 // connect -T/--tos gives the soft provider) connects to a target device
 // without one. The host's capture shows every packet of the I/O queue's
 // QP (command capsules, RDMA READ responses carrying write data, ACKs)
-// with that TOS, and the target's capture shows its QP's packets (CQE
-// capsules, RDMA WRITEs of read data, READ requests) with it too: the
-// passive side's QP takes the traffic class the CM REQ carried, as
-// Linux's ib_cm builds its address vector from the REQ's primary path.
-// Every sent packet passes the ICRC.
+// and its CM MADs (REQ, RTU, DREQ) with that TOS, and the target's
+// capture shows its QP's packets (CQE capsules, RDMA WRITEs of read data,
+// READ requests) and MADs (REP, DREP) with it too: the passive side takes
+// the traffic class the CM REQ carried, as Linux's ib_cm builds its
+// address vector from the REQ's primary path. Every sent packet passes
+// the ICRC.
 func TestSoftTOS(t *testing.T) {
 	const tos = 0x68 // DSCP AF31
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -107,9 +108,6 @@ func TestSoftTOS(t *testing.T) {
 				t.Fatalf("%s record %d: %v", side.name, i, err)
 			}
 			bth := wire.BTH(pkt)
-			if bth.DestQP() == wire.GSIQPN {
-				continue // CM MADs go through QP1's own address vectors
-			}
 			if ip[1] != tos {
 				t.Errorf("%s record %d: %s with TOS %#x, want %#x", side.name, i, bth.Opcode(), ip[1], tos)
 			}
@@ -117,6 +115,9 @@ func TestSoftTOS(t *testing.T) {
 		}
 		if ops[wire.RCSendOnly] == 0 && ops[wire.RCSendOnlyWithInvalidate] == 0 {
 			t.Errorf("%s: no capsule sent (opcodes %v)", side.name, ops)
+		}
+		if ops[wire.UDSendOnly] == 0 {
+			t.Errorf("%s: no CM MAD sent (opcodes %v)", side.name, ops)
 		}
 		t.Logf("%s: packets with TOS %#x by opcode: %v", side.name, tos, ops)
 	}

@@ -242,7 +242,7 @@ func (c *conn) qpToErr() {
 // until stopTimer (m.mu held).
 func (c *conn) sendAndArm(msg []byte, timeout time.Duration, retries int) {
 	c.msg, c.timeout, c.retries = msg, timeout, retries
-	c.m.send(c.peer, msg)
+	c.m.sendConn(c, msg)
 	c.lastSent = time.Now()
 	c.arm()
 }
@@ -272,7 +272,7 @@ func (m *Manager) onTimer(c *conn, gen uint64) {
 	if c.retries > 0 {
 		c.retries--
 		m.log.Debug("retransmitting", "mad", wire.MAD(c.msg).String(), "state", c.state, "retries_left", c.retries)
-		m.send(c.peer, c.msg)
+		m.sendConn(c, c.msg)
 		c.lastSent = time.Now()
 		c.arm()
 		return
@@ -482,7 +482,7 @@ func (m *Manager) Connect(ctx context.Context, addr netip.Addr, port uint16, qp 
 			// cm_destroy_id: give up with a REJ "timeout" naming our CA GUID.
 			var ari [8]byte
 			binary.BigEndian.PutUint64(ari[:], m.guid)
-			m.send(c.peer, formatREJ(c, c.state, wire.REJTimeout, ari[:], nil))
+			m.sendConn(c, formatREJ(c, c.state, wire.REJTimeout, ari[:], nil))
 			m.removeConn(c)
 			m.mu.Unlock()
 			return fail(ctx.Err())
@@ -509,13 +509,13 @@ func (m *Manager) Connect(ctx context.Context, addr netip.Addr, port uint16, qp 
 		return fail(fmt.Errorf("connection ended in state %s after the REP", c.state))
 	}
 	if err != nil {
-		m.send(c.peer, formatREJ(c, stRepRcvd, wire.REJConsumerDefined, nil, nil))
+		m.sendConn(c, formatREJ(c, stRepRcvd, wire.REJConsumerDefined, nil, nil))
 		c.qpToErr()
 		m.removeConn(c)
 		return fail(err)
 	}
 	c.lastRTU = formatRTU(c)
-	m.send(c.peer, c.lastRTU)
+	m.sendConn(c, c.lastRTU)
 	c.state = stEstablished
 	c.handedOut = true
 	c.emit(rdma.EventEstablished, c.privateData)
@@ -545,7 +545,7 @@ func (m *Manager) onREP(src netip.Addr, mad wire.MAD) {
 	case stEstablished:
 		if c.remoteID == rep.LocalCommID() {
 			m.log.Debug("duplicate REP: resending RTU", "local_id", c.localID)
-			m.send(c.peer, c.lastRTU)
+			m.sendConn(c, c.lastRTU)
 		}
 		return
 	default:
@@ -705,19 +705,19 @@ func (m *Manager) onDREQ(src netip.Addr, mad wire.MAD) {
 	case stEstablished, stDreqSent:
 		c.stopTimer()
 		c.qpToErr()
-		m.send(c.peer, formatDREP(c, mad.TID()))
+		m.sendConn(c, formatDREP(c, mad.TID()))
 		m.log.Debug("DREQ received", "remote", c.remote)
 		c.disconnected(pd)
 		c.enterTimeWait()
 	case stRepSent, stMRARepRcvd:
 		c.stopTimer()
 		c.qpToErr()
-		m.send(c.peer, formatDREP(c, mad.TID()))
+		m.sendConn(c, formatDREP(c, mad.TID()))
 		c.disconnected(pd)
 		c.enterTimeWait()
 		c.resolve(fmt.Errorf("ibcm: accept from %v: the peer disconnected before the connection was established", c.remote))
 	case stTimeWait:
-		m.send(c.peer, formatDREP(c, mad.TID()))
+		m.sendConn(c, formatDREP(c, mad.TID()))
 	}
 }
 

@@ -263,7 +263,16 @@ func (m *Manager) repost(i int) {
 }
 
 // send posts a copy of a MAD to QP 1 of dst.
-func (m *Manager) send(dst netip.Addr, mad []byte) {
+func (m *Manager) send(dst netip.Addr, mad []byte) { m.sendTC(dst, 0, mad) }
+
+// sendConn posts a copy of a MAD of connection c to its peer with the
+// connection's traffic class: ib_cm sends a connection's MADs with the AV
+// of its path (cm_alloc_msg), which carries it (RDMA_OPTION_ID_TOS on the
+// active side, the REQ's on the passive side).
+func (m *Manager) sendConn(c *conn, mad []byte) { m.sendTC(c.peer, c.trafficClass, mad) }
+
+// sendTC posts a copy of a MAD to QP 1 of dst with traffic class tc.
+func (m *Manager) sendTC(dst netip.Addr, tc uint8, mad []byte) {
 	m.sendMu.Lock()
 	if len(m.sendFree) == 0 {
 		m.sendMu.Unlock()
@@ -279,7 +288,7 @@ func (m *Manager) send(dst netip.Addr, mad []byte) {
 		SGL:        []rdma.SGE{{Addr: m.sendMR.Addr() + uint64(i*wire.MADLen), Length: wire.MADLen, LKey: m.sendMR.LKey()}},
 		Opcode:     rdma.WRSend,
 		Flags:      rdma.SendSignaled,
-		AH:         rdma.AH{DGID: rdma.GIDFromAddr(dst), HopLimit: 64},
+		AH:         rdma.AH{DGID: rdma.GIDFromAddr(dst), HopLimit: 64, TrafficClass: tc},
 		RemoteQPN:  wire.GSIQPN,
 		RemoteQKey: wire.GSIQKey,
 	}

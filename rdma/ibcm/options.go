@@ -67,9 +67,11 @@ type Options struct {
 	// TrafficClass is the GRH traffic class (IP TOS / IPv6 traffic
 	// class) of the connections this side initiates, rdma_cm's
 	// RDMA_OPTION_ID_TOS: the REQ's primary path carries it (as
-	// cm_format_req does) and the QP's address vector gets it. A passive
-	// connection takes the REQ's instead, as ib_cm's cm_req_handler
-	// builds the AV from the REQ's path. 0: the default, TOS 0.
+	// cm_format_req does), the QP's address vector gets it and the
+	// connection's MADs are sent with it (ib_cm sends them with the
+	// path's AV). A passive connection takes the REQ's instead, as
+	// ib_cm's cm_req_handler builds the AV from the REQ's path. 0: the
+	// default, TOS 0.
 	TrafficClass uint8
 }
 

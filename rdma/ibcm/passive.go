@@ -76,7 +76,7 @@ func (l *listener) closeLocked() {
 	}
 	for _, c := range l.pending {
 		if (c.state == stReqRcvd || c.state == stMRAReqSent) && !c.answered {
-			m.send(c.peer, formatREJ(c, c.state, wire.REJConsumerDefined, nil, nil))
+			m.sendConn(c, formatREJ(c, c.state, wire.REJConsumerDefined, nil, nil))
 			c.lastREJ = fmt.Errorf("ibcm: listener on port %d closed: %w", l.port, rdma.ErrClosed)
 			m.removeConn(c)
 		}
@@ -160,7 +160,7 @@ func (r *request) Accept(ctx context.Context, qp rdma.QP, privateData []byte, p 
 		return fail(why)
 	}
 	if err != nil {
-		m.send(c.peer, formatREJ(c, c.state, wire.REJConsumerDefined, nil, nil))
+		m.sendConn(c, formatREJ(c, c.state, wire.REJConsumerDefined, nil, nil))
 		c.qpToErr()
 		m.removeConn(c)
 		m.mu.Unlock()
@@ -179,7 +179,7 @@ func (r *request) Accept(ctx context.Context, qp rdma.QP, privateData []byte, p 
 		m.mu.Lock()
 		if c.state == stRepSent || c.state == stMRARepRcvd {
 			// cm_destroy_id in REP_SENT: REJ "consumer defined".
-			m.send(c.peer, formatREJ(c, c.state, wire.REJConsumerDefined, nil, nil))
+			m.sendConn(c, formatREJ(c, c.state, wire.REJConsumerDefined, nil, nil))
 			c.qpToErr()
 			m.removeConn(c)
 			m.mu.Unlock()
@@ -207,7 +207,7 @@ func (r *request) Reject(privateData []byte) error {
 		return fmt.Errorf("ibcm: reject %v: %w", c.remote, err)
 	}
 	m.log.Debug("sending REJ (consumer defined)", "remote", c.remote, "private_data_len", len(privateData))
-	m.send(c.peer, formatREJ(c, c.state, wire.REJConsumerDefined, nil, privateData))
+	m.sendConn(c, formatREJ(c, c.state, wire.REJConsumerDefined, nil, privateData))
 	m.removeConn(c)
 	return nil
 }
@@ -327,20 +327,20 @@ func (m *Manager) dupREQ(c *conn) {
 			c.mra = formatMRA(c, wire.CMMessageREQ, m.opts.MRAServiceTimeout)
 			c.state = stMRAReqSent
 			m.log.Debug("duplicate REQ: sending MRA", "remote", c.remote)
-			m.send(c.peer, c.mra)
+			m.sendConn(c, c.mra)
 		}
 	case stMRAReqSent:
-		m.send(c.peer, c.mra)
+		m.sendConn(c, c.mra)
 	case stRepSent, stMRARepRcvd:
 		// A retransmitted REQ means the REP was lost: send it again
 		// (Linux waits for its own REP timer instead).
 		if time.Since(c.lastSent) >= cmTimeout(c.peerRespTimeout)/2 {
 			m.log.Debug("duplicate REQ: resending REP", "remote", c.remote)
-			m.send(c.peer, c.msg)
+			m.sendConn(c, c.msg)
 			c.lastSent = time.Now()
 		}
 	case stTimeWait:
-		m.send(c.peer, formatREJ(c, stTimeWait, wire.REJStaleConn, nil, nil))
+		m.sendConn(c, formatREJ(c, stTimeWait, wire.REJStaleConn, nil, nil))
 	default:
 		m.log.Debug("duplicate REQ ignored", "remote", c.remote, "state", c.state)
 	}
