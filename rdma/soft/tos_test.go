@@ -111,8 +111,8 @@ func bringUpAV(t *testing.T, e *end, peer netip.Addr, peerQPN uint32, av rdma.AH
 // by a packet socket (the headers the kernel wrote) and in a's capture,
 // in GSO mode, raw mode and on IPv6. Every single-packet datagram on lo
 // and every capture record passes the ICRC (the TOS / traffic class is
-// masked), the receivers count no ICRC error, and GSO mode still sends
-// GSO runs.
+// masked), the capture's IPv4 header checksums are right, the receivers
+// count no ICRC error, and GSO mode still sends GSO runs.
 func TestTrafficClassOnWire(t *testing.T) {
 	const tc, udTC = 0xb8, 0x2a // DSCP EF; DSCP 10 with ECT(0)
 	// A UD SEND Only of udLen bytes: BTH, DETH, payload (udMark is its
@@ -254,6 +254,9 @@ func TestTrafficClassOnWire(t *testing.T) {
 				}
 				if err := wire.CheckICRC(r); err != nil {
 					t.Fatalf("capture record %d: %v", i, err)
+				}
+				if !tc0.v6 && ipv4Checksum(ip) != 0 {
+					t.Fatalf("capture record %d: IPv4 header checksum wrong", i)
 				}
 				qpn := wire.BTH(pkt).DestQP()
 				if qpn == ub.qp.QPN() {
