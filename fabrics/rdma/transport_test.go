@@ -143,7 +143,9 @@ func TestSoftRoundTrip(t *testing.T) {
 
 // TestSoftConcurrent keeps the queue full of writes and reads.
 func TestSoftConcurrent(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A bound against a hang, not a speed goal: under -race on a loaded
+	// 2-CPU machine the 2000 commands take 5 to 10 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s := start(t, ctx, 0)
 	const n = 2000
