@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/nvmeof/nvmeof/internal/suggest"
 )
 
 // Every key of nvmetcli JSON is accounted for, as every HCL attribute is:
@@ -333,17 +335,14 @@ func checkNvmetcliKeys(data []byte, filename string) (errs, warns Errors) {
 	return k.errs, k.warns
 }
 
-// closestKey returns the key of rules closest to key when it is close
-// enough to be a typo, else "".
+// closestKey returns the key of rules closest to key (in any case) when
+// it is close enough to be a typo, else "".
 func closestKey(key string, rules map[string]keyRule) string {
-	best, bestD := "", 3
-	for _, w := range sortedKeys(rules) {
-		d := editDistance(strings.ToLower(key), w)
-		if d < bestD && (d <= 1 || len(key) >= 4 && d <= 2) {
-			best, bestD = w, d
-		}
+	ks := sortedKeys(rules)
+	if i := suggest.Within(strings.ToLower(key), ks, suggest.MaxEdits(key)); i >= 0 {
+		return ks[i]
 	}
-	return best
+	return ""
 }
 
 func sortedKeys(rules map[string]keyRule) []string {
@@ -353,25 +352,4 @@ func sortedKeys(rules map[string]keyRule) []string {
 	}
 	slices.Sort(ks)
 	return ks
-}
-
-// editDistance is the Levenshtein distance of a and b in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

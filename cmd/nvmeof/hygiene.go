@@ -7,6 +7,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
+
+	"github.com/nvmeof/nvmeof/internal/suggest"
 )
 
 // logLevels are the --log-level values, most verbose first.
@@ -40,34 +42,10 @@ func suggestLevel(l string) string {
 	if s, ok := levelSynonyms[l]; ok {
 		return s
 	}
-	best, bestD := "", 3
-	for _, v := range logLevels {
-		if d := editDistance(l, v); d < bestD {
-			best, bestD = v, d
-		}
+	if i := suggest.Within(l, logLevels, 2); i >= 0 {
+		return logLevels[i]
 	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }
 
 // logLevel is the validated --log-level as hclog's level.

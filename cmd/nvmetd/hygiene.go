@@ -28,7 +28,7 @@ func parseLogLevel(s string) (hclog.Level, error) {
 	msg := fmt.Sprintf("--log-level %q: unknown level (want one of %s)", s, strings.Join(configfs.LogLevels, ", "))
 	if m, ok := levelSynonyms[l]; ok {
 		msg += fmt.Sprintf("; did you mean %s?", m)
-	} else if m := suggest(l, configfs.LogLevels); m != "" {
+	} else if m := closestWord(l, configfs.LogLevels); m != "" {
 		msg += fmt.Sprintf("; did you mean %s?", m)
 	}
 	return hclog.NoLevel, usageError{fmt.Errorf("%s", msg)}

@@ -21,6 +21,7 @@ import (
 	"github.com/nvmeof/nvmeof/control"
 	"github.com/nvmeof/nvmeof/internal/buildinfo"
 	"github.com/nvmeof/nvmeof/internal/sdnotify"
+	"github.com/nvmeof/nvmeof/internal/suggest"
 	"github.com/nvmeof/nvmeof/rdma/provider"
 	"github.com/nvmeof/nvmeof/target"
 	"github.com/nvmeof/nvmeof/target/server"
@@ -46,7 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	app.OnUsageError = func(c *cli.Context, err error, _ bool) error {
 		const undefined = "flag provided but not defined: -"
 		if name, ok := strings.CutPrefix(err.Error(), undefined); ok {
-			if s := suggest(name, words(c)); s != "" {
+			if s := closestWord(name, words(c)); s != "" {
 				err = fmt.Errorf("%w (did you mean %s?)", err, s)
 			}
 		}
@@ -139,45 +140,24 @@ func strayArgs(c *cli.Context) error {
 	}
 	a := c.Args().First()
 	msg := fmt.Sprintf("unexpected argument %q: nvmetd takes only flags", a)
-	if s := suggest(a, words(c)); s != "" {
+	if s := closestWord(a, words(c)); s != "" {
 		msg += fmt.Sprintf(" (did you mean %s?)", s)
 	}
 	return usageError{errors.New(msg)}
 }
 
-// suggest returns the word of ws closest to a (ignoring leading dashes)
-// when it is close enough to be a typo, else "".
-func suggest(a string, ws []string) string {
+// closestWord returns the word of ws closest to a (ignoring leading
+// dashes) when it is close enough to be a typo, else "".
+func closestWord(a string, ws []string) string {
 	a = strings.TrimLeft(a, "-")
-	best, bestD := "", 3
-	for _, w := range ws {
-		d := editDistance(a, strings.TrimLeft(w, "-"))
-		if d < bestD && (d <= 1 || len(a) >= 4 && d <= 2) {
-			best, bestD = w, d
-		}
+	bare := make([]string, len(ws))
+	for i, w := range ws {
+		bare[i] = strings.TrimLeft(w, "-")
 	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+	if i := suggest.Within(a, bare, suggest.MaxEdits(a)); i >= 0 {
+		return ws[i]
 	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }
 
 func serve(c *cli.Context) error {

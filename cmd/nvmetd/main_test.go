@@ -98,14 +98,14 @@ func TestArgs(t *testing.T) {
 	}
 }
 
-func TestSuggest(t *testing.T) {
+func TestClosestWord(t *testing.T) {
 	ws := []string{"--config", "--check", "--log-level", "--log-json", "--print-default", "--pcap", "--poll"}
 	for _, tt := range []struct{ in, want string }{
 		{"chec", "--check"}, {"-chekc", "--check"}, {"config", "--config"}, {"confg", "--config"},
 		{"loglevel", "--log-level"}, {"extra-arg", ""}, {"x", ""}, {"serve", ""},
 	} {
-		if got := suggest(tt.in, ws); got != tt.want {
-			t.Errorf("suggest(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := closestWord(tt.in, ws); got != tt.want {
+			t.Errorf("closestWord(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
