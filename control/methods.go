@@ -20,6 +20,21 @@ type controllerSnapshot = target.ControllerInfo
 // method is one API method: it decodes its params and returns its result.
 type method func(s *Service, params json.RawMessage) (any, *Error)
 
+// typed makes a method of f, which takes its params decoded (unknown
+// members refused: a typo must not be ignored).
+func typed[P any](f func(s *Service, q *P) (any, *Error)) method {
+	return func(s *Service, params json.RawMessage) (any, *Error) {
+		var q P
+		if err := decodeParams(params, &q); err != nil {
+			return nil, err
+		}
+		return f(s, &q)
+	}
+}
+
+// noParams are the params of the methods that take none.
+type noParams struct{}
+
 // methods by name; docs/control-api.md documents each.
 var methods map[string]method
 
@@ -27,36 +42,36 @@ func init() {
 	methods = map[string]method{
 		"rpc.methods": func(*Service, json.RawMessage) (any, *Error) { return Methods(), nil },
 
-		"config.save": (*Service).configSave,
+		"config.save": typed((*Service).configSave),
 
-		"port.list":   (*Service).portList,
-		"port.add":    (*Service).portAdd,
-		"port.modify": (*Service).portModify,
-		"port.del":    (*Service).portDel,
-		"port.link":   (*Service).portLink,
-		"port.unlink": (*Service).portUnlink,
+		"port.list":   typed((*Service).portList),
+		"port.add":    typed((*Service).portAdd),
+		"port.modify": typed((*Service).portModify),
+		"port.del":    typed((*Service).portDel),
+		"port.link":   typed(func(s *Service, q *LinkParams) (any, *Error) { return s.link(q, true) }),
+		"port.unlink": typed(func(s *Service, q *LinkParams) (any, *Error) { return s.link(q, false) }),
 
-		"subsystem.list":   (*Service).subsystemList,
-		"subsystem.add":    (*Service).subsystemAdd,
-		"subsystem.modify": (*Service).subsystemModify,
-		"subsystem.del":    (*Service).subsystemDel,
+		"subsystem.list":   typed((*Service).subsystemList),
+		"subsystem.add":    typed((*Service).subsystemAdd),
+		"subsystem.modify": typed((*Service).subsystemModify),
+		"subsystem.del":    typed((*Service).subsystemDel),
 
-		"ns.list":    (*Service).nsList,
-		"ns.add":     (*Service).nsAdd,
-		"ns.modify":  (*Service).nsModify,
-		"ns.del":     (*Service).nsDel,
-		"ns.resize":  (*Service).nsResize,
-		"ns.enable":  func(s *Service, p json.RawMessage) (any, *Error) { return s.nsEnable(p, true) },
-		"ns.disable": func(s *Service, p json.RawMessage) (any, *Error) { return s.nsEnable(p, false) },
+		"ns.list":    typed((*Service).nsList),
+		"ns.add":     typed((*Service).nsAdd),
+		"ns.modify":  typed((*Service).nsModify),
+		"ns.del":     typed((*Service).nsDel),
+		"ns.resize":  typed((*Service).nsResize),
+		"ns.enable":  typed(func(s *Service, q *NSParams) (any, *Error) { return s.nsEnable(q, true) }),
+		"ns.disable": typed(func(s *Service, q *NSParams) (any, *Error) { return s.nsEnable(q, false) }),
 
-		"host.list":       (*Service).hostList,
-		"host.add":        (*Service).hostAdd,
-		"host.modify":     (*Service).hostModify,
-		"host.del":        (*Service).hostDel,
-		"host.allow":      (*Service).hostAllow,
-		"host.disallow":   (*Service).hostDisallow,
-		"ctrl.list":       (*Service).ctrlList,
-		"ctrl.disconnect": (*Service).ctrlDisconnect,
+		"host.list":       typed((*Service).hostList),
+		"host.add":        typed((*Service).hostAdd),
+		"host.modify":     typed((*Service).hostModify),
+		"host.del":        typed((*Service).hostDel),
+		"host.allow":      typed(func(s *Service, q *AllowParams) (any, *Error) { return s.allow(q, true) }),
+		"host.disallow":   typed(func(s *Service, q *AllowParams) (any, *Error) { return s.allow(q, false) }),
+		"ctrl.list":       typed((*Service).ctrlList),
+		"ctrl.disconnect": typed((*Service).ctrlDisconnect),
 	}
 }
 
@@ -96,10 +111,60 @@ func isList(name string) bool {
 	return strings.HasSuffix(name, ".list") || name == "config.save"
 }
 
-// changed runs s.change and converts its error.
-func (s *Service) changed(edit func(t *configfs.Tree) error) *Error {
+// result is what a changing method answers once its change is applied,
+// read from the configuration then running.
+type result func() (any, *Error)
+
+// deleted is the result of the del methods.
+func deleted() (any, *Error) { return true, nil }
+
+// then applies edit to a copy of the running configuration (s.change:
+// validated, then applied all or nothing) and answers with res.
+func (s *Service) then(edit func(t *configfs.Tree) error, res result) (any, *Error) {
 	if err := s.change(edit); err != nil {
-		return asError(err)
+		return nil, asError(err)
+	}
+	return res()
+}
+
+// required refuses an empty key member.
+func required(name, v string) *Error {
+	if v == "" {
+		return invalidParams("%s is required", name)
+	}
+	return nil
+}
+
+// The lookups of the edits: the object of t the key names, or the
+// not-found error to answer.
+
+func findPort(t *configfs.Tree, id string) (*configfs.Port, error) {
+	if p := t.Port(id); p != nil {
+		return p, nil
+	}
+	return nil, notFound("port %q does not exist", id)
+}
+
+func findSubsystem(t *configfs.Tree, nqn string) (*configfs.Subsystem, error) {
+	if ss := t.Subsystem(nqn); ss != nil {
+		return ss, nil
+	}
+	return nil, notFound("subsystem %q does not exist", nqn)
+}
+
+func findHost(t *configfs.Tree, nqn string) (*configfs.Host, error) {
+	if h := t.Host(nqn); h != nil {
+		return h, nil
+	}
+	return nil, notFound("host %q does not exist", nqn)
+}
+
+// findSubsystems checks that every subsystem of nqns exists.
+func findSubsystems(t *configfs.Tree, nqns []string) error {
+	for _, nqn := range nqns {
+		if _, err := findSubsystem(t, nqn); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -151,11 +216,7 @@ func jsonLosses(tree *configfs.Tree, js []byte) []string {
 	return out
 }
 
-func (s *Service) configSave(params json.RawMessage) (any, *Error) {
-	var p SaveParams
-	if err := decodeParams(params, &p); err != nil {
-		return nil, err
-	}
+func (s *Service) configSave(p *SaveParams) (any, *Error) {
 	if p.Path != "" {
 		// The tree written and the count of unsaved changes agree.
 		s.mu.Lock()
@@ -232,10 +293,7 @@ type LinkParams struct {
 	NQN string `json:"nqn"`
 }
 
-func (s *Service) portList(params json.RawMessage) (any, *Error) {
-	if err := decodeParams(params, &struct{}{}); err != nil {
-		return nil, err
-	}
+func (s *Service) portList(*noParams) (any, *Error) {
 	tree := s.Tree()
 	ids := tree.PortIDs()
 	out := []Port{}
@@ -245,111 +303,78 @@ func (s *Service) portList(params json.RawMessage) (any, *Error) {
 	return out, nil
 }
 
-func (s *Service) portResult(id string) (any, *Error) {
-	tree := s.Tree()
-	if p := tree.Port(id); p != nil {
-		return portInfo(p, tree.PortIDs()[id]), nil
+func (s *Service) portResult(id string) result {
+	return func() (any, *Error) {
+		tree := s.Tree()
+		if p := tree.Port(id); p != nil {
+			return portInfo(p, tree.PortIDs()[id]), nil
+		}
+		return nil, notFound("port %q is gone", id)
 	}
-	return nil, notFound("port %q is gone", id)
 }
 
-func (s *Service) portAdd(params json.RawMessage) (any, *Error) {
-	var q Port
-	if err := decodeParams(params, &q); err != nil {
+func (s *Service) portAdd(q *Port) (any, *Error) {
+	if err := required("id", q.ID); err != nil {
 		return nil, err
 	}
-	if q.ID == "" {
-		return nil, invalidParams("id is required")
-	}
-	err := s.changed(func(t *configfs.Tree) error {
+	return s.then(func(t *configfs.Tree) error {
 		if t.Port(q.ID) != nil {
 			return exists("port %q exists", q.ID)
 		}
 		p := configfs.NewPort(q.ID)
-		setPort(p, &q)
-		for _, nqn := range q.Subsystems {
-			if t.Subsystem(nqn) == nil {
-				return notFound("subsystem %q does not exist", nqn)
-			}
+		setPort(p, q)
+		if err := findSubsystems(t, q.Subsystems); err != nil {
+			return err
 		}
 		p.Subsystems = slices.Clone(q.Subsystems)
 		t.Ports = append(t.Ports, p)
 		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return s.portResult(q.ID)
+	}, s.portResult(q.ID))
 }
 
-func (s *Service) portModify(params json.RawMessage) (any, *Error) {
-	var q Port
-	if err := decodeParams(params, &q); err != nil {
+func (s *Service) portModify(q *Port) (any, *Error) {
+	if err := required("id", q.ID); err != nil {
 		return nil, err
 	}
-	if q.ID == "" {
-		return nil, invalidParams("id is required")
-	}
-	err := s.changed(func(t *configfs.Tree) error {
-		p := t.Port(q.ID)
-		if p == nil {
-			return notFound("port %q does not exist", q.ID)
+	return s.then(func(t *configfs.Tree) error {
+		p, err := findPort(t, q.ID)
+		if err != nil {
+			return err
 		}
-		setPort(p, &q)
+		setPort(p, q)
 		if q.Subsystems != nil {
-			for _, nqn := range q.Subsystems {
-				if t.Subsystem(nqn) == nil {
-					return notFound("subsystem %q does not exist", nqn)
-				}
+			if err := findSubsystems(t, q.Subsystems); err != nil {
+				return err
 			}
 			p.Subsystems = slices.Clone(q.Subsystems)
 		}
 		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return s.portResult(q.ID)
+	}, s.portResult(q.ID))
 }
 
-func (s *Service) portDel(params json.RawMessage) (any, *Error) {
-	var q IDParams
-	if err := decodeParams(params, &q); err != nil {
-		return nil, err
-	}
-	err := s.changed(func(t *configfs.Tree) error {
-		i := slices.IndexFunc(t.Ports, func(p *configfs.Port) bool { return p.ID == q.ID })
-		if i < 0 {
-			return notFound("port %q does not exist", q.ID)
+func (s *Service) portDel(q *IDParams) (any, *Error) {
+	return s.then(func(t *configfs.Tree) error {
+		p, err := findPort(t, q.ID)
+		if err != nil {
+			return err
 		}
 		if n := s.controllersOn(q.ID, ""); n > 0 && !q.Force {
 			return refused("port %q has %d connected controllers: disconnecting them needs force", q.ID, n)
 		}
-		t.Ports = slices.Delete(t.Ports, i, i+1)
+		t.Ports = slices.DeleteFunc(t.Ports, func(x *configfs.Port) bool { return x == p })
 		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return true, nil
+	}, deleted)
 }
 
-func (s *Service) portLink(params json.RawMessage) (any, *Error) { return s.link(params, true) }
-
-func (s *Service) portUnlink(params json.RawMessage) (any, *Error) { return s.link(params, false) }
-
-func (s *Service) link(params json.RawMessage, on bool) (any, *Error) {
-	var q LinkParams
-	if err := decodeParams(params, &q); err != nil {
-		return nil, err
-	}
-	err := s.changed(func(t *configfs.Tree) error {
-		p := t.Port(q.ID)
-		switch {
-		case p == nil:
-			return notFound("port %q does not exist", q.ID)
-		case t.Subsystem(q.NQN) == nil:
-			return notFound("subsystem %q does not exist", q.NQN)
+// link makes port q.ID export subsystem q.NQN (on), or stop exporting it.
+func (s *Service) link(q *LinkParams, on bool) (any, *Error) {
+	return s.then(func(t *configfs.Tree) error {
+		p, err := findPort(t, q.ID)
+		if err != nil {
+			return err
+		}
+		if _, err := findSubsystem(t, q.NQN); err != nil {
+			return err
 		}
 		i := slices.Index(p.Subsystems, q.NQN)
 		switch {
@@ -363,11 +388,7 @@ func (s *Service) link(params json.RawMessage, on bool) (any, *Error) {
 			p.Subsystems = slices.Delete(p.Subsystems, i, i+1)
 		}
 		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return s.portResult(q.ID)
+	}, s.portResult(q.ID))
 }
 
 // controllersOn counts the controllers connected through port (any when
@@ -394,13 +415,13 @@ type NQNParams struct {
 	Force bool   `json:"force,omitempty"`
 }
 
-func (s *Service) subsystemList(params json.RawMessage) (any, *Error) {
-	var q struct {
-		NQN string `json:"nqn,omitempty"`
-	}
-	if err := decodeParams(params, &q); err != nil {
-		return nil, err
-	}
+// filterParams are the params of the list methods that take a subsystem
+// NQN to list only its objects.
+type filterParams struct {
+	NQN string `json:"nqn,omitempty"`
+}
+
+func (s *Service) subsystemList(q *filterParams) (any, *Error) {
 	tree := s.Tree()
 	out := []Subsystem{}
 	for _, ss := range tree.Subsystems {
@@ -414,19 +435,21 @@ func (s *Service) subsystemList(params json.RawMessage) (any, *Error) {
 	return out, nil
 }
 
-func (s *Service) subsystemResult(nqn string) (any, *Error) {
-	tree := s.Tree()
-	if ss := tree.Subsystem(nqn); ss != nil {
-		return subsystemInfo(tree, ss), nil
+func (s *Service) subsystemResult(nqn string) result {
+	return func() (any, *Error) {
+		tree := s.Tree()
+		if ss := tree.Subsystem(nqn); ss != nil {
+			return subsystemInfo(tree, ss), nil
+		}
+		return nil, notFound("subsystem %q is gone", nqn)
 	}
-	return nil, notFound("subsystem %q is gone", nqn)
 }
 
 // setPorts makes exactly ports export subsystem nqn.
 func setPorts(t *configfs.Tree, nqn string, ports []string) error {
 	for _, id := range ports {
-		if t.Port(id) == nil {
-			return notFound("port %q does not exist", id)
+		if _, err := findPort(t, id); err != nil {
+			return err
 		}
 	}
 	for _, p := range t.Ports {
@@ -452,79 +475,55 @@ func ensureHosts(t *configfs.Tree, hosts []string) {
 	}
 }
 
-func (s *Service) subsystemAdd(params json.RawMessage) (any, *Error) {
-	var q Subsystem
-	if err := decodeParams(params, &q); err != nil {
+func (s *Service) subsystemAdd(q *Subsystem) (any, *Error) {
+	if err := required("nqn", q.NQN); err != nil {
 		return nil, err
-	}
-	if q.NQN == "" {
-		return nil, invalidParams("nqn is required")
 	}
 	if q.Namespaces != nil {
 		return nil, invalidParams("namespaces: add them with ns.add")
 	}
-	err := s.changed(func(t *configfs.Tree) error {
+	return s.then(func(t *configfs.Tree) error {
 		if t.Subsystem(q.NQN) != nil {
 			return exists("subsystem %q exists", q.NQN)
 		}
 		ss := configfs.NewSubsystem(q.NQN)
-		setSubsystem(ss, &q)
+		setSubsystem(ss, q)
 		ensureHosts(t, ss.AllowedHosts)
 		t.Subsystems = append(t.Subsystems, ss)
 		return setPorts(t, q.NQN, q.Ports)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return s.subsystemResult(q.NQN)
+	}, s.subsystemResult(q.NQN))
 }
 
-func (s *Service) subsystemModify(params json.RawMessage) (any, *Error) {
-	var q Subsystem
-	if err := decodeParams(params, &q); err != nil {
-		return nil, err
-	}
+func (s *Service) subsystemModify(q *Subsystem) (any, *Error) {
 	if q.Namespaces != nil {
 		return nil, invalidParams("namespaces: change them with the ns methods")
 	}
-	err := s.changed(func(t *configfs.Tree) error {
-		ss := t.Subsystem(q.NQN)
-		if ss == nil {
-			return notFound("subsystem %q does not exist", q.NQN)
+	return s.then(func(t *configfs.Tree) error {
+		ss, err := findSubsystem(t, q.NQN)
+		if err != nil {
+			return err
 		}
-		setSubsystem(ss, &q)
+		setSubsystem(ss, q)
 		ensureHosts(t, ss.AllowedHosts)
 		if q.Ports != nil {
 			return setPorts(t, q.NQN, q.Ports)
 		}
 		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return s.subsystemResult(q.NQN)
+	}, s.subsystemResult(q.NQN))
 }
 
-func (s *Service) subsystemDel(params json.RawMessage) (any, *Error) {
-	var q NQNParams
-	if err := decodeParams(params, &q); err != nil {
-		return nil, err
-	}
-	err := s.changed(func(t *configfs.Tree) error {
-		i := slices.IndexFunc(t.Subsystems, func(ss *configfs.Subsystem) bool { return ss.NQN == q.NQN })
-		if i < 0 {
-			return notFound("subsystem %q does not exist", q.NQN)
+func (s *Service) subsystemDel(q *NQNParams) (any, *Error) {
+	return s.then(func(t *configfs.Tree) error {
+		ss, err := findSubsystem(t, q.NQN)
+		if err != nil {
+			return err
 		}
 		if n := s.controllersOn("", q.NQN); n > 0 && !q.Force {
 			return refused("subsystem %q has %d connected controllers: disconnecting them needs force", q.NQN, n)
 		}
-		t.Subsystems = slices.Delete(t.Subsystems, i, i+1)
+		t.Subsystems = slices.DeleteFunc(t.Subsystems, func(x *configfs.Subsystem) bool { return x == ss })
 		return setPorts(t, q.NQN, nil)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return true, nil
+	}, deleted)
 }
 
 // --- namespaces ---
@@ -548,13 +547,7 @@ type ResizeParams struct {
 	Force bool `json:"force,omitempty"`
 }
 
-func (s *Service) nsList(params json.RawMessage) (any, *Error) {
-	var q struct {
-		NQN string `json:"nqn"`
-	}
-	if err := decodeParams(params, &q); err != nil {
-		return nil, err
-	}
+func (s *Service) nsList(q *filterParams) (any, *Error) {
 	tree := s.Tree()
 	out := []Namespace{}
 	for _, ss := range tree.Subsystems {
@@ -571,26 +564,41 @@ func (s *Service) nsList(params json.RawMessage) (any, *Error) {
 	return out, nil
 }
 
-func (s *Service) nsResult(nqn string, nsid uint32) (any, *Error) {
-	if ss := s.Tree().Subsystem(nqn); ss != nil {
-		if ns := ss.Namespace(nsid); ns != nil {
-			return namespaceInfo(nqn, ns), nil
+// nsResult answers with namespace *nsid of nqn: a pointer, as ns.add
+// picks the NSID in its edit.
+func (s *Service) nsResult(nqn string, nsid *uint32) result {
+	return func() (any, *Error) {
+		if ss := s.Tree().Subsystem(nqn); ss != nil {
+			if ns := ss.Namespace(*nsid); ns != nil {
+				return namespaceInfo(nqn, ns), nil
+			}
 		}
+		return nil, notFound("namespace %d of %s is gone", *nsid, nqn)
 	}
-	return nil, notFound("namespace %d of %s is gone", nsid, nqn)
 }
 
 // lookupNS returns namespace nsid of subsystem nqn in t.
 func lookupNS(t *configfs.Tree, nqn string, nsid uint32) (*configfs.Subsystem, *configfs.Namespace, error) {
-	ss := t.Subsystem(nqn)
-	if ss == nil {
-		return nil, nil, notFound("subsystem %q does not exist", nqn)
+	ss, err := findSubsystem(t, nqn)
+	if err != nil {
+		return nil, nil, err
 	}
 	ns := ss.Namespace(nsid)
 	if ns == nil {
 		return ss, nil, notFound("subsystem %s has no namespace %d", nqn, nsid)
 	}
 	return ss, ns, nil
+}
+
+// editNS applies edit to namespace nsid of nqn and answers with it.
+func (s *Service) editNS(nqn string, nsid uint32, edit func(ns *configfs.Namespace) error) (any, *Error) {
+	return s.then(func(t *configfs.Tree) error {
+		_, ns, err := lookupNS(t, nqn, nsid)
+		if err != nil {
+			return err
+		}
+		return edit(ns)
+	}, s.nsResult(nqn, &nsid))
 }
 
 // checkPath refuses relative backend paths: the daemon's working
@@ -607,19 +615,15 @@ func checkPath(q *Namespace) *Error {
 	return nil
 }
 
-func (s *Service) nsAdd(params json.RawMessage) (any, *Error) {
-	var q Namespace
-	if err := decodeParams(params, &q); err != nil {
-		return nil, err
-	}
-	if err := checkPath(&q); err != nil {
+func (s *Service) nsAdd(q *Namespace) (any, *Error) {
+	if err := checkPath(q); err != nil {
 		return nil, err
 	}
 	nsid := q.NSID
-	err := s.changed(func(t *configfs.Tree) error {
-		ss := t.Subsystem(q.NQN)
-		if ss == nil {
-			return notFound("subsystem %q does not exist", q.NQN)
+	return s.then(func(t *configfs.Tree) error {
+		ss, err := findSubsystem(t, q.NQN)
+		if err != nil {
+			return err
 		}
 		if nsid == 0 { // the lowest free
 			for nsid = 1; ss.Namespace(nsid) != nil; nsid++ {
@@ -629,7 +633,7 @@ func (s *Service) nsAdd(params json.RawMessage) (any, *Error) {
 			return exists("subsystem %s has namespace %d already", q.NQN, nsid)
 		}
 		ns := configfs.NewNamespace(nsid)
-		if err := setNamespace(ns, &q); err != nil {
+		if err := setNamespace(ns, q); err != nil {
 			return err
 		}
 		if ns.Backend == "" && ns.DevicePath != "" {
@@ -637,94 +641,45 @@ func (s *Service) nsAdd(params json.RawMessage) (any, *Error) {
 		}
 		ss.Namespaces = append(ss.Namespaces, ns)
 		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return s.nsResult(q.NQN, nsid)
+	}, s.nsResult(q.NQN, &nsid))
 }
 
-func (s *Service) nsModify(params json.RawMessage) (any, *Error) {
-	var q Namespace
-	if err := decodeParams(params, &q); err != nil {
+func (s *Service) nsModify(q *Namespace) (any, *Error) {
+	if err := checkPath(q); err != nil {
 		return nil, err
 	}
-	if err := checkPath(&q); err != nil {
-		return nil, err
-	}
-	err := s.changed(func(t *configfs.Tree) error {
-		_, ns, err := lookupNS(t, q.NQN, q.NSID)
-		if err != nil {
-			return err
-		}
-		if err := setNamespace(ns, &q); err != nil {
+	return s.editNS(q.NQN, q.NSID, func(ns *configfs.Namespace) error {
+		if err := setNamespace(ns, q); err != nil {
 			return err
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return s.nsResult(q.NQN, q.NSID)
 }
 
-func (s *Service) nsDel(params json.RawMessage) (any, *Error) {
-	var q NSParams
-	if err := decodeParams(params, &q); err != nil {
-		return nil, err
-	}
-	err := s.changed(func(t *configfs.Tree) error {
+func (s *Service) nsDel(q *NSParams) (any, *Error) {
+	return s.then(func(t *configfs.Tree) error {
 		ss, _, err := lookupNS(t, q.NQN, q.NSID)
 		if err != nil {
 			return err
 		}
 		ss.Namespaces = slices.DeleteFunc(ss.Namespaces, func(ns *configfs.Namespace) bool { return ns.NSID == q.NSID })
 		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return true, nil
+	}, deleted)
 }
 
-func (s *Service) nsEnable(params json.RawMessage, on bool) (any, *Error) {
-	var q NSParams
-	if err := decodeParams(params, &q); err != nil {
-		return nil, err
-	}
-	err := s.changed(func(t *configfs.Tree) error {
-		_, ns, err := lookupNS(t, q.NQN, q.NSID)
-		if err != nil {
-			return err
-		}
+func (s *Service) nsEnable(q *NSParams, on bool) (any, *Error) {
+	return s.editNS(q.NQN, q.NSID, func(ns *configfs.Namespace) error {
 		ns.Enable = on
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return s.nsResult(q.NQN, q.NSID)
 }
 
-func (s *Service) nsResize(params json.RawMessage) (any, *Error) {
-	var q ResizeParams
-	if err := decodeParams(params, &q); err != nil {
-		return nil, err
+func (s *Service) nsResize(q *ResizeParams) (any, *Error) {
+	if q.Size == nil {
+		return s.nsRescan(q)
 	}
-	rescan := false
-	err := s.changed(func(t *configfs.Tree) error {
-		_, ns, err := lookupNS(t, q.NQN, q.NSID)
-		if err != nil {
-			return err
-		}
-		if q.Size == nil {
-			if ns.Backend != configfs.BackendBlock && ns.Backend != configfs.BackendFile || ns.Size != 0 {
-				return invalidParams("size is required (only a file or block namespace without a configured size takes its size from the backend again)")
-			}
-			rescan = true
-			return nil
-		}
-		size := int64(*q.Size)
+	size := int64(*q.Size)
+	return s.editNS(q.NQN, q.NSID, func(ns *configfs.Namespace) error {
 		switch {
 		case size <= 0:
 			return invalidParams("size must be positive")
@@ -736,17 +691,27 @@ func (s *Service) nsResize(params json.RawMessage) (any, *Error) {
 		ns.Size = size
 		return nil
 	})
+}
+
+// nsRescan reads the size of a file or block namespace without a
+// configured size from its backend again; hosts get a Namespace Attribute
+// Changed event. The configuration does not change: no Apply, and no
+// unsaved change counted. Serialized with the changes and reloads (s.mu),
+// so the namespace checked is the one revalidated.
+func (s *Service) nsRescan(q *ResizeParams) (any, *Error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ns, err := lookupNS(s.Tree(), q.NQN, q.NSID)
 	if err != nil {
-		return nil, err
+		return nil, asError(err)
 	}
-	if rescan {
-		// The configuration is unchanged: the backend's size is read
-		// again and hosts get a Namespace Attribute Changed event.
-		if err := s.srv.Target.RevalidateNamespace(q.NQN, q.NSID); err != nil {
-			return nil, errorf(CodeNotApplied, "%v", err)
-		}
+	if ns.Backend != configfs.BackendBlock && ns.Backend != configfs.BackendFile || ns.Size != 0 {
+		return nil, invalidParams("size is required (only a file or block namespace without a configured size takes its size from the backend again)")
 	}
-	return s.nsResult(q.NQN, q.NSID)
+	if err := s.srv.Target.RevalidateNamespace(q.NQN, q.NSID); err != nil {
+		return nil, errorf(CodeNotApplied, "%v", err)
+	}
+	return s.nsResult(q.NQN, &q.NSID)()
 }
 
 // --- hosts ---
@@ -757,10 +722,7 @@ type AllowParams struct {
 	Host string `json:"host"`
 }
 
-func (s *Service) hostList(params json.RawMessage) (any, *Error) {
-	if err := decodeParams(params, &struct{}{}); err != nil {
-		return nil, err
-	}
+func (s *Service) hostList(*noParams) (any, *Error) {
 	tree := s.Tree()
 	out := []Host{}
 	for _, h := range tree.Hosts {
@@ -772,65 +734,47 @@ func (s *Service) hostList(params json.RawMessage) (any, *Error) {
 	return out, nil
 }
 
-func (s *Service) hostResult(nqn string) (any, *Error) {
-	tree := s.Tree()
-	if h := tree.Host(nqn); h != nil {
-		return hostInfo(tree, h), nil
+func (s *Service) hostResult(nqn string) result {
+	return func() (any, *Error) {
+		tree := s.Tree()
+		if h := tree.Host(nqn); h != nil {
+			return hostInfo(tree, h), nil
+		}
+		return nil, notFound("host %q is gone", nqn)
 	}
-	return nil, notFound("host %q is gone", nqn)
 }
 
-func (s *Service) hostAdd(params json.RawMessage) (any, *Error) {
-	var q Host
-	if err := decodeParams(params, &q); err != nil {
+func (s *Service) hostAdd(q *Host) (any, *Error) {
+	if err := required("nqn", q.NQN); err != nil {
 		return nil, err
 	}
-	if q.NQN == "" {
-		return nil, invalidParams("nqn is required")
-	}
-	err := s.changed(func(t *configfs.Tree) error {
+	return s.then(func(t *configfs.Tree) error {
 		if t.Host(q.NQN) != nil {
 			return exists("host %q exists", q.NQN)
 		}
 		h := &configfs.Host{NQN: q.NQN}
-		setHost(h, &q)
+		setHost(h, q)
 		t.Hosts = append(t.Hosts, h)
 		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return s.hostResult(q.NQN)
+	}, s.hostResult(q.NQN))
 }
 
-func (s *Service) hostModify(params json.RawMessage) (any, *Error) {
-	var q Host
-	if err := decodeParams(params, &q); err != nil {
-		return nil, err
-	}
-	err := s.changed(func(t *configfs.Tree) error {
-		h := t.Host(q.NQN)
-		if h == nil {
-			return notFound("host %q does not exist", q.NQN)
+func (s *Service) hostModify(q *Host) (any, *Error) {
+	return s.then(func(t *configfs.Tree) error {
+		h, err := findHost(t, q.NQN)
+		if err != nil {
+			return err
 		}
-		setHost(h, &q)
+		setHost(h, q)
 		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return s.hostResult(q.NQN)
+	}, s.hostResult(q.NQN))
 }
 
-func (s *Service) hostDel(params json.RawMessage) (any, *Error) {
-	var q NQNParams
-	if err := decodeParams(params, &q); err != nil {
-		return nil, err
-	}
-	err := s.changed(func(t *configfs.Tree) error {
-		h := t.Host(q.NQN)
-		if h == nil {
-			return notFound("host %q does not exist", q.NQN)
+func (s *Service) hostDel(q *NQNParams) (any, *Error) {
+	return s.then(func(t *configfs.Tree) error {
+		h, err := findHost(t, q.NQN)
+		if err != nil {
+			return err
 		}
 		var in []string
 		for _, ss := range t.Subsystems {
@@ -846,61 +790,38 @@ func (s *Service) hostDel(params json.RawMessage) (any, *Error) {
 		}
 		t.Hosts = slices.DeleteFunc(t.Hosts, func(x *configfs.Host) bool { return x == h })
 		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return true, nil
+	}, deleted)
 }
 
-func (s *Service) hostAllow(params json.RawMessage) (any, *Error) {
-	var q AllowParams
-	if err := decodeParams(params, &q); err != nil {
-		return nil, err
+// allow adds host q.Host to the allowed hosts of subsystem q.NQN (on), or
+// removes it.
+func (s *Service) allow(q *AllowParams, on bool) (any, *Error) {
+	if on {
+		if err := required("host", q.Host); err != nil {
+			return nil, err
+		}
 	}
-	if q.Host == "" {
-		return nil, invalidParams("host is required")
-	}
-	err := s.changed(func(t *configfs.Tree) error {
-		ss := t.Subsystem(q.NQN)
+	return s.then(func(t *configfs.Tree) error {
+		ss, err := findSubsystem(t, q.NQN)
+		if err != nil {
+			return err
+		}
+		listed := slices.Contains(ss.AllowedHosts, q.Host)
 		switch {
-		case ss == nil:
-			return notFound("subsystem %q does not exist", q.NQN)
-		case slices.Contains(ss.AllowedHosts, q.Host):
+		case on && listed:
 			return exists("subsystem %s allows %s already", q.NQN, q.Host)
-		case ss.AllowAnyHost:
+		case on && ss.AllowAnyHost:
 			return refused("subsystem %s allows any host: set allow_any_host to false first (subsystem.modify)", q.NQN)
-		}
-		ensureHosts(t, []string{q.Host})
-		ss.AllowedHosts = append(ss.AllowedHosts, q.Host)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return s.subsystemResult(q.NQN)
-}
-
-func (s *Service) hostDisallow(params json.RawMessage) (any, *Error) {
-	var q AllowParams
-	if err := decodeParams(params, &q); err != nil {
-		return nil, err
-	}
-	err := s.changed(func(t *configfs.Tree) error {
-		ss := t.Subsystem(q.NQN)
-		switch {
-		case ss == nil:
-			return notFound("subsystem %q does not exist", q.NQN)
-		case !slices.Contains(ss.AllowedHosts, q.Host):
+		case on:
+			ensureHosts(t, []string{q.Host})
+			ss.AllowedHosts = append(ss.AllowedHosts, q.Host)
+		case !listed:
 			return notFound("subsystem %s does not list %s", q.NQN, q.Host)
+		default:
+			ss.AllowedHosts = slices.DeleteFunc(ss.AllowedHosts, func(h string) bool { return h == q.Host })
 		}
-		ss.AllowedHosts = slices.DeleteFunc(ss.AllowedHosts, func(h string) bool { return h == q.Host })
 		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return s.subsystemResult(q.NQN)
+	}, s.subsystemResult(q.NQN))
 }
 
 // --- controllers ---
@@ -912,14 +833,13 @@ type CtrlParams struct {
 	CntlID uint16 `json:"cntlid"`
 }
 
-func (s *Service) ctrlList(params json.RawMessage) (any, *Error) {
-	var q struct {
-		NQN       string `json:"nqn,omitempty"`
-		Discovery bool   `json:"discovery,omitempty"`
-	}
-	if err := decodeParams(params, &q); err != nil {
-		return nil, err
-	}
+// ctrlListParams are ctrl.list's params.
+type ctrlListParams struct {
+	NQN       string `json:"nqn,omitempty"`
+	Discovery bool   `json:"discovery,omitempty"`
+}
+
+func (s *Service) ctrlList(q *ctrlListParams) (any, *Error) {
 	out := []Controller{}
 	for _, c := range s.srv.Target.Controllers() {
 		if (q.NQN != "" && c.Subsystem != q.NQN) || (c.Discovery && !q.Discovery && q.NQN == "") {
@@ -930,11 +850,7 @@ func (s *Service) ctrlList(params json.RawMessage) (any, *Error) {
 	return out, nil
 }
 
-func (s *Service) ctrlDisconnect(params json.RawMessage) (any, *Error) {
-	var q CtrlParams
-	if err := decodeParams(params, &q); err != nil {
-		return nil, err
-	}
+func (s *Service) ctrlDisconnect(q *CtrlParams) (any, *Error) {
 	var match []controllerSnapshot
 	for _, c := range s.srv.Target.Controllers() {
 		if c.CntlID == q.CntlID && (q.NQN == "" || c.Subsystem == q.NQN) {

@@ -137,6 +137,17 @@ func (s *Size) UnmarshalJSON(b []byte) error {
 
 func ptr[T any](v T) *T { return &v }
 
+// ptrIf returns &v when ok, else nil (the member is left out).
+func ptrIf[T any](v T, ok bool) *T {
+	if !ok {
+		return nil
+	}
+	return &v
+}
+
+// nonEmpty returns &v, or nil for "" (the member is left out).
+func nonEmpty(v string) *string { return ptrIf(v, v != "") }
+
 // portInfo describes p of tree t (portid: its effective number).
 func portInfo(p *configfs.Port, portid uint16) Port {
 	out := Port{ID: p.ID, PortID: ptr(portid), Transport: ptr(p.Trtype), Service: ptr(p.Trsvcid),
@@ -155,27 +166,13 @@ func portInfo(p *configfs.Port, portid uint16) Port {
 	if p.Trtype == configfs.TransportRDMA {
 		out.Provider = ptr(p.EffectiveProvider())
 	}
-	if p.Device != "" {
-		out.Device = ptr(p.Device)
-	}
-	if p.TOS >= 0 {
-		out.TOS = ptr(p.TOS)
-	}
-	if p.ConnectTimeout > 0 {
-		out.ConnectTimeout = ptr(p.ConnectTimeout)
-	}
-	if p.MaxPending > 0 {
-		out.MaxPending = ptr(p.MaxPending)
-	}
-	if p.MaxPendingPerHost > 0 {
-		out.MaxPendingPerHost = ptr(p.MaxPendingPerHost)
-	}
-	if p.DataPoolSize > 0 {
-		out.DataPoolSize = ptr(Size(p.DataPoolSize))
-	}
-	if p.SRQSize >= 0 {
-		out.SRQSize = ptr(p.SRQSize)
-	}
+	out.Device = nonEmpty(p.Device)
+	out.TOS = ptrIf(p.TOS, p.TOS >= 0)
+	out.ConnectTimeout = ptrIf(p.ConnectTimeout, p.ConnectTimeout > 0)
+	out.MaxPending = ptrIf(p.MaxPending, p.MaxPending > 0)
+	out.MaxPendingPerHost = ptrIf(p.MaxPendingPerHost, p.MaxPendingPerHost > 0)
+	out.DataPoolSize = ptrIf(Size(p.DataPoolSize), p.DataPoolSize > 0)
+	out.SRQSize = ptrIf(p.SRQSize, p.SRQSize >= 0)
 	return out
 }
 
@@ -214,14 +211,7 @@ func subsystemInfo(t *configfs.Tree, s *configfs.Subsystem) Subsystem {
 		Version: ptr(s.EffectiveVersion()), QIDMax: ptr(s.QIDMax), MaxControllers: ptr(s.MaxControllers)}
 	lo, hi := s.EffectiveCntlidRange()
 	out.CntlidMin, out.CntlidMax = ptr(lo), ptr(hi)
-	for _, kv := range []struct {
-		dst **string
-		v   string
-	}{{&out.Serial, s.Serial}, {&out.Model, s.Model}, {&out.Firmware, s.Firmware}} {
-		if kv.v != "" {
-			*kv.dst = ptr(kv.v)
-		}
-	}
+	out.Serial, out.Model, out.Firmware = nonEmpty(s.Serial), nonEmpty(s.Model), nonEmpty(s.Firmware)
 	for _, p := range t.PortsOf(s.NQN) {
 		out.Ports = append(out.Ports, p.ID)
 	}
@@ -258,17 +248,9 @@ func namespaceInfo(nqn string, ns *configfs.Namespace) Namespace {
 	out := Namespace{NQN: nqn, NSID: ns.NSID, Backend: ptr(ns.Backend), Size: ptr(Size(ns.Size)),
 		BlockSize: ptr(ns.BlockSize), Grow: ptr(ns.Grow), UUID: ptr(uuid.String()), NGUID: ptr(nguid.String()),
 		EUI64: ptr(eui.String()), Enabled: ptr(ns.Enable), BufferedIO: ptr(ns.BufferedIO)}
-	if ns.DevicePath != "" {
-		out.Path = ptr(ns.DevicePath)
-	}
-	for _, kv := range []struct {
-		dst **string
-		v   string
-	}{{&out.Pool, ns.Pool}, {&out.Image, ns.Image}, {&out.CephConf, ns.CephConf}, {&out.ClientID, ns.ClientID}, {&out.Keyring, ns.Keyring}} {
-		if kv.v != "" {
-			*kv.dst = ptr(kv.v)
-		}
-	}
+	out.Path = nonEmpty(ns.DevicePath)
+	out.Pool, out.Image, out.CephConf = nonEmpty(ns.Pool), nonEmpty(ns.Image), nonEmpty(ns.CephConf)
+	out.ClientID, out.Keyring = nonEmpty(ns.ClientID), nonEmpty(ns.Keyring)
 	return out
 }
 
@@ -288,22 +270,25 @@ func setNamespace(ns *configfs.Namespace, q *Namespace) *Error {
 	set(&ns.CephConf, q.CephConf)
 	set(&ns.ClientID, q.ClientID)
 	set(&ns.Keyring, q.Keyring)
-	var err error
-	if q.UUID != nil {
-		if ns.DeviceUUID, err = configfs.ParseUUID(*q.UUID); err != nil {
-			return invalidParams("uuid: %v", err)
-		}
+	if err := parseID(q.UUID, "uuid", configfs.ParseUUID, &ns.DeviceUUID); err != nil {
+		return err
 	}
-	if q.NGUID != nil {
-		if ns.DeviceNGUID, err = configfs.ParseNGUID(*q.NGUID); err != nil {
-			return invalidParams("nguid: %v", err)
-		}
+	if err := parseID(q.NGUID, "nguid", configfs.ParseNGUID, &ns.DeviceNGUID); err != nil {
+		return err
 	}
-	if q.EUI64 != nil {
-		if ns.DeviceEUI64, err = configfs.ParseEUI64(*q.EUI64); err != nil {
-			return invalidParams("eui64: %v", err)
-		}
+	return parseID(q.EUI64, "eui64", configfs.ParseEUI64, &ns.DeviceEUI64)
+}
+
+// parseID sets *dst to the identifier v (when given) names.
+func parseID[T any](v *string, name string, parse func(string) (T, error), dst *T) *Error {
+	if v == nil {
+		return nil
 	}
+	id, err := parse(*v)
+	if err != nil {
+		return invalidParams("%s: %v", name, err)
+	}
+	*dst = id
 	return nil
 }
 
