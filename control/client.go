@@ -17,7 +17,13 @@ type Client struct {
 	nextID atomic.Uint64
 	// Timeout bounds each call (0: none).
 	Timeout time.Duration
+	// maxResponse bounds one response line (MaxResponseSize; tests).
+	maxResponse int
 }
+
+// MaxResponseSize bounds one response line a Client reads: whatever
+// answers on the socket must not exhaust the client's memory.
+const MaxResponseSize = 64 << 20
 
 // Dial connects to the control socket at path.
 func Dial(path string) (*Client, error) {
@@ -25,7 +31,7 @@ func Dial(path string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control socket %s: %w (is nvmetd running, and are you root?)", path, err)
 	}
-	return &Client{c: c, r: bufio.NewReaderSize(c, 64<<10), Timeout: 2 * time.Minute}, nil
+	return &Client{c: c, r: bufio.NewReaderSize(c, 64<<10), Timeout: 2 * time.Minute, maxResponse: MaxResponseSize}, nil
 }
 
 // Close closes the connection.
@@ -50,7 +56,10 @@ func (c *Client) Call(method string, params, result any) error {
 	if _, err := c.c.Write(append(b, '\n')); err != nil {
 		return fmt.Errorf("control: sending %s: %w", method, err)
 	}
-	line, err := c.r.ReadBytes('\n')
+	line, err := readLine(c.r, c.maxResponse)
+	if errors.Is(err, errTooLarge) {
+		return fmt.Errorf("control: the answer to %s is larger than %d bytes", method, c.maxResponse)
+	}
 	if err != nil {
 		return fmt.Errorf("control: reading the answer to %s: %w", method, err)
 	}
