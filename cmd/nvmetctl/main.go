@@ -7,7 +7,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,48 +17,21 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nvmeof/nvmeof/control"
+	"github.com/nvmeof/nvmeof/internal/cliutil"
 )
 
 func main() {
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 
-// Exit statuses: a command-line mistake is 2; an error of the daemon or
-// the connection 1.
-const (
-	exitError = 1
-	exitUsage = 2
-)
+// usagef formats a mistake on the command line.
+func usagef(format string, args ...any) error { return cliutil.Usagef(format, args...) }
 
-// usageError is a mistake on the command line.
-type usageError struct{ error }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
-
-// run runs nvmetctl with args and returns the exit status.
+// run runs nvmetctl with args and returns the exit status: 2 for a mistake
+// on the command line; 1 for an error of the daemon or the connection.
 func run(args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
-	onUsage := func(_ *cli.Context, err error, _ bool) error { return usageError{err} }
-	app.OnUsageError = onUsage
-	var walk func([]*cli.Command)
-	walk = func(cmds []*cli.Command) {
-		for _, c := range cmds {
-			c.OnUsageError = onUsage
-			walk(c.Subcommands)
-		}
-	}
-	walk(app.Commands)
-	app.ExitErrHandler = func(*cli.Context, error) {}
-	err := app.Run(interspersed(app, args))
-	if err == nil {
-		return 0
-	}
-	fmt.Fprintln(stderr, "nvmetctl:", err)
-	if errors.As(err, new(usageError)) {
-		fmt.Fprintln(stderr, "see nvmetctl --help, or nvmetctl COMMAND --help")
-		return exitUsage
-	}
-	return exitError
+	return cliutil.Run(app, interspersed(app, args), stderr, "see nvmetctl --help, or nvmetctl COMMAND --help")
 }
 
 // opts are the global flags.

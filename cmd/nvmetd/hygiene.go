@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/nvmeof/nvmeof/configfs"
+	"github.com/nvmeof/nvmeof/internal/cliutil"
 )
 
 // levelSynonyms are words other tools use for a log level, with the level
@@ -31,5 +33,5 @@ func parseLogLevel(s string) (hclog.Level, error) {
 	} else if m := closestWord(l, configfs.LogLevels); m != "" {
 		msg += fmt.Sprintf("; did you mean %s?", m)
 	}
-	return hclog.NoLevel, usageError{fmt.Errorf("%s", msg)}
+	return hclog.NoLevel, cliutil.UsageError{Err: errors.New(msg)}
 }

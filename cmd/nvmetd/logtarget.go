@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/nvmeof/nvmeof/internal/cliutil"
 	"github.com/nvmeof/nvmeof/internal/journal"
 )
 
@@ -27,7 +28,7 @@ func checkLogTarget(c *cli.Context) error {
 	case logStderr, logJournal, logAuto:
 		return nil
 	default:
-		return usageError{fmt.Errorf("--log-target %q: want stderr, journal or auto", t)}
+		return cliutil.Usagef("--log-target %q: want stderr, journal or auto", t)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvmeof/nvmeof/internal/cliutil"
 	"github.com/nvmeof/nvmeof/internal/journal"
 	"github.com/nvmeof/nvmeof/internal/journal/journaltest"
 )
@@ -139,14 +140,14 @@ func TestLogTargetJournal(t *testing.T) {
 func TestLogTargetRefusals(t *testing.T) {
 	dir := t.TempDir()
 	code, _, errs := runNvmetd(t, dir, "--log-target", "syslog")
-	if code != exitUsage || !strings.Contains(errs, `--log-target "syslog": want stderr, journal or auto`) {
+	if code != cliutil.ExitUsage || !strings.Contains(errs, `--log-target "syslog": want stderr, journal or auto`) {
 		t.Errorf("--log-target syslog: exit %d, %q", code, errs)
 	}
 	missing := filepath.Join(dir, "no-journal")
 	t.Setenv(journal.SocketEnv, missing)
 	cfg := journalConfig(t, dir, "127.83.91.1")
 	code, _, errs = runNvmetd(t, dir, "--config", cfg, "--log-target", "journal")
-	if code != exitError || !strings.Contains(errs, "--log-target journal: journal socket "+missing) {
+	if code != cliutil.ExitError || !strings.Contains(errs, "--log-target journal: journal socket "+missing) {
 		t.Errorf("--log-target journal without journald: exit %d, %q", code, errs)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/control"
 	"github.com/nvmeof/nvmeof/internal/buildinfo"
+	"github.com/nvmeof/nvmeof/internal/cliutil"
 	"github.com/nvmeof/nvmeof/internal/sdnotify"
 	"github.com/nvmeof/nvmeof/internal/suggest"
 	"github.com/nvmeof/nvmeof/rdma/provider"
@@ -31,17 +32,8 @@ func main() {
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 
-// Exit statuses: a command-line mistake is 2, as for Go's flag package;
-// any other error 1.
-const (
-	exitError = 1
-	exitUsage = 2
-)
-
-// usageError is a mistake on the command line.
-type usageError struct{ error }
-
-// run runs nvmetd with args and returns the exit status.
+// run runs nvmetd with args and returns the exit status: 2 for a mistake
+// on the command line, as for Go's flag package; 1 for any other error.
 func run(args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
 	app.OnUsageError = func(c *cli.Context, err error, _ bool) error {
@@ -51,19 +43,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 				err = fmt.Errorf("%w (did you mean %s?)", err, s)
 			}
 		}
-		return usageError{err}
+		return err
 	}
-	app.ExitErrHandler = func(*cli.Context, error) {}
-	err := app.Run(args)
-	if err == nil {
-		return 0
-	}
-	fmt.Fprintln(stderr, "nvmetd:", err)
-	if errors.As(err, new(usageError)) {
-		fmt.Fprintln(stderr, "usage: nvmetd [--config FILE] [--check] [options]; see nvmetd --help")
-		return exitUsage
-	}
-	return exitError
+	return cliutil.Run(app, args, stderr, "usage: nvmetd [--config FILE] [--check] [options]; see nvmetd --help")
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
@@ -143,7 +125,7 @@ func strayArgs(c *cli.Context) error {
 	if s := closestWord(a, words(c)); s != "" {
 		msg += fmt.Sprintf(" (did you mean %s?)", s)
 	}
-	return usageError{errors.New(msg)}
+	return cliutil.UsageError{Err: errors.New(msg)}
 }
 
 // closestWord returns the word of ws closest to a (ignoring leading
