@@ -708,10 +708,7 @@ func (c *Controller) startRecovery(a *assoc, reason error) {
 		c.mu.Unlock()
 		return
 	}
-	c.state.Store(int32(StateResetting))
-	c.liveCh = make(chan struct{})
-	c.armFailFast() // before any waiter can see the state
-	c.recovery.Add(1)
+	c.leaveLive()
 	c.mu.Unlock()
 	c.stats.recoveries.Add(1)
 	c.log.Error("controller failed, reconnecting", "reason", reason, "reconnect_delay", c.opts.ReconnectDelay)
@@ -735,36 +732,11 @@ func (c *Controller) reconnect(a *assoc) {
 		case <-t.C:
 		}
 		c.state.CompareAndSwap(int32(StateResetting), int32(StateConnecting))
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			select {
-			case <-c.closing:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		na, err := c.establish(ctx)
+		na, err := c.reassociate(context.Background(), "reconnect")
 		if err == nil {
-			if serr := c.scan(ctx, na); serr != nil {
-				c.log.Warn("namespace rescan after reconnect failed", "error", serr)
-			}
-		}
-		cancel()
-		if err == nil {
-			c.mu.Lock()
-			select {
-			case <-c.closing:
-				c.mu.Unlock()
-				c.teardown(na)
+			if !c.goLive(na) {
 				return
-			default:
 			}
-			c.cur.Store(na)
-			c.state.Store(int32(StateLive))
-			close(c.liveCh)
-			c.mu.Unlock()
-			c.disarmFailFast()
-			c.startBackground(na)
 			c.stats.reconnects.Add(1)
 			c.log.Info("reconnected", "attempt", n, "cntlid", na.cntlid, "io_queues", len(na.io))
 			return

@@ -35,10 +35,7 @@ func (c *Controller) Reset(ctx context.Context) error {
 		c.mu.Unlock()
 		return fmt.Errorf("initiator: %s: reset: controller is %s: %w", c.addr, st, ErrNotLive)
 	}
-	c.state.Store(int32(StateResetting))
-	c.liveCh = make(chan struct{})
-	c.armFailFast()
-	c.recovery.Add(1)
+	c.leaveLive()
 	c.mu.Unlock()
 	c.log.Info("resetting the controller", "cntlid", a.cntlid)
 
@@ -55,41 +52,16 @@ func (c *Controller) Reset(ctx context.Context) error {
 	}
 	c.teardown(a)
 
-	ectx, cancel := context.WithCancel(ctx)
-	go func() { // Disconnect stops the attempt
-		select {
-		case <-c.closing:
-			cancel()
-		case <-ectx.Done():
-		}
-	}()
-	na, err := c.establish(ectx)
-	if err == nil {
-		if serr := c.scan(ectx, na); serr != nil {
-			c.log.Warn("namespace rescan after reset failed", "error", serr)
-		}
-	}
-	cancel()
+	na, err := c.reassociate(ctx, "reset")
 	if err != nil {
 		c.log.Error("reset: reconnecting failed; retrying every reconnect delay", "error", err, "reconnect_delay", c.opts.ReconnectDelay)
 		go c.reconnect(a) // takes over the recovery count
 		return fmt.Errorf("initiator: %s: reset: %w", c.addr, err)
 	}
 	defer c.recovery.Done()
-	c.mu.Lock()
-	select {
-	case <-c.closing:
-		c.mu.Unlock()
-		c.teardown(na)
+	if !c.goLive(na) {
 		return fmt.Errorf("initiator: %s: reset: %w", c.addr, ErrClosed)
-	default:
 	}
-	c.cur.Store(na)
-	c.state.Store(int32(StateLive))
-	close(c.liveCh)
-	c.mu.Unlock()
-	c.disarmFailFast()
-	c.startBackground(na)
 	c.log.Info("controller reset", "cntlid", na.cntlid, "io_queues", len(na.io))
 	return nil
 }

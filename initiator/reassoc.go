@@ -1,0 +1,62 @@
+package initiator
+
+import "context"
+
+// The steps a controller reset (Reset) and a reconnect after a connection
+// loss (reconnect) share, as nvme_rdma_reset_ctrl_work and
+// nvme_rdma_reconnect_ctrl_work share nvme_rdma_setup_ctrl.
+
+// leaveLive moves the live controller to resetting: I/O issued from now on
+// waits for the new association (a new liveCh), fail-fast is armed before
+// any waiter can see the state, and the recovery is counted (Disconnect
+// waits for it). c.mu is held.
+func (c *Controller) leaveLive() {
+	c.state.Store(int32(StateResetting))
+	c.liveCh = make(chan struct{})
+	c.armFailFast()
+	c.recovery.Add(1)
+}
+
+// reassociate makes a new association and scans its namespaces (a failed
+// scan is logged: the association stands). Disconnect or ctx stops it.
+// after names what it follows in the log ("reset", "reconnect").
+func (c *Controller) reassociate(ctx context.Context, after string) (*assoc, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	na, err := c.establish(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if serr := c.scan(ctx, na); serr != nil {
+		c.log.Warn("namespace rescan after "+after+" failed", "error", serr)
+	}
+	return na, nil
+}
+
+// goLive makes na the controller's association and the controller live
+// again, releasing the I/O that waited. False when Disconnect came first:
+// na is torn down.
+func (c *Controller) goLive(na *assoc) bool {
+	c.mu.Lock()
+	select {
+	case <-c.closing:
+		c.mu.Unlock()
+		c.teardown(na)
+		return false
+	default:
+	}
+	c.cur.Store(na)
+	c.state.Store(int32(StateLive))
+	close(c.liveCh)
+	c.mu.Unlock()
+	c.disarmFailFast()
+	c.startBackground(na)
+	return true
+}
