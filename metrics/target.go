@@ -160,7 +160,7 @@ func (c *targetCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for _, ct := range s.Controllers {
 			id := strconv.Itoa(int(ct.CntlID))
-			gauge(c.ctrlInfo, 1, nqn, id, ct.HostNQN, strconv.Itoa(int(ct.Port)))
+			gauge(c.ctrlInfo, 1, nqn, id, labelValue(ct.HostNQN), strconv.Itoa(int(ct.Port)))
 			var inflight int64
 			ioqs := 0
 			for _, q := range ct.Queues {
