@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -88,31 +90,28 @@ var softByName = func() map[string]*prometheus.Desc {
 	return m
 }()
 
-// sysfs counter files (counters/ group; hw_counters/ names differ by
-// driver) that feed the named metrics, and their unit. A metric takes the
-// first of its files the device has (summed over its ports), so that two
-// names of the same count are not added up.
+// sysfsNamed maps sysfs counter files to the named metrics: the first
+// file of files (group/name; hw_counters/ names differ by driver) the
+// device has, summed over its ports, times scale, so that two names of
+// the same count are not added up.
 var sysfsNamed = []struct {
-	group, file, metric string
-	scale               uint64
+	metric string
+	scale  uint64
+	files  []string
 }{
-	{"counters", "port_xmit_packets", "packets_sent_total", 1},
-	{"counters", "port_rcv_packets", "packets_received_total", 1},
-	{"counters", "port_xmit_data", "bytes_sent_total", 4}, // in 4-byte words
-	{"counters", "port_rcv_data", "bytes_received_total", 4},
-	{"hw_counters", "rnr_nak_retry_err", "rnr_naks_received_total", 1},
-	{"hw_counters", "packet_seq_err", "seq_naks_received_total", 1},
-	{"hw_counters", "out_of_sequence", "out_of_sequence_total", 1},
-	{"hw_counters", "duplicate_request", "duplicate_requests_total", 1},
-	{"hw_counters", "local_ack_timeout_err", "retransmission_timeouts_total", 1},
-	{"hw_counters", "rx_icrc_encapsulated", "icrc_errors_total", 1},
-	// rxe's names (drivers/infiniband/sw/rxe/rxe_hw_counters.c).
-	{"hw_counters", "rcvd_rnr_err", "rnr_naks_received_total", 1},
-	{"hw_counters", "send_rnr_err", "rnr_naks_sent_total", 1},
-	{"hw_counters", "rcvd_seq_err", "seq_naks_received_total", 1},
-	{"hw_counters", "retry_exceeded_err", "retransmission_timeouts_total", 1},
-	{"hw_counters", "sent_pkts", "packets_sent_total", 1},
-	{"hw_counters", "rcvd_pkts", "packets_received_total", 1},
+	// counters/ first; then mlx5's hw_counters, then rxe's
+	// (drivers/infiniband/sw/rxe/rxe_hw_counters.c).
+	{"packets_sent_total", 1, []string{"counters/port_xmit_packets", "hw_counters/sent_pkts"}},
+	{"packets_received_total", 1, []string{"counters/port_rcv_packets", "hw_counters/rcvd_pkts"}},
+	{"bytes_sent_total", 4, []string{"counters/port_xmit_data"}}, // in 4-byte words
+	{"bytes_received_total", 4, []string{"counters/port_rcv_data"}},
+	{"rnr_naks_received_total", 1, []string{"hw_counters/rnr_nak_retry_err", "hw_counters/rcvd_rnr_err"}},
+	{"rnr_naks_sent_total", 1, []string{"hw_counters/send_rnr_err"}},
+	{"seq_naks_received_total", 1, []string{"hw_counters/packet_seq_err", "hw_counters/rcvd_seq_err"}},
+	{"out_of_sequence_total", 1, []string{"hw_counters/out_of_sequence"}},
+	{"duplicate_requests_total", 1, []string{"hw_counters/duplicate_request"}},
+	{"retransmission_timeouts_total", 1, []string{"hw_counters/local_ack_timeout_err", "hw_counters/retry_exceeded_err"}},
+	{"icrc_errors_total", 1, []string{"hw_counters/rx_icrc_encapsulated"}},
 }
 
 // Describe implements prometheus.Collector.
@@ -166,8 +165,7 @@ func collectSysfs(ch chan<- prometheus.Metric, root, name string) {
 	if err != nil {
 		return // no sysfs (a container) or the device went away
 	}
-	type file struct{ group, name string }
-	sums := map[file]uint64{}
+	sums := map[string]uint64{} // by group/file
 	for _, p := range ports {
 		for _, group := range []string{"counters", "hw_counters"} {
 			dir := filepath.Join(root, name, "ports", p.Name(), group)
@@ -176,37 +174,46 @@ func collectSysfs(ch chan<- prometheus.Metric, root, name string) {
 				continue
 			}
 			for _, f := range files {
-				if f.IsDir() {
-					continue
+				if !f.Type().IsRegular() {
+					continue // a FIFO or device would block the scrape
 				}
 				v, ok := readCounter(filepath.Join(dir, f.Name()))
 				if !ok {
 					continue
 				}
-				ch <- prometheus.MustNewConstMetric(sysfsDesc, prometheus.CounterValue, float64(v), name, p.Name(), group, f.Name())
-				sums[file{group, f.Name()}] += v
+				ch <- prometheus.MustNewConstMetric(sysfsDesc, prometheus.CounterValue, float64(v), name, labelValue(p.Name()), group, labelValue(f.Name()))
+				sums[group+"/"+f.Name()] += v
 			}
 		}
 	}
-	done := map[string]bool{}
 	for _, m := range sysfsNamed {
-		v, ok := sums[file{m.group, m.file}]
-		if !ok || done[m.metric] {
-			continue
+		for _, f := range m.files {
+			if v, ok := sums[f]; ok {
+				ch <- prometheus.MustNewConstMetric(softByName[m.metric], prometheus.CounterValue, float64(v*m.scale), name, "ibverbs")
+				break
+			}
 		}
-		done[m.metric] = true
-		ch <- prometheus.MustNewConstMetric(softByName[m.metric], prometheus.CounterValue, float64(v*m.scale), name, "ibverbs")
 	}
 }
 
 // readCounter reads a sysfs counter file: one unsigned decimal number.
+// It reads at most maxCounterLen+1 bytes: a longer file is no counter.
 func readCounter(path string) (uint64, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) > 64 {
+	f, err := os.Open(path)
+	if err != nil {
 		return 0, false
 	}
-	return parseCounter(b)
+	defer f.Close()
+	var b [maxCounterLen + 1]byte
+	n, err := io.ReadFull(f, b[:])
+	if n > maxCounterLen || err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return 0, false
+	}
+	return parseCounter(b[:n])
 }
+
+// maxCounterLen bounds a counter file's text.
+const maxCounterLen = 64
 
 // parseCounter parses a sysfs counter's text (a decimal number and a
 // newline).

@@ -1,10 +1,16 @@
 package metrics
 
 import (
+	"bytes"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/soft"
@@ -107,7 +113,7 @@ func TestRDMASoft(t *testing.T) {
 	}
 	for _, m := range sysfsNamed {
 		if softByName[m.metric] == nil {
-			t.Errorf("sysfs %s/%s feeds unknown metric %s", m.group, m.file, m.metric)
+			t.Errorf("sysfs %v feeds unknown metric %s", m.files, m.metric)
 		}
 	}
 	checkPromtool(t, body)
@@ -144,4 +150,40 @@ func FuzzParseCounter(f *testing.F) {
 			t.Errorf("parseCounter(%q) = %d with an error", b, v)
 		}
 	})
+}
+
+// TestRDMASysfsOddFiles: a FIFO, a device node or a huge file among the
+// counters is skipped, and the scrape neither blocks nor reads it all.
+func TestRDMASysfsOddFiles(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "odd0", "ports", "1", "hw_counters")
+	writeSysfs(t, root, map[string]string{"odd0/ports/1/counters/port_rcv_packets": "8\n"})
+	must(t, os.MkdirAll(dir, 0o755))
+	must(t, syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "huge"), bytes.Repeat([]byte("1"), 1<<20), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "long"), []byte(strings.Repeat("0", 64)+"7\n"), 0o644))
+	reg, err := NewRegistry(&RDMACollector{Devices: func() []rdma.Device { return []rdma.Device{fakeVerbs{name: "odd0"}} }, SysfsRoot: root})
+	must(t, err)
+	done := make(chan struct{})
+	var mfs []*dto.MetricFamily
+	go func() {
+		defer close(done)
+		mfs, err = reg.Gather()
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second): // against a hang only
+		t.Fatal("the scrape blocks on a FIFO among the counters")
+	}
+	must(t, err)
+	fams := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		fams[mf.GetName()] = mf
+	}
+	wantValue(t, fams, "nvmeof_rdma_packets_received_total", map[string]string{"device": "odd0"}, 8)
+	for _, name := range []string{"fifo", "huge", "long"} {
+		if _, ok := value(fams, "nvmeof_rdma_sysfs_port_total", map[string]string{"name": name}); ok {
+			t.Errorf("counter file %q exported", name)
+		}
+	}
 }
