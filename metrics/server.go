@@ -56,6 +56,11 @@ func Handler(g prometheus.Gatherer, withPprof bool) http.Handler {
 	return mux
 }
 
+// idleTimeout closes keep-alive connections idle this long: longer than
+// any scrape interval in use, short enough that abandoned connections go
+// (a variable for tests).
+var idleTimeout = 5 * time.Minute
+
 // Server is a running metrics endpoint.
 type Server struct {
 	ln   net.Listener
@@ -78,7 +83,11 @@ func Listen(addr string, h http.Handler, log hclog.Logger) (*Server, error) {
 		srv: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+			// Keep-alive connections left idle are closed: without this
+			// (and without ReadTimeout, which would cut pprof's profile
+			// requests) each holds a goroutine and a descriptor for ever.
+			IdleTimeout: idleTimeout,
+			ErrorLog:    log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 		},
 		done: make(chan struct{}),
 	}
