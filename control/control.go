@@ -65,6 +65,10 @@ type Service struct {
 	// unsaved counts the changes applied since the last Apply or
 	// config.save to a file (mu held): a reload drops them, and says so.
 	unsaved int
+	// applied: Apply ran once (mu held). Before, the tree the target runs
+	// is not the daemon's configuration yet: a change would be lost, a
+	// config.save to a file would write an empty configuration.
+	applied bool
 
 	lnMu   sync.Mutex
 	ln     *listener
@@ -94,11 +98,19 @@ func (s *Service) Apply(tree *configfs.Tree) error {
 		s.log.Warn("the configuration applied replaces changes made through the control API and not saved since", "changes", s.unsaved)
 	}
 	err := s.srv.Apply(tree)
+	s.applied = true
 	var na *target.NotAppliedError
 	if !errors.As(err, &na) {
 		s.unsaved = 0
 	}
 	return err
+}
+
+// errNotStarted answers changes made before the daemon applied its
+// configuration (cmd/nvmetd listens first, so that its socket exists when
+// it reports ready).
+func errNotStarted() *Error {
+	return errorf(CodeNotApplied, "not applied, nothing changed: nvmetd has not applied its configuration yet; try again")
 }
 
 // Tree returns a copy of the configuration the target runs, detached from
@@ -112,6 +124,9 @@ func (s *Service) Tree() *configfs.Tree {
 func (s *Service) change(edit func(t *configfs.Tree) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.applied {
+		return errNotStarted()
+	}
 	tree := s.Tree()
 	if err := edit(tree); err != nil {
 		return err

@@ -221,6 +221,9 @@ func (s *Service) configSave(p *SaveParams) (any, *Error) {
 		// The tree written and the count of unsaved changes agree.
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if !s.applied {
+			return nil, errNotStarted()
+		}
 	}
 	tree := s.Tree()
 	var out []byte
@@ -701,6 +704,9 @@ func (s *Service) nsResize(q *ResizeParams) (any, *Error) {
 func (s *Service) nsRescan(q *ResizeParams) (any, *Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.applied {
+		return nil, errNotStarted()
+	}
 	_, ns, err := lookupNS(s.Tree(), q.NQN, q.NSID)
 	if err != nil {
 		return nil, asError(err)

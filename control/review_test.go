@@ -88,3 +88,40 @@ subsystem "` + nqnB + `" {
 	e.fails(t, "ns.resize", m{"nqn": nqnB, "nsid": 9}, CodeNotFound, "no namespace 9")
 	e.fails(t, "ns.resize", m{"nqn": "nqn.2026-11.io.nvmeof:none", "nsid": 1}, CodeNotFound, "does not exist")
 }
+
+// TestChangesBeforeFirstApply: nvmetd listens before it applies its
+// configuration; a change in between would be applied to an empty tree and
+// then replaced, and config.save to a file would write an empty
+// configuration. Both are refused until the first Apply.
+func TestChangesBeforeFirstApply(t *testing.T) {
+	srv := server.New(server.Options{LoopNetwork: loop.NewNetwork()})
+	defer srv.Close()
+	svc := New(srv, Options{})
+	path := filepath.Join(t.TempDir(), "saved.hcl")
+	for _, tc := range []struct{ method, params string }{
+		{"host.add", `{"nqn":"` + hostA + `"}`},
+		{"config.save", `{"path":"` + path + `"}`},
+		{"ns.resize", `{"nqn":"` + nqnA + `","nsid":1}`},
+	} {
+		_, rerr := svc.call(tc.method, json.RawMessage(tc.params))
+		if rerr == nil || rerr.Code != CodeNotApplied || !strings.Contains(rerr.Message, "not applied its configuration yet") {
+			t.Errorf("%s before the first Apply: %+v, want code %d", tc.method, rerr, CodeNotApplied)
+		}
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Error("config.save wrote a file before the first Apply")
+	}
+	if _, rerr := svc.call("config.save", nil); rerr != nil {
+		t.Errorf("config.save without a path before the first Apply: %v", rerr)
+	}
+	tree, err := configfs.ParseHCL([]byte(baseConfig), "f.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Apply(tree); err != nil {
+		t.Fatal(err)
+	}
+	if _, rerr := svc.call("host.add", json.RawMessage(`{"nqn":"`+hostA+`"}`)); rerr != nil {
+		t.Errorf("host.add after the first Apply: %v", rerr)
+	}
+}
