@@ -23,6 +23,8 @@ func Disabled(path string) bool { return path == "" || path == "none" }
 type listener struct {
 	ln   *net.UnixListener
 	path string
+	// accept is ln.AcceptUnix (a test makes it fail).
+	accept func() (*net.UnixConn, error)
 }
 
 // Listen creates the control socket at path (mode 0600; its directory is
@@ -53,7 +55,7 @@ func (s *Service) Listen(path string) error {
 		ln.Close()
 		return errors.New("control: closed or listening already")
 	}
-	s.ln = &listener{ln: ln, path: path}
+	s.ln = &listener{ln: ln, path: path, accept: ln.AcceptUnix}
 	// Logged here, not in Serve's goroutine: clients may connect from
 	// now on (the backlog holds them), and the line comes before the
 	// daemon's "serving" lines, always.
@@ -107,8 +109,9 @@ func (s *Service) Serve() error {
 	if l == nil {
 		return errors.New("control: Serve before Listen")
 	}
+	var backoff time.Duration
 	for {
-		nc, err := l.ln.AcceptUnix()
+		nc, err := l.accept()
 		if err != nil {
 			s.lnMu.Lock()
 			closed := s.closed
@@ -120,8 +123,17 @@ func (s *Service) Serve() error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			return fmt.Errorf("control: %w", err)
+			if !acceptRetryable(err) {
+				return fmt.Errorf("control: %w", err)
+			}
+			// Out of descriptors or memory for a while: the API must
+			// come back once the daemon has them again (as net/http).
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("control: accepting a connection failed; retrying", "error", err, "in", backoff)
+			time.Sleep(backoff)
+			continue
 		}
+		backoff = 0
 		c := &conn{s: s, nc: nc}
 		if err := peerAllowed(nc); err != nil {
 			s.log.Warn("control connection refused", "error", err)
@@ -212,6 +224,17 @@ func (c *conn) serve() {
 }
 
 var errTooLarge = errors.New("request too large")
+
+// acceptRetryable reports whether an accept error passes: descriptors or
+// memory short, or the client gone before it was accepted.
+func acceptRetryable(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
 
 // readLine reads up to a newline (or EOF), at most max bytes.
 func readLine(r *bufio.Reader, max int) ([]byte, error) {
