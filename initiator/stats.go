@@ -1,11 +1,11 @@
 package initiator
 
 import (
-	"math/bits"
 	"sync/atomic"
 	"time"
 
 	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/internal/iostats"
 	"github.com/nvmeof/nvmeof/nvme"
 )
 
@@ -17,61 +17,23 @@ import (
 
 // LatencyBuckets is the number of finite latency histogram buckets; the
 // upper bound of bucket i is LatencyBound(i) (as target.LatencyBound).
-const LatencyBuckets = 24
+const LatencyBuckets = iostats.LatencyBuckets
 
 // LatencyBound returns the upper bound (inclusive) of latency bucket i:
-// 1024 ns << i, 1 µs to 8.6 s.
-func LatencyBound(i int) time.Duration { return time.Duration(1024) << i }
-
-func latencyBucket(d int64) int {
-	if d <= 0 {
-		return 0
-	}
-	return min(bits.Len64(uint64(d-1)>>10), LatencyBuckets)
-}
+// 1024 ns << i, 1 µs to 8.6 s (iostats.LatencyBound).
+func LatencyBound(i int) time.Duration { return iostats.LatencyBound(i) }
 
 // StatsNamespaces is how many namespaces (NSIDs 1 to StatsNamespaces)
 // have counters of their own; the I/O of larger NSIDs is counted together
 // under NSID 0.
 const StatsNamespaces = 32
 
-// Opcode slots of the I/O counters; the last one is every other opcode.
-var statsOpcodes = [...]nvme.IOOpcode{
-	nvme.IORead, nvme.IOWrite, nvme.IOFlush, nvme.IOWriteZeroes, nvme.IODatasetManagement, nvme.IOCompare,
-}
-
-const statsOpSlots = len(statsOpcodes)
-
-func statsOpSlot(op uint8) int {
-	switch nvme.IOOpcode(op) {
-	case nvme.IORead:
-		return 0
-	case nvme.IOWrite:
-		return 1
-	case nvme.IOFlush:
-		return 2
-	case nvme.IOWriteZeroes:
-		return 3
-	case nvme.IODatasetManagement:
-		return 4
-	case nvme.IOCompare:
-		return 5
-	}
-	return -1
-}
-
-type hostOpCounters struct {
-	cmds, bytes, errors atomic.Uint64
-	latCount, latSum    atomic.Uint64
-	lat                 [LatencyBuckets + 1]atomic.Uint64
-}
-
 // hostStats are a controller's counters (Controller.stats).
 type hostStats struct {
 	latency                          atomic.Bool
 	timeouts, aborts, queueResets    atomic.Uint64
 	recoveries, reconnects, recFails atomic.Uint64
-	ns                               [StatsNamespaces + 1][statsOpSlots]hostOpCounters
+	ns                               [StatsNamespaces + 1][iostats.OpSlots]iostats.Op
 }
 
 // EnableLatencyStats turns the I/O latency histograms on or off (off by
@@ -91,7 +53,7 @@ var statsEpoch = time.Now()
 // recordIO counts an I/O command the transport completed (a timed-out
 // one is counted by the timeout handler only).
 func (c *Controller) recordIO(cmd *fabrics.HostCommand, start int64) {
-	i := statsOpSlot(cmd.SQE[0])
+	i := iostats.OpSlot(nvme.IOOpcode(cmd.SQE[0]))
 	if i < 0 {
 		return
 	}
@@ -100,17 +62,14 @@ func (c *Controller) recordIO(cmd *fabrics.HostCommand, start int64) {
 		nsid = 0
 	}
 	o := &c.stats.ns[nsid][i]
-	o.cmds.Add(1)
+	o.Commands.Add(1)
 	if cmd.Err != nil || !nvme.CQE(cmd.CQE[:]).Status().Success() {
-		o.errors.Add(1)
+		o.Errors.Add(1)
 	} else if len(cmd.Data) > 0 && cmd.Direction != fabrics.DirNone {
-		o.bytes.Add(uint64(len(cmd.Data)))
+		o.Bytes.Add(uint64(len(cmd.Data)))
 	}
 	if start != 0 {
-		d := int64(time.Since(statsEpoch)) - start
-		o.lat[latencyBucket(d)].Add(1)
-		o.latSum.Add(uint64(max(d, 0)))
-		o.latCount.Add(1)
+		o.Latency.Observe(int64(time.Since(statsEpoch)) - start)
 	}
 }
 
@@ -179,20 +138,18 @@ func (c *Controller) Stats() HostStats {
 		row := &st.ns[nsid]
 		used := false
 		for i := range row {
-			used = used || row[i].cmds.Load() != 0
+			used = used || row[i].Commands.Load() != 0
 		}
 		if !used && (nsid == 0 || !attached[nsid]) {
 			continue
 		}
-		n := HostNamespaceStats{NSID: nsid, Ops: make([]HostOpStats, statsOpSlots)}
+		n := HostNamespaceStats{NSID: nsid, Ops: make([]HostOpStats, iostats.OpSlots)}
 		for i := range row {
 			o, s := &row[i], &n.Ops[i]
-			s.Opcode = statsOpcodes[i]
-			s.Commands, s.Errors, s.Bytes = o.cmds.Load(), o.errors.Load(), o.bytes.Load()
-			for b := range o.lat {
-				s.LatencyBuckets[b] = o.lat[b].Load()
-			}
-			s.LatencyCount, s.LatencySum = o.latCount.Load(), time.Duration(o.latSum.Load())
+			s.Opcode = iostats.Opcodes[i]
+			s.Commands, s.Errors, s.Bytes = o.Commands.Load(), o.Errors.Load(), o.Bytes.Load()
+			l := o.Latency.Snapshot()
+			s.LatencyCount, s.LatencySum, s.LatencyBuckets = l.Count, l.Sum, l.Buckets
 		}
 		hs.Namespaces = append(hs.Namespaces, n)
 	}

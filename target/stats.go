@@ -1,12 +1,12 @@
 package target
 
 import (
-	"math/bits"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/nvmeof/nvmeof/internal/iostats"
 	"github.com/nvmeof/nvmeof/nvme"
 )
 
@@ -20,87 +20,34 @@ import (
 
 // LatencyBuckets is the number of finite latency histogram buckets; the
 // upper bound of bucket i is LatencyBound(i).
-const LatencyBuckets = 24
+const LatencyBuckets = iostats.LatencyBuckets
 
 // LatencyBound returns the upper bound (inclusive) of latency bucket i:
-// 1024 ns << i, powers of two so that a completion finds its bucket with
-// one bit count. The buckets span 1 µs to 8.6 s.
-func LatencyBound(i int) time.Duration { return time.Duration(1024) << i }
+// 1024 ns << i, 1 µs to 8.6 s (iostats.LatencyBound).
+func LatencyBound(i int) time.Duration { return iostats.LatencyBound(i) }
 
-// latencyBucket returns the bucket of a latency of d nanoseconds
-// (LatencyBuckets: above every bound).
-func latencyBucket(d int64) int {
-	if d <= 0 {
-		return 0
-	}
-	return min(bits.Len64(uint64(d-1)>>10), LatencyBuckets)
-}
-
-// I/O opcode slots of the per-namespace counters.
-const (
-	opSlotRead = iota
-	opSlotWrite
-	opSlotFlush
-	opSlotWriteZeroes
-	opSlotDSM
-	opSlotCompare
-	opSlots
-)
-
-var slotOpcodes = [opSlots]nvme.IOOpcode{
-	nvme.IORead, nvme.IOWrite, nvme.IOFlush, nvme.IOWriteZeroes, nvme.IODatasetManagement, nvme.IOCompare,
-}
-
-func opSlot(op nvme.IOOpcode) int {
-	switch op {
-	case nvme.IORead:
-		return opSlotRead
-	case nvme.IOWrite:
-		return opSlotWrite
-	case nvme.IOFlush:
-		return opSlotFlush
-	case nvme.IOWriteZeroes:
-		return opSlotWriteZeroes
-	case nvme.IODatasetManagement:
-		return opSlotDSM
-	case nvme.IOCompare:
-		return opSlotCompare
-	}
-	return -1
-}
-
-// opCounters count the commands of one opcode on one namespace.
-type opCounters struct {
-	cmds, bytes, errors atomic.Uint64
-	latCount, latSum    atomic.Uint64 // latency: observations and their sum (ns)
-	lat                 [LatencyBuckets + 1]atomic.Uint64
-}
-
-// nsIOStats are a namespace's I/O counters by opcode.
+// nsIOStats are a namespace's I/O counters by opcode slot.
 type nsIOStats struct {
-	ops [opSlots]opCounters
+	ops [iostats.OpSlots]iostats.Op
 }
 
 // record counts a command that ran on the backend: n bytes moved, failed
 // or not, and its latency from start (monoNanos; 0 when latency is not
 // measured).
 func (s *nsIOStats) record(op nvme.IOOpcode, n int64, failed bool, start int64) {
-	i := opSlot(op)
+	i := iostats.OpSlot(op)
 	if i < 0 {
 		return
 	}
 	o := &s.ops[i]
-	o.cmds.Add(1)
+	o.Commands.Add(1)
 	if failed {
-		o.errors.Add(1)
-	} else if n > 0 && (i == opSlotRead || i == opSlotWrite || i == opSlotCompare) {
-		o.bytes.Add(uint64(n)) // data carried; not what Write Zeroes clears
+		o.Errors.Add(1)
+	} else if n > 0 && (i == iostats.SlotRead || i == iostats.SlotWrite || i == iostats.SlotCompare) {
+		o.Bytes.Add(uint64(n)) // data carried; not what Write Zeroes clears
 	}
 	if start != 0 {
-		d := monoNanos() - start
-		o.lat[latencyBucket(d)].Add(1)
-		o.latSum.Add(uint64(max(d, 0)))
-		o.latCount.Add(1)
+		o.Latency.Observe(monoNanos() - start)
 	}
 }
 
@@ -258,22 +205,13 @@ func (s *Subsystem) snapshot(ctrls []*controller) SubsystemStats {
 }
 
 func (ns *namespace) ioSnapshot() NamespaceStats {
-	n := NamespaceStats{NSID: ns.nsid, Enabled: ns.enabled.Load(), Ops: make([]OpStats, opSlots)}
+	n := NamespaceStats{NSID: ns.nsid, Enabled: ns.enabled.Load(), Ops: make([]OpStats, iostats.OpSlots)}
 	for i := range ns.io.ops {
-		o := &ns.io.ops[i]
-		s := &n.Ops[i]
-		s.Opcode = slotOpcodes[i]
-		s.Commands = o.cmds.Load()
-		s.Errors = o.errors.Load()
-		s.Bytes = o.bytes.Load()
-		for b := range o.lat {
-			s.LatencyBuckets[b] = o.lat[b].Load()
-		}
-		// Read the count and sum after the buckets: a histogram read
-		// mid-update then never has more observations counted than
-		// bucketed in a way a scraper would notice as negative rates.
-		s.LatencyCount = o.latCount.Load()
-		s.LatencySum = time.Duration(o.latSum.Load())
+		o, s := &ns.io.ops[i], &n.Ops[i]
+		s.Opcode = iostats.Opcodes[i]
+		s.Commands, s.Errors, s.Bytes = o.Commands.Load(), o.Errors.Load(), o.Bytes.Load()
+		l := o.Latency.Snapshot()
+		s.LatencyCount, s.LatencySum, s.LatencyBuckets = l.Count, l.Sum, l.Buckets
 	}
 	return n
 }

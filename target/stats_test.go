@@ -10,30 +10,6 @@ import (
 	"github.com/nvmeof/nvmeof/nvme/auth"
 )
 
-func TestLatencyBucket(t *testing.T) {
-	for _, tc := range []struct {
-		d    int64
-		want int
-	}{
-		{-5, 0}, {0, 0}, {1, 0}, {1024, 0}, {1025, 1}, {2048, 1}, {2049, 2},
-		{int64(LatencyBound(LatencyBuckets - 1)), LatencyBuckets - 1},
-		{int64(LatencyBound(LatencyBuckets-1)) + 1, LatencyBuckets},
-		{int64(time.Hour), LatencyBuckets},
-	} {
-		got := latencyBucket(tc.d)
-		if got != tc.want {
-			t.Errorf("latencyBucket(%d) = %d, want %d", tc.d, got, tc.want)
-		}
-		// The bucket's bound holds d, and the one below does not.
-		if got < LatencyBuckets && tc.d > int64(LatencyBound(got)) {
-			t.Errorf("latencyBucket(%d) = %d: above its bound %v", tc.d, got, LatencyBound(got))
-		}
-		if got > 0 && tc.d <= int64(LatencyBound(got-1)) {
-			t.Errorf("latencyBucket(%d) = %d: fits bucket %d", tc.d, got, got-1)
-		}
-	}
-}
-
 func opStats(t *testing.T, ns NamespaceStats, op nvme.IOOpcode) OpStats {
 	t.Helper()
 	for _, o := range ns.Ops {
