@@ -24,6 +24,22 @@ func liveState(c *cli.Context, e session.Entry) *session.State {
 	return e.State
 }
 
+// liveStates are the current states of the running daemons under
+// --run-dir (liveState of each).
+func liveStates(c *cli.Context) ([]*session.State, error) {
+	live, _, err := session.Scan(c.String("run-dir"))
+	if err != nil {
+		return nil, trimErr(err)
+	}
+	var states []*session.State
+	for _, e := range live {
+		if st := liveState(c, e); st != nil {
+			states = append(states, st)
+		}
+	}
+	return states, nil
+}
+
 // devTarget is what a DEVICE argument names: a daemon, and a namespace
 // when the argument names one.
 type devTarget struct {
@@ -103,15 +119,9 @@ func cmdList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	live, _, err := session.Scan(c.String("run-dir"))
+	states, err := liveStates(c)
 	if err != nil {
-		return trimErr(err)
-	}
-	var states []*session.State
-	for _, e := range live {
-		if st := liveState(c, e); st != nil {
-			states = append(states, st)
-		}
+		return err
 	}
 	if len(states) == 0 && format == formatNormal {
 		fmt.Fprintln(c.App.ErrWriter, "No NVMe devices detected.")

@@ -408,15 +408,9 @@ func cmdListSubsys(c *cli.Context) error {
 		return err
 	}
 	runDir := c.String("run-dir")
-	live, _, err := session.Scan(runDir)
+	states, err := liveStates(c)
 	if err != nil {
-		return trimErr(err)
-	}
-	var states []*session.State
-	for _, e := range live {
-		if st := liveState(c, e); st != nil {
-			states = append(states, st)
-		}
+		return err
 	}
 	switch c.NArg() {
 	case 0:

@@ -245,16 +245,22 @@ func hexWidth(v uint32, w int) string {
 	return s
 }
 
+// featureWidths are the widths (hexWidth) nvme-cli prints get-feature's
+// feature ID and value with: narrower for 0, which %#x prints without 0x.
+func featureWidths(f featureResult) (fid, value int) {
+	fid, value = 2, 8
+	if f.FID != 0 {
+		fid = 4
+	}
+	if f.Result != 0 {
+		value = 10
+	}
+	return fid, value
+}
+
 // featureHeader is get-feature's first line.
 func featureHeader(f featureResult) string {
-	fw := 2
-	if f.FID != 0 {
-		fw = 4
-	}
-	rw := 8
-	if f.Result != 0 {
-		rw = 10
-	}
+	fw, rw := featureWidths(f)
 	return fmt.Sprintf("get-feature:%s (%s), %s value:%s", hexWidth(uint32(f.FID), fw), featureName(f.FID),
 		selectName(f.Sel), hexWidth(f.Result, rw))
 }
@@ -400,14 +406,7 @@ func selectCaps(r uint32) []string {
 // {"feature", "name", "sel", "value"} object, followed by one with the
 // capabilities or the decoded fields.
 func printFeature(w io.Writer, format string, f featureResult, human bool) error {
-	fw := 2
-	if f.FID != 0 {
-		fw = 4
-	}
-	rw := 8
-	if f.Result != 0 {
-		rw = 10
-	}
+	fw, rw := featureWidths(f)
 	if format == formatJSON {
 		if err := writeJSON(w, jobj{{"feature", hexWidth(uint32(f.FID), fw)}, {"name", featureName(f.FID)},
 			{"sel", selectName(f.Sel)}, {"value", hexWidth(f.Result, rw)}}); err != nil {
