@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/nvmeof/nvmeof/internal/buildinfo"
 	"github.com/nvmeof/nvmeof/internal/suggest"
 )
 
@@ -64,37 +65,6 @@ func version() string {
 	return formatVersion(bi)
 }
 
-// formatVersion formats build information as version prints it.
-func formatVersion(bi *debug.BuildInfo) string {
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	var rev, when string
-	modified := false
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.time":
-			when = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
-		}
-	}
-	var parts []string
-	if rev != "" {
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
-		parts = append(parts, "rev "+rev)
-	}
-	if when != "" {
-		parts = append(parts, when)
-	}
-	if modified {
-		parts = append(parts, "modified")
-	}
-	parts = append(parts, bi.GoVersion)
-	return v + " (" + strings.Join(parts, ", ") + ")"
-}
+// formatVersion formats build information as version prints it, with
+// the commit time.
+func formatVersion(bi *debug.BuildInfo) string { return buildinfo.FormatTime(bi) }

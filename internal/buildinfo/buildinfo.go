@@ -24,24 +24,35 @@ func Line(name string) string {
 // the source tree), REV the first 12 hex digits of vcs.revision (left out
 // when the binary has none, as with -buildvcs=false), "modified" when the
 // tree had uncommitted changes.
-func Format(bi *debug.BuildInfo) string {
+func Format(bi *debug.BuildInfo) string { return format(bi, false) }
+
+// FormatTime is Format with the commit time (vcs.time) after the revision:
+// "VERSION (rev REV, TIME[, modified], GOVERSION)", as nvmeof --version.
+func FormatTime(bi *debug.BuildInfo) string { return format(bi, true) }
+
+func format(bi *debug.BuildInfo, withTime bool) string {
 	v := bi.Main.Version
 	if v == "" {
 		v = "(devel)"
 	}
 	var parts []string
-	var rev string
+	var rev, when string
 	modified := false
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
 			rev = s.Value
+		case "vcs.time":
+			when = s.Value
 		case "vcs.modified":
 			modified = s.Value == "true"
 		}
 	}
 	if rev != "" {
 		parts = append(parts, "rev "+rev[:min(len(rev), 12)])
+	}
+	if withTime && when != "" {
+		parts = append(parts, when)
 	}
 	if modified {
 		parts = append(parts, "modified")
