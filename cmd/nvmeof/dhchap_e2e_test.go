@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/nvmeof/nvmeof/initiator/session"
@@ -66,19 +65,8 @@ func TestConnectDHChap(t *testing.T) {
 		t.Fatal(err)
 	}
 	runDir := filepath.Join(dir, "run")
-	cli := func(args ...string) (int, string, string) {
-		return runCLI(append([]string{"--run-dir", runDir}, args...)...)
-	}
+	cli := runDirCLI(t, runDir)
 	base := []string{"-t", "loop", "-a", "127.0.0.1", "-s", "4420", "--target-config", cfg, "-n", tNQN, "-q", tHost, "--map", "none", "--timeout", "30s"}
-	t.Cleanup(func() {
-		cli("disconnect-all")
-		live, _, _ := session.Scan(runDir)
-		for _, e := range live {
-			if e.State != nil && e.State.PID > 0 {
-				_ = syscall.Kill(e.State.PID, syscall.SIGKILL)
-			}
-		}
-	})
 
 	// Refusals: one line each, naming the cause, no secret.
 	for _, tc := range []struct {

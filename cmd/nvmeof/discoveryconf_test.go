@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/nvmeof/nvmeof/initiator/session"
@@ -63,18 +62,7 @@ func TestConnectAllDiscoveryConf(t *testing.T) {
 	dir := t.TempDir()
 	runDir := filepath.Join(dir, "run")
 	conf := filepath.Join(dir, "discovery.conf")
-	cli := func(args ...string) (int, string, string) {
-		return runCLI(append([]string{"--run-dir", runDir}, args...)...)
-	}
-	t.Cleanup(func() {
-		cli("disconnect-all")
-		live, _, _ := session.Scan(runDir)
-		for _, e := range live {
-			if e.State != nil && e.State.PID > 0 {
-				_ = syscall.Kill(e.State.PID, syscall.SIGKILL)
-			}
-		}
-	})
+	cli := runDirCLI(t, runDir)
 	if err := os.WriteFile(conf, []byte("# test\n--transport=rdma --traddr=127.61.9.1 --trsvcid=4420 --host-traddr=127.61.9.2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

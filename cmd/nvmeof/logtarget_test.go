@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,18 +29,7 @@ func TestDaemonLogsToJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	runDir := filepath.Join(dir, "run")
-	cli := func(args ...string) (int, string, string) {
-		return runCLI(append([]string{"--run-dir", runDir}, args...)...)
-	}
-	t.Cleanup(func() {
-		cli("disconnect-all")
-		live, _, _ := session.Scan(runDir)
-		for _, e := range live {
-			if e.State != nil && e.State.PID > 0 {
-				_ = syscall.Kill(e.State.PID, syscall.SIGKILL)
-			}
-		}
-	})
+	cli := runDirCLI(t, runDir)
 	base := []string{"connect", "-t", "loop", "-a", "127.0.0.1", "--target-config", cfg, "-q", tHost, "--map", "none", "--timeout", "20s", "--log-target", "journal"}
 
 	code, out, errs := cli(append(base, "-n", tNQN)...)

@@ -9,11 +9,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/nvmeof/nvmeof/initiator/session"
 )
 
 const metricsTargetHCL = `port "p0" {
@@ -45,18 +42,7 @@ func TestDaemonMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	runDir := filepath.Join(dir, "run")
-	cli := func(args ...string) (int, string, string) {
-		return runCLI(append([]string{"--run-dir", runDir}, args...)...)
-	}
-	t.Cleanup(func() {
-		cli("disconnect-all")
-		live, _, _ := session.Scan(runDir)
-		for _, e := range live {
-			if e.State != nil && e.State.PID > 0 {
-				_ = syscall.Kill(e.State.PID, syscall.SIGKILL)
-			}
-		}
-	})
+	cli := runDirCLI(t, runDir)
 	code, out, errs := cli("connect", "-t", "loop", "-a", "127.0.0.1", "-s", "4420", "--target-config", cfg, "-n", tNQN,
 		"-q", tHost, "--map", "none", "--timeout", "30s", "--metrics-address", "127.61.7.3:0", "--pprof")
 	if code != 0 {

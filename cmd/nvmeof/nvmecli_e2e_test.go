@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -69,18 +68,7 @@ func e2eSession(t *testing.T, target, host string, extra ...string) (cli func(ar
 	nqn := "nqn.2026-11.io.nvmeof:e2e"
 	startSoftTarget(t, target, nqn)
 	runDir = filepath.Join(t.TempDir(), "run")
-	cli = func(args ...string) (int, string, string) {
-		return runCLI(append([]string{"--run-dir", runDir}, args...)...)
-	}
-	t.Cleanup(func() {
-		cli("disconnect-all")
-		live, _, _ := session.Scan(runDir)
-		for _, e := range live {
-			if e.State != nil && e.State.PID > 0 {
-				_ = syscall.Kill(e.State.PID, syscall.SIGKILL)
-			}
-		}
-	})
+	cli = runDirCLI(t, runDir)
 	connect = []string{"connect", "-t", "rdma", "-a", target, "-s", "4420", "--provider", "soft", "-w", host,
 		"-n", nqn, "-q", tHost, "--map", "none", "--timeout", "30s", "-o", "json"}
 	code, out, errs := cli(append(connect, extra...)...)
