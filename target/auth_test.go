@@ -12,7 +12,6 @@ import (
 
 	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
-	"github.com/nvmeof/nvmeof/fabrics/loop"
 	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/nvme/auth"
 )
@@ -332,13 +331,8 @@ func TestAuthApplyConfig(t *testing.T) {
 	k1, k2 := genKey(t, auth.HashSHA256), genKey(t, auth.HashSHA256)
 	tree1, err := configfs.ParseHCL([]byte(authConfig(k1.Encode())), "v1.hcl")
 	must(t, err)
-	tgt := New(Options{Logger: testLogger(t)})
-	t.Cleanup(func() { tgt.Close() })
-	res, err := tgt.ApplyConfig(tree1)
-	must(t, err)
-	net := loop.NewNetwork()
-	serveConfigured(t, tgt, net, res.Start)
-	f := &fixture{t: t, tgt: tgt, net: net, addr: res.Start[0].Address}
+	f := configuredFixture(t, tree1)
+	tgt := f.tgt
 
 	a := f.dial(0, 31)
 	r := a.connectRaw(31, 0, 0, testSubNQN, testHostNQN, fabrics.CntlIDDynamic)

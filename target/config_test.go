@@ -112,6 +112,19 @@ func serveConfigured(t *testing.T, tgt *Target, net *loop.Network, starts []Port
 	}
 }
 
+// configuredFixture returns a fixture on a new target with tree applied,
+// its ports served on a loop network; the fixture dials the first.
+func configuredFixture(t *testing.T, tree *configfs.Tree) *fixture {
+	t.Helper()
+	tgt := New(Options{Logger: testLogger(t)})
+	t.Cleanup(func() { tgt.Close() })
+	res, err := tgt.ApplyConfig(tree)
+	must(t, err)
+	net := loop.NewNetwork()
+	serveConfigured(t, tgt, net, res.Start)
+	return &fixture{t: t, tgt: tgt, net: net, addr: res.Start[0].Address}
+}
+
 func TestApplyConfig(t *testing.T) {
 	tree1, err := configfs.ParseHCL([]byte(configV1), "v1.hcl")
 	must(t, err)
@@ -243,13 +256,8 @@ subsystem "testnqn" {
 	if ws := tree.Warnings(); len(ws) != 2 {
 		t.Errorf("warnings %v, want one for the host and one for the subsystem", ws)
 	}
-	tgt := New(Options{Logger: testLogger(t)})
-	t.Cleanup(func() { tgt.Close() })
-	res, err := tgt.ApplyConfig(tree)
-	must(t, err)
-	net := loop.NewNetwork()
-	serveConfigured(t, tgt, net, res.Start)
-	f := &fixture{t: t, tgt: tgt, net: net, addr: res.Start[0].Address}
+	f := configuredFixture(t, tree)
+	tgt := f.tgt
 	h := f.dial(0, 31)
 	expect(t, h.connectRaw(31, 0, 0, "testnqn", "testhost", fabrics.CntlIDDynamic), 0, "Connect to testnqn as testhost")
 	h2 := f.dial(0, 31)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
-	"github.com/nvmeof/nvmeof/fabrics/loop"
 	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/target/bdev"
 )
@@ -138,13 +137,8 @@ func (r *reader) finish(t *testing.T) {
 // for memory and null namespaces, which are created again.
 func TestResizeInPlace(t *testing.T) {
 	img := filepath.Join(t.TempDir(), "disk.img")
-	tgt := New(Options{Logger: testLogger(t)})
-	t.Cleanup(func() { tgt.Close() })
-	res, err := tgt.ApplyConfig(resizeConfig(t, img, "1MiB", "1MiB", "1MiB", false))
-	must(t, err)
-	net := loop.NewNetwork()
-	serveConfigured(t, tgt, net, res.Start)
-	f := &fixture{t: t, tgt: tgt, net: net, addr: res.Start[0].Address}
+	f := configuredFixture(t, resizeConfig(t, img, "1MiB", "1MiB", "1MiB", false))
+	tgt := f.tgt
 	a := f.connectAdmin(testSubNQN, 0)
 	a.enable()
 	io := f.connectIO(a, 1, 32)
@@ -166,7 +160,7 @@ func TestResizeInPlace(t *testing.T) {
 	aer := a.submit(newSQE(uint8(nvme.AdminAsyncEventRequest), 0), nil, fabrics.DirNone)
 	rd := startReader(io, 1, 2, 3)
 	rd.waitReads(t, 30)
-	_, err = tgt.ApplyConfig(resizeConfig(t, img, "2MiB", "2MiB", "4MiB", true))
+	_, err := tgt.ApplyConfig(resizeConfig(t, img, "2MiB", "2MiB", "4MiB", true))
 	must(t, err)
 	rd.waitReads(t, 30)
 	rd.finish(t)
@@ -273,13 +267,8 @@ func TestRevalidateNamespace(t *testing.T) {
 	must(t, os.Truncate(img, 1<<20))
 	tree := resizeConfig(t, img, "1MiB", "1MiB", "1MiB", false)
 	tree.Subsystem(testSubNQN).Namespace(1).Size = 0
-	tgt := New(Options{Logger: testLogger(t)})
-	t.Cleanup(func() { tgt.Close() })
-	res, err := tgt.ApplyConfig(tree)
-	must(t, err)
-	net := loop.NewNetwork()
-	serveConfigured(t, tgt, net, res.Start)
-	f := &fixture{t: t, tgt: tgt, net: net, addr: res.Start[0].Address}
+	f := configuredFixture(t, tree)
+	tgt := f.tgt
 	a := f.connectAdmin(testSubNQN, 0)
 	a.enable()
 	nsze := func() uint64 {
