@@ -56,12 +56,7 @@ func TestVersion(t *testing.T) {
 // --log-level debug tells where the daemon logs.
 func TestConnectFailureNamesLog(t *testing.T) {
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "t.hcl")
-	hcl := "port \"p0\" {\n  transport = \"loop\"\n  address   = \"127.0.0.1\"\n  service   = 4420\n}\n" +
-		"subsystem \"" + tNQN + "\" {\n  ports          = [\"p0\"]\n  allow_any_host = true\n  namespace \"1\" {\n    backend = \"memory\"\n    size    = \"1MiB\"\n  }\n}\n"
-	if err := os.WriteFile(cfg, []byte(hcl), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := writeLoopTarget(t, dir)
 	runDir := filepath.Join(dir, "run")
 	code, _, errs := runCLI("--run-dir", runDir, "--log-level", "debug", "connect", "-t", "loop", "-a", "127.0.0.1",
 		"--target-config", cfg, "-n", tNQN+"-unknown", "-q", tHost, "--map", "none", "--timeout", "20s")

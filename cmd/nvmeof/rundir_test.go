@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -25,4 +27,19 @@ func runDirCLI(t *testing.T, runDir string) func(args ...string) (int, string, s
 		}
 	})
 	return cli
+}
+
+// writeLoopTarget writes dir/t.hcl, an in-process target config for
+// connect --target-config: subsystem tNQN open to any host, one 1 MiB
+// memory namespace, on the loop transport at 127.0.0.1:4420. It returns
+// the file's path.
+func writeLoopTarget(t *testing.T, dir string) string {
+	t.Helper()
+	cfg := filepath.Join(dir, "t.hcl")
+	hcl := "port \"p0\" {\n  transport = \"loop\"\n  address   = \"127.0.0.1\"\n  service   = 4420\n}\n" +
+		"subsystem \"" + tNQN + "\" {\n  ports          = [\"p0\"]\n  allow_any_host = true\n  namespace \"1\" {\n    backend = \"memory\"\n    size    = \"1MiB\"\n  }\n}\n"
+	if err := os.WriteFile(cfg, []byte(hcl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
