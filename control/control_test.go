@@ -396,7 +396,7 @@ func TestSocket(t *testing.T) {
 		t.Fatalf("socket %v mode %v", err, st.Mode())
 	}
 	other := New(e.srv, Options{})
-	if err := other.Listen(e.sock); err == nil || !strings.Contains(err.Error(), "another process") {
+	if err := other.Listen(e.sock); !errors.Is(err, ErrSocketInUse) || !strings.Contains(err.Error(), "another process") {
 		t.Fatalf("second Listen on a live socket: %v", err)
 	}
 	other.Close()

@@ -27,6 +27,10 @@ type listener struct {
 	accept func() (*net.UnixConn, error)
 }
 
+// ErrSocketInUse is Listen's error when another process answers on the
+// socket.
+var ErrSocketInUse = errors.New("socket in use")
+
 // Listen creates the control socket at path (mode 0600; its directory is
 // created with mode 0700). A socket another process serves (another
 // nvmetd) is an error; a stale one, left by a daemon that died, is
@@ -42,6 +46,10 @@ func (s *Service) Listen(path string) error {
 		return err
 	}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if errors.Is(err, syscall.EADDRINUSE) {
+		// Another daemon bound it between the probe and here.
+		return fmt.Errorf("control: %s: %w: %w", path, ErrSocketInUse, err)
+	}
 	if err != nil {
 		return fmt.Errorf("control: %w", err)
 	}
@@ -79,7 +87,7 @@ func removeStale(path string) error {
 	c, err := net.DialTimeout("unix", path, 2*time.Second)
 	if err == nil {
 		c.Close()
-		return fmt.Errorf("control: another process (nvmetd?) serves %s: stop it, or give this one another --control-socket", path)
+		return fmt.Errorf("control: another process (nvmetd?) serves %s: stop it, or give this one another --control-socket: %w", path, ErrSocketInUse)
 	}
 	if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("control: probing %s: %w", path, err)

@@ -21,9 +21,11 @@ var controlFlag = &cli.StringFlag{
 }
 
 // newControl returns the control API of srv, serving on --control-socket
-// unless that is "none". A socket another nvmetd serves is an error. The
-// default socket in a directory this user cannot create (not root) only
-// turns the API off, with a warning: nvmetd runs unprivileged on loopback.
+// unless that is "none". A socket another nvmetd serves is an error when
+// given with --control-socket. The default socket only turns the API off,
+// with a warning, when this user cannot create it (nvmetd runs
+// unprivileged on loopback) or another nvmetd serves it (several daemons,
+// say one per gateway address, each with a config of its own).
 func newControl(c *cli.Context, srv *server.Server, log hclog.Logger) (*control.Service, error) {
 	ctl := control.New(srv, control.Options{Logger: log, Loader: loader})
 	path := c.String(controlFlag.Name)
@@ -33,6 +35,10 @@ func newControl(c *cli.Context, srv *server.Server, log hclog.Logger) (*control.
 	if err := ctl.Listen(path); err != nil {
 		if !c.IsSet(controlFlag.Name) && errors.Is(err, fs.ErrPermission) {
 			log.Warn("control API off: cannot create its socket; give --control-socket PATH (or none)", "error", err)
+			return ctl, nil
+		}
+		if !c.IsSet(controlFlag.Name) && errors.Is(err, control.ErrSocketInUse) {
+			log.Warn("control API off: another nvmetd serves the default socket; give this one --control-socket PATH (or none)", "socket", path)
 			return ctl, nil
 		}
 		return nil, err
