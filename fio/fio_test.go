@@ -1,7 +1,6 @@
 package fio
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -99,6 +98,9 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if enginePath != "" && os.Getenv("NVMEOF_FIO_ENGINE") == "" {
 		os.RemoveAll(filepath.Dir(enginePath))
+	}
+	if nvmetdBin != "" {
+		os.RemoveAll(filepath.Dir(nvmetdBin))
 	}
 	os.Exit(code)
 }
@@ -317,15 +319,7 @@ func TestFioRDMA(t *testing.T) {
 	if ok, why := softCMWorks(); !ok {
 		t.Skip(why)
 	}
-	dir := t.TempDir()
-	nvmetd := filepath.Join(dir, "nvmetd")
-	build := exec.Command("go", "build", "-o", nvmetd, "./cmd/nvmetd")
-	build.Dir = repoRoot(t)
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/nvmetd: %v\n%s", err, b)
-	}
-	cfg := filepath.Join(dir, "nvmetd.hcl")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+	srv := startNvmetd(t, fmt.Sprintf(`
 log_level = "info"
 port "p1" {
   transport = "rdma"
@@ -342,54 +336,7 @@ subsystem %q {
     block_size = 512
   }
 }
-`, rdmaTargetAddr, rdmaNQN)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv := exec.CommandContext(ctx, nvmetd, "--config", cfg)
-	srv.Cancel = func() error { return srv.Process.Signal(os.Interrupt) }
-	srv.WaitDelay = 10 * time.Second
-	logs, err := srv.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cancel()
-		_ = srv.Wait()
-	}()
-	ready := make(chan bool, 1)
-	var logMu sync.Mutex
-	var logText strings.Builder
-	go func() {
-		sc := bufio.NewScanner(logs)
-		sent := false
-		for sc.Scan() {
-			logMu.Lock()
-			logText.WriteString(sc.Text() + "\n")
-			logMu.Unlock()
-			if !sent && strings.Contains(sc.Text(), "serving subsystem") {
-				ready <- true
-				sent = true
-			}
-		}
-		if !sent {
-			ready <- false
-		}
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			logMu.Lock()
-			defer logMu.Unlock()
-			t.Fatalf("nvmetd exited:\n%s", logText.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("nvmetd not serving after 30 s")
-	}
+`, rdmaTargetAddr, rdmaNQN))
 
 	// busy_poll 50 (the default): completions run on fio's thread
 	// (Namespace.Poll, the soft device's Progress); 0: through the
@@ -399,9 +346,7 @@ subsystem %q {
 			"--traddr="+rdmaTargetAddr, "--trsvcid=4420", "--subnqn="+rdmaNQN, "--host_traddr="+rdmaHostAddr,
 			"--nsid=1", "--nr_io_queues=2", "--busy_poll="+poll, writeJob(t, verifyJob))
 		if err != nil {
-			logMu.Lock()
-			defer logMu.Unlock()
-			t.Fatalf("fio busy_poll=%s: %v\n%s\nnvmetd:\n%s", poll, err, out, logText.String())
+			t.Fatalf("fio busy_poll=%s: %v\n%s\nnvmetd:\n%s", poll, err, out, srv.Log())
 		}
 		checkVerifyJobs(t, jobs, out)
 	}

@@ -1,14 +1,11 @@
 package fio
 
 import (
-	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -104,15 +101,7 @@ func TestFioMetrics(t *testing.T) {
 	if ok, why := softCMWorks(); !ok {
 		t.Skip(why)
 	}
-	dir := t.TempDir()
-	nvmetd := filepath.Join(dir, "nvmetd")
-	build := exec.Command("go", "build", "-o", nvmetd, "./cmd/nvmetd")
-	build.Dir = repoRoot(t)
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/nvmetd: %v\n%s", err, b)
-	}
-	cfg := filepath.Join(dir, "nvmetd.hcl")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+	srv := startNvmetd(t, fmt.Sprintf(`
 port "p1" {
   transport = "rdma"
   provider  = "soft"
@@ -128,58 +117,15 @@ subsystem %q {
     block_size = 512
   }
 }
-`, metricsTargetAddr, metricsNQN)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv := exec.CommandContext(ctx, nvmetd, "--config", cfg, "--control-socket", "none", "--metrics-address", metricsHTTPAddr+":0")
-	srv.Cancel = func() error { return srv.Process.Signal(os.Interrupt) }
-	srv.WaitDelay = 10 * time.Second
-	logs, err := srv.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cancel()
-		_ = srv.Wait()
-	}()
+`, metricsTargetAddr, metricsNQN),
+		"--control-socket", "none", "--metrics-address", metricsHTTPAddr+":0")
+	nvmetdLog := srv.Log
 	urlRE := regexp.MustCompile(`url=(http://` + regexp.QuoteMeta(metricsHTTPAddr) + `:[0-9]+/metrics)`)
-	ready := make(chan string, 1)
-	var logMu sync.Mutex
-	var logText strings.Builder
-	nvmetdLog := func() string { logMu.Lock(); defer logMu.Unlock(); return logText.String() }
-	go func() {
-		sc := bufio.NewScanner(logs)
-		url, sent := "", false
-		for sc.Scan() {
-			logMu.Lock()
-			logText.WriteString(sc.Text() + "\n")
-			logMu.Unlock()
-			if m := urlRE.FindStringSubmatch(sc.Text()); m != nil {
-				url = m[1]
-			}
-			if !sent && strings.Contains(sc.Text(), "serving subsystem") {
-				ready <- url
-				sent = true
-			}
-		}
-		if !sent {
-			ready <- ""
-		}
-	}()
-	var url string
-	select {
-	case url = <-ready:
-		if url == "" {
-			t.Fatalf("nvmetd exited, or serves no metrics:\n%s", nvmetdLog())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("nvmetd not serving after 60 s")
+	m := urlRE.FindStringSubmatch(nvmetdLog())
+	if m == nil {
+		t.Fatalf("nvmetd serves no metrics:\n%s", nvmetdLog())
 	}
+	url := m[1]
 
 	// Scrape while fio runs: every scrape parses, and the counters never
 	// go down.
