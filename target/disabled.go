@@ -51,16 +51,6 @@ func (d *disabledDevice) Close() error                             { return nil 
 // neverOpened reports whether namespace nsid of subsystem nqn runs on a
 // disabledDevice: configured disabled, its backend never opened.
 func (t *Target) neverOpened(nqn string, nsid uint32) bool {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	s, err := t.subsystemLocked(nqn)
-	if err != nil {
-		return false
-	}
-	ns, ok := s.table().byID[nsid]
-	if !ok {
-		return false
-	}
-	_, ok = ns.dev.(*disabledDevice)
+	_, ok := t.namespaceDevice(nqn, nsid).(*disabledDevice)
 	return ok
 }
