@@ -372,51 +372,52 @@ func StartNbdkit(ctx context.Context, nbdkit, dir, size string, unixSocket bool,
 	if nbdkit == "" {
 		nbdkit = "nbdkit"
 	}
-	if unixSocket {
-		sock := filepath.Join(dir, "nbdkit.sock")
-		argv := []string{nbdkit, "-f", "--exit-with-parent", "-U", sock, "memory", size}
+	// start runs nbdkit listening as listen says and waits for ready.
+	start := func(listen []string, ready func() bool) (*Server, error) {
+		argv := append(append([]string{nbdkit, "-f", "--exit-with-parent"}, listen...), "memory", size)
 		s, err := startServer("nbdkit", argv, filepath.Join(dir, "nbdkit.log"), w)
 		if err != nil {
 			return nil, err
 		}
-		ready := func() bool {
-			fi, err := os.Stat(sock)
-			return err == nil && fi.Mode()&os.ModeSocket != 0
-		}
 		if err := s.waitFor(ctx, 10*time.Second, ready); err != nil {
 			_ = s.Stop()
+			return nil, err
+		}
+		return s, nil
+	}
+	if unixSocket {
+		sock := filepath.Join(dir, "nbdkit.sock")
+		s, err := start([]string{"-U", sock}, func() bool {
+			fi, err := os.Stat(sock)
+			return err == nil && fi.Mode()&os.ModeSocket != 0
+		})
+		if err != nil {
 			return nil, err
 		}
 		return &Nbdkit{Server: s, Socket: sock}, nil
 	}
 	// nbdkit cannot report a port the kernel chose: take a free one and
 	// try again should another program bind it first.
-	var lastErr error
+	var err error
 	for range 3 {
-		port, err := freeTCPPort(nbdkitTCPAddr)
-		if err != nil {
+		var port int
+		if port, err = freeTCPPort(nbdkitTCPAddr); err != nil {
 			return nil, err
 		}
 		addr := net.JoinHostPort(nbdkitTCPAddr, strconv.Itoa(port))
-		argv := []string{nbdkit, "-f", "--exit-with-parent", "-i", nbdkitTCPAddr, "-p", strconv.Itoa(port), "memory", size}
-		s, err := startServer("nbdkit", argv, filepath.Join(dir, "nbdkit.log"), w)
-		if err != nil {
-			return nil, err
-		}
-		ready := func() bool {
+		var s *Server
+		s, err = start([]string{"-i", nbdkitTCPAddr, "-p", strconv.Itoa(port)}, func() bool {
 			c, err := net.DialTimeout("tcp", addr, time.Second)
-			if err != nil {
-				return false
+			if err == nil {
+				c.Close()
 			}
-			c.Close()
-			return true
-		}
-		if lastErr = s.waitFor(ctx, 10*time.Second, ready); lastErr == nil {
+			return err == nil
+		})
+		if err == nil {
 			return &Nbdkit{Server: s, Addr: addr}, nil
 		}
-		_ = s.Stop()
 	}
-	return nil, lastErr
+	return nil, err
 }
 
 // freeTCPPort returns a TCP port of host that was free a moment ago.
