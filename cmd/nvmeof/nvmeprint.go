@@ -387,15 +387,27 @@ func featureFields(fid nvme.FeatureID, r uint32) []featureField {
 
 // selectCaps lists the capabilities of a SEL 3 answer.
 func selectCaps(r uint32) []string {
+	return bitNames(r, []bitName{
+		{nvme.FeatureCapSaveable, "saveable"},
+		{nvme.FeatureCapNamespaceSpecific, "per-namespace"},
+		{nvme.FeatureCapChangeable, "changeable"},
+	})
+}
+
+// bitName names one bit of a flags field.
+type bitName struct {
+	bit  uint32
+	name string
+}
+
+// bitNames lists, in the order of names, the names of the bits set in v
+// (nil when none is).
+func bitNames(v uint32, names []bitName) []string {
 	var out []string
-	if r&nvme.FeatureCapSaveable != 0 {
-		out = append(out, "saveable")
-	}
-	if r&nvme.FeatureCapNamespaceSpecific != 0 {
-		out = append(out, "per-namespace")
-	}
-	if r&nvme.FeatureCapChangeable != 0 {
-		out = append(out, "changeable")
+	for _, b := range names {
+		if v&b.bit != 0 {
+			out = append(out, b.name)
+		}
 	}
 	return out
 }

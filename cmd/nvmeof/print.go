@@ -156,17 +156,11 @@ func eflagsStr(e uint16) string {
 	if e&^(fabrics.EFlagsEPCSD|fabrics.EFlagsDupRetInfo|fabrics.EFlagsNCC) != 0 {
 		return "unrecognized"
 	}
-	var parts []string
-	if e&fabrics.EFlagsEPCSD != 0 {
-		parts = append(parts, "explicit discovery connections")
-	}
-	if e&fabrics.EFlagsDupRetInfo != 0 {
-		parts = append(parts, "duplicate discovery information")
-	}
-	if e&fabrics.EFlagsNCC != 0 {
-		parts = append(parts, "no cdc connectivity")
-	}
-	return strings.Join(parts, ", ")
+	return strings.Join(bitNames(uint32(e), []bitName{
+		{fabrics.EFlagsEPCSD, "explicit discovery connections"},
+		{fabrics.EFlagsDupRetInfo, "duplicate discovery information"},
+		{fabrics.EFlagsNCC, "no cdc connectivity"},
+	}), ", ")
 }
 
 func prtypeStr(p uint8) string {
