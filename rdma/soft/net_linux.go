@@ -497,6 +497,19 @@ func newMmsgFamily(n int, withNames, v6 bool) *mmsg {
 		}
 		m.ctls = make([]txCmsg, n)
 		m.errs = make([]syscall.Errno, n)
+		// The control messages' headers are fixed: setMsg sets only
+		// the values.
+		tosLevel, tosType := int32(unix.IPPROTO_IP), int32(unix.IP_TOS)
+		if v6 {
+			tosLevel, tosType = unix.IPPROTO_IPV6, unix.IPV6_TCLASS
+		}
+		for i := range m.ctls {
+			c := &m.ctls[i]
+			c.seg.hdr.Level, c.seg.hdr.Type = unix.SOL_UDP, unix.UDP_SEGMENT
+			c.seg.hdr.SetLen(unix.CmsgLen(2))
+			c.tos.hdr.Level, c.tos.hdr.Type = tosLevel, tosType
+			c.tos.hdr.SetLen(unix.CmsgLen(4))
+		}
 	}
 	for i := range m.hdrs {
 		m.hdrs[i].Hdr.Iov = &m.iovs[i]
@@ -605,19 +618,10 @@ func (m *mmsg) setMsg(i, j, n int, addr [16]byte, port uint16, seg int, tos uint
 	var ctl unsafe.Pointer
 	size := 0
 	if seg > 0 {
-		c.seg.hdr.Level = unix.SOL_UDP
-		c.seg.hdr.Type = unix.UDP_SEGMENT
-		c.seg.hdr.SetLen(unix.CmsgLen(2))
 		c.seg.size = uint16(seg)
 		ctl, size = unsafe.Pointer(&c.seg), unix.CmsgSpace(2)
 	}
 	if tos != 0 {
-		if m.names6 != nil {
-			c.tos.hdr.Level, c.tos.hdr.Type = unix.IPPROTO_IPV6, unix.IPV6_TCLASS
-		} else {
-			c.tos.hdr.Level, c.tos.hdr.Type = unix.IPPROTO_IP, unix.IP_TOS
-		}
-		c.tos.hdr.SetLen(unix.CmsgLen(4))
 		c.tos.tos = int32(tos)
 		if ctl == nil {
 			ctl = unsafe.Pointer(&c.tos)
