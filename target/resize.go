@@ -89,12 +89,7 @@ func checkInPlace(dev bdev.Device, ns *configfs.Namespace) error {
 // applyInPlace resizes c's backend, updates the namespace's block count
 // and raises the event when it changed, then enables or disables it.
 func (t *Target) applyInPlace(c inPlace) error {
-	if r, ok := c.dev.(bdev.Resizer); ok {
-		if _, err := r.Resize(nsSpec(c.now), false); err != nil {
-			return fmt.Errorf("target: subsystem %s namespace %d: resize: %w", c.nqn, c.now.NSID, err)
-		}
-	}
-	if err := t.revalidateNamespace(c.nqn, c.now.NSID); err != nil {
+	if err := t.resizeNamespace(c.nqn, c.now, c.dev); err != nil {
 		return err
 	}
 	if c.was.Enable != c.now.Enable {
@@ -178,10 +173,17 @@ func (t *Target) RevalidateNamespace(nqn string, nsid uint32) error {
 	if ns == nil || dev == nil {
 		return fmt.Errorf("target: subsystem %s namespace %d: %w", nqn, nsid, ErrNotFound)
 	}
+	return t.resizeNamespace(nqn, ns, dev)
+}
+
+// resizeNamespace brings dev, the running backend of namespace ns of
+// subsystem nqn, to ns's size (bdev.Resizer) and revalidates the
+// namespace.
+func (t *Target) resizeNamespace(nqn string, ns *configfs.Namespace, dev bdev.Device) error {
 	if r, ok := dev.(bdev.Resizer); ok {
 		if _, err := r.Resize(nsSpec(ns), false); err != nil {
-			return fmt.Errorf("target: subsystem %s namespace %d: %w", nqn, nsid, err)
+			return fmt.Errorf("target: subsystem %s namespace %d: resize: %w", nqn, ns.NSID, err)
 		}
 	}
-	return t.revalidateNamespace(nqn, nsid)
+	return t.revalidateNamespace(nqn, ns.NSID)
 }
