@@ -442,6 +442,10 @@ func printFeature(w io.Writer, format string, f featureResult, human bool) error
 		}
 		return nil
 	}
+	var fs []featureField
+	if human {
+		fs = featureFields(f.FID, f.Result)
+	}
 	var s strings.Builder
 	s.WriteString(featureHeader(f) + "\n")
 	switch {
@@ -453,8 +457,8 @@ func printFeature(w io.Writer, format string, f featureResult, human bool) error
 		if len(caps) == 0 {
 			s.WriteString("\tFeature has no capabilities\n")
 		}
-	case human && featureFields(f.FID, f.Result) != nil:
-		for _, fl := range featureFields(f.FID, f.Result) {
+	case fs != nil:
+		for _, fl := range fs {
 			fmt.Fprintf(&s, "\t%s: %s\n", fl.Label, fl.Text)
 		}
 	case len(f.Data) > 0:
