@@ -125,15 +125,7 @@ func TestGoldenNVMeCLIOutput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			text := render(t, tc.out(formatNormal))
-			golden(t, tc.name+".txt", text)
-			for _, l := range tc.nvmeCLI {
-				if !strings.Contains(string(text), l) {
-					t.Errorf("normal output lacks nvme-cli's %q", l)
-				}
-			}
-			js := render(t, tc.out(formatJSON))
-			golden(t, tc.name+".json", js)
+			js := goldenOutputs(t, tc.name, tc.out, tc.nvmeCLI)
 			dec := json.NewDecoder(bytes.NewReader(js))
 			n := 0
 			for dec.More() {

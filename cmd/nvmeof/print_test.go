@@ -183,6 +183,23 @@ func render(t *testing.T, f func(w *bytes.Buffer) error) []byte {
 	return b.Bytes()
 }
 
+// goldenOutputs renders out in both formats, compares them with the golden
+// files name.txt and name.json, checks that the normal output holds each
+// of nvmeCLI's lines, and returns the JSON output.
+func goldenOutputs(t *testing.T, name string, out func(format string) func(w *bytes.Buffer) error, nvmeCLI []string) []byte {
+	t.Helper()
+	text := render(t, out(formatNormal))
+	golden(t, name+".txt", text)
+	for _, l := range nvmeCLI {
+		if !strings.Contains(string(text), l) {
+			t.Errorf("normal output lacks nvme-cli's %q", l)
+		}
+	}
+	js := render(t, out(formatJSON))
+	golden(t, name+".json", js)
+	return js
+}
+
 func TestGoldenOutput(t *testing.T) {
 	idc := fixedIDCtrl(t)
 	idns := fixedIDNS()
@@ -231,15 +248,7 @@ func TestGoldenOutput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			text := render(t, tc.out(formatNormal))
-			golden(t, tc.name+".txt", text)
-			for _, l := range tc.nvmeCLI {
-				if !strings.Contains(string(text), l) {
-					t.Errorf("normal output lacks nvme-cli's %q", l)
-				}
-			}
-			js := render(t, tc.out(formatJSON))
-			golden(t, tc.name+".json", js)
+			js := goldenOutputs(t, tc.name, tc.out, tc.nvmeCLI)
 			var v map[string]any
 			if err := json.Unmarshal(js, &v); err != nil {
 				t.Fatalf("JSON output does not parse: %v", err)
