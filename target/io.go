@@ -222,15 +222,9 @@ func (c *ioCmd) finish(err error, s nvme.Error) {
 	ns, r, q := c.ns, c.r, c.q
 	if err == nil {
 		switch c.op {
-		case nvme.IORead:
+		case nvme.IORead, nvme.IOCompare:
 			ns.stats.hostReads.Add(1)
-			ns.stats.bytesRead.Add(uint64(c.n))
-		case nvme.IOWrite:
-			ns.stats.hostWrites.Add(1)
-			ns.stats.bytesWritten.Add(uint64(c.n))
-		case nvme.IOCompare:
-			ns.stats.hostReads.Add(1)
-		case nvme.IOWriteZeroes:
+		case nvme.IOWrite, nvme.IOWriteZeroes:
 			ns.stats.hostWrites.Add(1)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/internal/iostats"
 	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/target/bdev"
 )
@@ -218,8 +219,9 @@ func (c *controller) buildSMART(nss []*namespace) []byte {
 		s := &ns.stats
 		reads += s.hostReads.Load()
 		writes += s.hostWrites.Load()
-		rbytes += s.bytesRead.Load()
-		wbytes += s.bytesWritten.Load()
+		// The data units: the bytes the opcode counters hold (stats.go).
+		rbytes += ns.io.ops[iostats.SlotRead].Bytes.Load()
+		wbytes += ns.io.ops[iostats.SlotWrite].Bytes.Load()
 		media += s.mediaErrors.Load()
 		busy += s.busyNanos.Load()
 		if ns.health == nil {

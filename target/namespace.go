@@ -53,13 +53,11 @@ const nsDead = 1 << 62
 
 // nsStats are the SMART / Health counters of a namespace.
 type nsStats struct {
-	hostReads    atomic.Uint64 // Read and Compare commands
-	hostWrites   atomic.Uint64 // Write and Write Zeroes commands
-	bytesRead    atomic.Uint64
-	bytesWritten atomic.Uint64
-	mediaErrors  atomic.Uint64
-	busyNanos    atomic.Int64 // time with at least one command in flight
-	busySince    atomic.Int64 // monotonic nanoseconds of the last idle→busy
+	hostReads   atomic.Uint64 // Read and Compare commands
+	hostWrites  atomic.Uint64 // Write and Write Zeroes commands
+	mediaErrors atomic.Uint64
+	busyNanos   atomic.Int64 // time with at least one command in flight
+	busySince   atomic.Int64 // monotonic nanoseconds of the last idle→busy
 }
 
 // epoch is the origin of the monotonic clock the counters use.
