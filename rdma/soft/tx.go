@@ -279,16 +279,7 @@ func (t *txBatch) send() {
 	var qp, qb uint64
 	off := 0
 	for i, msg := range t.msgs[:nm] {
-		if t.m.errs[i] == 0 {
-			for _, p := range t.out[off : off+msg.count] {
-				if p.qc != qc {
-					qc.addSent(qp, qb)
-					qc, qp, qb = p.qc, 0, 0
-				}
-				qp++
-				qb += uint64(p.n)
-			}
-		}
+		run := t.out[off : off+msg.count]
 		off += msg.count
 		if e := t.m.errs[i]; e != 0 {
 			failed += uint64(msg.count)
@@ -298,6 +289,14 @@ func (t *txBatch) send() {
 				d.socks.gso.disabled.Store(true)
 			}
 			continue
+		}
+		for _, p := range run {
+			if p.qc != qc {
+				qc.addSent(qp, qb)
+				qc, qp, qb = p.qc, 0, 0
+			}
+			qp++
+			qb += uint64(p.n)
 		}
 		pkts += uint64(msg.count)
 		bytes += uint64(msg.bytes)
