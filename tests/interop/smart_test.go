@@ -68,9 +68,9 @@ func TestSMARTEmulatedDisks(t *testing.T) {
 	} else if _, err := f.WriteAt(mbr, 0); err != nil || f.Close() != nil {
 		t.Fatalf("partition table: %v", err)
 	}
-	t.Setenv("KPEER_QEMU_ARGS", fmt.Sprintf("-drive file=%s,if=none,id=nv0,format=raw "+
+	qemuArgs := "KPEER_QEMU_ARGS=" + fmt.Sprintf("-drive file=%s,if=none,id=nv0,format=raw "+
 		"-device nvme,serial=kpeer0001,drive=nv0 -drive file=%s,if=none,id=sd0,format=raw "+
-		"-device ahci,id=ahci0 -device ide-hd,drive=sd0,bus=ahci0.0", nv, sata))
+		"-device ahci,id=ahci0 -device ide-hd,drive=sd0,bus=ahci0.0", nv, sata)
 	s := newGuestShare(t)
 	s.addVerbsBinary(t, "./cmd/nvmetd", "nvmetd")
 	addTestBinary(t, s, "./target/bdev", "bdev.test")
@@ -102,6 +102,7 @@ subsystem %q {
 	res := kpeer.Do(t, dir, kpeer.Run{
 		Scripts: []string{s.script("smart.sh")},
 		Env:     []string{"NVMETD_CONFIG=" + cfg, "NQN=" + smartNQN},
+		HostEnv: []string{qemuArgs},
 		Share:   s.Dir,
 		Timeout: 8 * time.Minute,
 	})

@@ -14,10 +14,25 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
+
+// sessions bounds the kernel-peer sessions running at once: each guest is a
+// single-vCPU QEMU under TCG and a session is mostly one busy guest, so on
+// a 2-core machine two sessions side by side finish the suite in about
+// half the time. NVMEOF_INTEROP_PARALLEL sets the bound (1 runs them one
+// after another, as before).
+var sessions = make(chan struct{}, parallelSessions())
+
+func parallelSessions() int {
+	if n, err := strconv.Atoi(os.Getenv("NVMEOF_INTEROP_PARALLEL")); err == nil && n > 0 {
+		return n
+	}
+	return 2
+}
 
 // Addresses inside the kernel-peer namespace.
 const (
@@ -66,7 +81,11 @@ func CacheOf(kernel string) string {
 }
 
 // Require skips (or, with NVMEOF_INTEROP=1, fails) the test when
-// kernel-peer cannot run, and returns its directory.
+// kernel-peer cannot run, and returns its directory. A *testing.T is
+// marked parallel: each session has its own network namespace, bridge and
+// share, and Do bounds how many run at once, so the test must not use
+// t.Setenv or other process-wide state (Run.HostEnv passes environment to
+// run.sh).
 func Require(t testing.TB) string {
 	t.Helper()
 	return RequireKernel(t, "")
@@ -103,6 +122,9 @@ func RequireKernel(t testing.TB, kernel string) string {
 			missing("no kernel-peer image in " + CacheOf(kernel) + " (run " + buildCmd(kernel) + ")")
 		}
 	}
+	if pt, ok := t.(*testing.T); ok && cap(sessions) > 1 {
+		pt.Parallel()
+	}
 	return dir
 }
 
@@ -125,6 +147,9 @@ type Run struct {
 	SMP      int    // guest vCPUs (run.sh default 1)
 	MemMiB   int    // guest memory (run.sh default 1024)
 	Share    string // share directory (default: a new temporary one)
+	// HostEnv is K=V added to run.sh's own environment (KPEER_QEMU_ARGS,
+	// KPEER_NIC_OFFLOAD, …), as opposed to Env for the guest scripts.
+	HostEnv []string
 }
 
 // Result is what a session left behind.
@@ -178,12 +203,19 @@ func Do(t testing.TB, dir string, r Run) *Result {
 	ctx, cancel := context.WithTimeout(context.Background(), r.Timeout+2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", args...)
+	cmd.Env = append(os.Environ(), r.HostEnv...)
 	if r.Kernel != "" {
-		cmd.Env = append(os.Environ(), "KPEER_KERNEL="+r.Kernel, "KPEER_CACHE="+CacheOf(r.Kernel))
+		cmd.Env = append(cmd.Env, "KPEER_KERNEL="+r.Kernel, "KPEER_CACHE="+CacheOf(r.Kernel))
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	waited := time.Now()
+	sessions <- struct{}{}
+	if w := time.Since(waited); w > time.Second {
+		t.Logf("kernel-peer: waited %s for a session slot", w.Round(time.Second))
+	}
 	err := cmd.Run()
+	<-sessions
 	res := &Result{Share: share, Output: out.String(), Err: err}
 	t.Logf("kernel-peer %s: %v\n%s", strings.Join(r.Scripts, " "), err, lastLines(res.Output, 30))
 	return res
