@@ -104,6 +104,16 @@ type Controller struct {
 	ff       failFast
 	stats    hostStats // counters (stats.go)
 
+	// Multipath (ana.go, multipath.go): the last ANA log read (nil
+	// without ANA reporting), whether a re-read is pending after an ANA
+	// status, the multipath layer's change hook, and whether the
+	// controller is a path of a Multipath (its I/O then fails over
+	// instead of waiting for this controller).
+	ana        atomic.Pointer[anaInfo]
+	anaPending atomic.Bool
+	onChange   atomic.Pointer[func()]
+	mpath      atomic.Bool
+
 	scanMu sync.Mutex
 	nsMu   sync.Mutex
 	ns     map[uint32]*Namespace
@@ -144,6 +154,7 @@ func Connect(ctx context.Context, d fabrics.Dialer, addr fabrics.Address, opts O
 			_ = c.Disconnect(context.Background())
 			return nil, err
 		}
+		c.updateANA(ctx, a)
 	}
 	c.log.Info("connected", "cntlid", a.cntlid, "io_queues", len(a.io), "queue_size", a.sqsize, "kato", a.kato)
 	return c, nil
@@ -660,6 +671,12 @@ func (c *Controller) handleEvent(a *assoc, ev nvme.AsyncEvent) {
 		if err := c.scan(a.ctx, a); err != nil {
 			c.log.Warn("namespace rescan failed", "error", err)
 		}
+		c.notifyChange()
+	}
+	if ev.Type() == nvme.AsyncEventNotice && ev.Info() == nvme.AsyncNoticeANAChange {
+		// nvme_handle_aen_notice: re-read the ANA log (which, read
+		// without RAE, also clears the event).
+		c.updateANA(a.ctx, a)
 	}
 	if f := c.opts.OnAsyncEvent; f != nil {
 		f(out)
@@ -771,6 +788,7 @@ func (c *Controller) end(s State, err error) {
 	c.endErr = err
 	close(c.endCh)
 	c.disarmFailFast()
+	c.notifyChange()
 }
 
 // waitLive waits until the controller is live, or returns why it never

@@ -46,6 +46,7 @@ func (c *Controller) armFailFast() {
 		}
 		f.mu.Unlock()
 		if fire {
+			c.notifyChange() // the path no longer counts as available
 			c.log.Warn("fast_io_fail_tmo expired: failing I/O until the controller is back", "fast_io_fail_tmo", d)
 		}
 	})

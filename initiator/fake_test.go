@@ -3,6 +3,7 @@ package initiator
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,6 +55,16 @@ type fakeTarget struct {
 	retryIO   atomic.Int32          // that many Reads and Writes fail with a status without DNR
 	readDelay atomic.Int64          // Reads complete after that many nanoseconds
 	holdLogs  chan *fabrics.Request // under mu: Get Log Page requests, filled, go here uncompleted
+
+	// ANA (multipath tests): with anaOn the controller reports ANA (CMIC
+	// bit 3, ANA Change notices) with every namespace in group 1, whose
+	// state is anaState; I/O in a state that cannot serve it gets the ANA
+	// status. data, when set, is the target whose namespaces this one
+	// serves too (a second port of the same subsystem).
+	anaOn    bool
+	anaState atomic.Uint32
+	anaChg   atomic.Uint64
+	data     *fakeTarget
 }
 
 type fakeCtrl struct {
@@ -355,6 +366,13 @@ func (fq *fakeQueue) identify(r *fabrics.Request) {
 		id.SetAERL(3)
 		id.SetKAS(1)
 		id.SetOAES(nvme.AECNamespaceAttribute)
+		if ft.anaOn {
+			id.SetCMIC(nvme.CMICMultiPort | nvme.CMICMultiCtrl | nvme.CMICANAReporting)
+			id.SetOAES(nvme.AECNamespaceAttribute | nvme.AECANAChange)
+			id.SetANACAP(nvme.ANACAPOptimized | nvme.ANACAPNonOptimized | nvme.ANACAPInaccessible)
+			id.SetANAGRPMAX(1)
+			id.SetNANAGRPID(1)
+		}
 		id.SetNN(1024)
 		id.SetONCS(nvme.ONCSDatasetManagement | nvme.ONCSWriteZeroes)
 		id.SetSGLS(nvme.SGLSSupported | nvme.SGLSKeyed | nvme.SGLSOffset)
@@ -381,6 +399,9 @@ func (fq *fakeQueue) identify(r *fabrics.Request) {
 			id.SetNUSE(n)
 			id.SetLBAF(0, nvme.LBAFormat{LBADS: 9})
 			id.SetNGUID([16]byte{0xaa, byte(sqe.NSID())})
+			if ft.anaOn {
+				id.SetANAGRPID(1)
+			}
 		}
 	case nvme.CNSActiveNSList:
 		if ft.rawNSList != nil {
@@ -419,6 +440,14 @@ func (fq *fakeQueue) getLogPage(r *fabrics.Request) {
 	case nvme.LIDSMART:
 		page = make([]byte, nvme.SMARTLogSize)
 		nvme.SMARTLog(page).SetCompositeTemperature(300)
+	case nvme.LIDANA:
+		var ids []uint32
+		for id := range ft.ns {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		l := nvme.ANALog{ChangeCount: ft.anaChg.Load(), Groups: []nvme.ANAGroup{{GroupID: 1, ChangeCount: ft.anaChg.Load(), State: nvme.ANAState(ft.anaState.Load()), NSIDs: ids}}}
+		page, _ = l.AppendBinary(nil)
 	case nvme.LIDDiscovery:
 		l := fabrics.DiscoveryLog{GenCtr: ft.genctr, Entries: ft.discovery}
 		page, _ = l.Encode()
@@ -443,6 +472,80 @@ func (fq *fakeQueue) getLogPage(r *fabrics.Request) {
 	r.Complete()
 }
 
+// dataTarget returns the target whose namespace data this one serves.
+func (ft *fakeTarget) dataTarget() *fakeTarget {
+	if ft.data != nil {
+		return ft.data
+	}
+	return ft
+}
+
+// anaStatus returns the status of I/O in the current ANA state.
+func (ft *fakeTarget) anaStatus() nvme.Status {
+	switch nvme.ANAState(ft.anaState.Load()) {
+	case nvme.ANAInaccessible:
+		return nvme.StatusANAInaccessible
+	case nvme.ANAPersistentLoss:
+		return nvme.StatusANAPersistentLoss
+	case nvme.ANAChange:
+		return nvme.StatusANATransition
+	}
+	return nvme.StatusSuccess
+}
+
+// setANA changes group 1's state; with notify the controllers get an ANA
+// Change notice.
+func (ft *fakeTarget) setANA(s nvme.ANAState, notify bool) {
+	ft.anaState.Store(uint32(s))
+	ft.anaChg.Add(1)
+	if !notify {
+		return
+	}
+	ft.mu.Lock()
+	var aers []*fabrics.Request
+	for _, c := range ft.ctrls {
+		if len(c.aers) > 0 {
+			aers = append(aers, c.aers[0])
+			c.aers = c.aers[1:]
+		}
+	}
+	ft.mu.Unlock()
+	for _, r := range aers {
+		nvme.CQE(r.CQE[:]).SetDW0(uint32(nvme.AENANAChange))
+		r.Complete()
+	}
+}
+
+// newFakePeer returns a second port of ft's subsystem at addr on ft's
+// network, serving ft's namespaces, with ANA reporting in state s (ft
+// gets ANA reporting in optimized state unless it has it already).
+func newFakePeer(t testing.TB, ft *fakeTarget, addr string, s nvme.ANAState) *fakeTarget {
+	if !ft.anaOn {
+		ft.anaOn = true
+		ft.anaState.Store(uint32(nvme.ANAOptimized))
+	}
+	p := &fakeTarget{
+		t:        t,
+		net:      ft.net,
+		addr:     fabrics.Address{Transport: fabrics.TransportLoop, Addr: netip.MustParseAddr(addr), ServiceID: 4420},
+		subnqn:   ft.subnqn,
+		bs:       ft.bs,
+		ns:       ft.ns,
+		nextCntl: 1000,
+		ctrls:    map[uint16]*fakeCtrl{},
+		counts:   map[string]int{},
+		kasSeen:  map[uint16]int{},
+		mdts:     ft.mdts,
+		grantQ:   ft.grantQ,
+		anaOn:    true,
+		data:     ft,
+	}
+	p.anaState.Store(uint32(s))
+	p.listen()
+	t.Cleanup(p.close)
+	return p
+}
+
 // takeRetry reports whether this I/O is one of those retryIO fails.
 func (ft *fakeTarget) takeRetry() bool {
 	for {
@@ -463,6 +566,16 @@ func (fq *fakeQueue) io(r *fabrics.Request) {
 	op := nvme.IOOpcode(sqe.Opcode())
 	ft.mu.Lock()
 	ft.counts[op.String()]++
+	ft.mu.Unlock()
+	if ft.anaOn {
+		if st := ft.anaStatus(); st != nvme.StatusSuccess {
+			cqe.SetStatus(st)
+			r.Complete()
+			return
+		}
+	}
+	ft = ft.dataTarget()
+	ft.mu.Lock()
 	b, ok := ft.ns[sqe.NSID()]
 	ft.mu.Unlock()
 	if !ok {

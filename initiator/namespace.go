@@ -49,6 +49,7 @@ type Namespace struct {
 	nsid    uint32
 	info    atomic.Pointer[nsInfo]
 	removed atomic.Bool
+	ana     atomic.Uint32 // nvme.ANAState through this controller (ana.go)
 }
 
 // scan reads the active namespace list and every namespace in it, adds new
@@ -83,6 +84,7 @@ func (c *Controller) scan(ctx context.Context, a *assoc) error {
 		}
 		ns.info.Store(info)
 		ns.removed.Store(false)
+		ns.setANA(c.ana.Load())
 		c.nsMu.Unlock()
 	}
 	c.nsMu.Lock()
@@ -486,6 +488,9 @@ func (c *Controller) pickQueue() (*queue, error) {
 			c.waitGone(q)
 			continue
 		}
+		if c.mpath.Load() {
+			return nil, errPathDown // another path takes it
+		}
 		if err := c.waitLive(nil, nil); err != nil {
 			return nil, err
 		}
@@ -541,6 +546,9 @@ func (c *Controller) ioCollect(ch *chunk, dir fabrics.DataDirection, name string
 	if err == nil {
 		return nil
 	}
+	if c.mpath.Load() && (isReset(err) || isPathStatus(err)) {
+		return err // failed over by the multipath layer
+	}
 	if isReset(err) {
 		c.waitGone(q)
 		return c.ioSync(&ch.sqe, ch.data, dir, name)
@@ -549,6 +557,14 @@ func (c *Controller) ioCollect(ch *chunk, dir fabrics.DataDirection, name string
 		return c.ioSyncN(&ch.sqe, ch.data, dir, name, 1)
 	}
 	return err
+}
+
+// isPathStatus reports a path-related status (SCT 3) without DNR: on a
+// multipath path it fails over instead of being retried on the same
+// controller (nvme_decide_disposition).
+func isPathStatus(err error) bool {
+	var ce *CommandError
+	return errors.As(err, &ce) && !ce.Err.DNR && ce.Err.Status.SCT() == nvme.SCTPathRelated
 }
 
 // retryable reports a status error without DNR (nvme_decide_disposition).
@@ -572,14 +588,18 @@ func (c *Controller) ioSyncN(sqe *[64]byte, data []byte, dir fabrics.DataDirecti
 		if err != nil {
 			return err
 		}
+		mp := c.mpath.Load()
 		s, err := q.get(context.Background())
 		if err != nil {
+			if mp {
+				return errPathDown
+			}
 			c.waitGone(q)
 			continue
 		}
 		s.prep(sqe, data, dir, name, c.cmdWait())
 		if err := s.run(); err != nil {
-			if !isReset(err) {
+			if !isReset(err) || mp {
 				return err
 			}
 			c.waitGone(q)
@@ -590,6 +610,8 @@ func (c *Controller) ioSyncN(sqe *[64]byte, data []byte, dir fabrics.DataDirecti
 		switch {
 		case err == nil:
 			return nil
+		case mp && (isReset(err) || isPathStatus(err)):
+			return err // failed over by the multipath layer
 		case isReset(err):
 			c.waitGone(q)
 		case retryable(err) && retries < maxRetries:

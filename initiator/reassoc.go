@@ -15,6 +15,7 @@ func (c *Controller) leaveLive() {
 	c.liveCh = make(chan struct{})
 	c.armFailFast()
 	c.recovery.Add(1)
+	c.notifyChange()
 }
 
 // reassociate makes a new association and scans its namespaces (a failed
@@ -37,6 +38,9 @@ func (c *Controller) reassociate(ctx context.Context, after string) (*assoc, err
 	if serr := c.scan(ctx, na); serr != nil {
 		c.log.Warn("namespace rescan after "+after+" failed", "error", serr)
 	}
+	if !c.opts.isDiscovery() {
+		c.updateANA(ctx, na)
+	}
 	return na, nil
 }
 
@@ -58,5 +62,6 @@ func (c *Controller) goLive(na *assoc) bool {
 	c.mu.Unlock()
 	c.disarmFailFast()
 	c.startBackground(na)
+	c.notifyChange()
 	return true
 }
