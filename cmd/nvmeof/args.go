@@ -94,9 +94,11 @@ type connectArgs struct {
 	// FastIOFailTmo is --fast_io_fail_tmo in seconds (-1: off) and TOS
 	// --tos (-1: the provider's default); Duplicate is -D (the connect
 	// command's own business).
-	FastIOFailTmo int  `json:"fast_io_fail_tmo"`
-	TOS           int  `json:"tos"`
-	Duplicate     bool `json:"-"`
+	FastIOFailTmo int `json:"fast_io_fail_tmo"`
+	TOS           int `json:"tos"`
+	// IOPolicy is --iopolicy (empty: numa, or keep the subsystem's).
+	IOPolicy  string `json:"iopolicy,omitempty"`
+	Duplicate bool   `json:"-"`
 	// DHChap says that the daemon gets DH-HMAC-CHAP secrets on its
 	// descriptor secretsFD; the secrets themselves never go into the
 	// JSON (the daemon's command line).
@@ -127,6 +129,7 @@ func parseFabricsArgs(c *cli.Context) connectArgs {
 		Map:            c.String("map"),
 		FastIOFailTmo:  c.Int("fast_io_fail_tmo"),
 		TOS:            c.Int("tos"),
+		IOPolicy:       c.String("iopolicy"),
 		Duplicate:      c.Bool("duplicate-connect"),
 
 		DHChapSecret:     c.String("dhchap-secret"),
@@ -315,7 +318,22 @@ func (a connectArgs) validateConnect() error {
 	if a.Timeout <= 0 {
 		return fmt.Errorf("--timeout %v: must be positive", a.Timeout)
 	}
+	if _, err := a.ioPolicy(); err != nil {
+		return err
+	}
 	return nil
+}
+
+// ioPolicy parses --iopolicy (numa when not given).
+func (a connectArgs) ioPolicy() (initiator.IOPolicy, error) {
+	if a.IOPolicy == "" {
+		return initiator.IOPolicyNUMA, nil
+	}
+	p, err := initiator.ParseIOPolicy(a.IOPolicy)
+	if err != nil {
+		return 0, fmt.Errorf("--iopolicy %q: want numa, round-robin or queue-depth", a.IOPolicy)
+	}
+	return p, nil
 }
 
 // Files the default host NQN is derived from (variables for tests).

@@ -111,8 +111,18 @@ func cmdDiscover(c *cli.Context) error {
 // connection (the kernel's nvmf_ctlr_matches_baseopts: transport, address,
 // service, NQN, host NQN and host address).
 func sameConnection(st *session.State, a connectArgs) bool {
-	return st.Transport == a.Transport && st.Traddr == a.Traddr && st.Trsvcid == a.Trsvcid && st.SubsysNQN == a.NQN &&
-		sameHost(st, a)
+	if st.SubsysNQN != a.NQN || !sameHost(st, a) {
+		return false
+	}
+	if st.Transport == a.Transport && st.Traddr == a.Traddr && st.Trsvcid == a.Trsvcid {
+		return true
+	}
+	for _, p := range st.Paths {
+		if p.Transport == a.Transport && p.Traddr == a.Traddr && p.Trsvcid == a.Trsvcid {
+			return true
+		}
+	}
+	return false
 }
 
 // findConnected returns the live daemon holding a's connection, if any.
@@ -124,6 +134,43 @@ func findConnected(runDir string, a connectArgs) *session.State {
 		}
 	}
 	return nil
+}
+
+// findSubsystem returns the live daemon holding a path to a's subsystem
+// for the same host (the Linux host's nvme_ns_head: a second controller
+// of a subsystem adds a path to its namespaces), if any.
+func findSubsystem(runDir string, a connectArgs) *session.Entry {
+	live, _, _ := session.Scan(runDir)
+	for _, e := range live {
+		if e.State != nil && e.State.SubsysNQN == a.NQN && len(e.State.Paths) > 0 &&
+			(a.HostNQN == "" || e.State.HostNQN == "" || e.State.HostNQN == a.HostNQN) {
+			return &e
+		}
+	}
+	return nil
+}
+
+// addPathTimeoutSlack is the time the daemon gets beyond --timeout to
+// add a path (it maps namespaces the new path brings).
+const addPathTimeoutSlack = 70 * time.Second
+
+// addPath asks daemon e to connect a's address as another path of its
+// subsystem and returns its new state.
+func addPath(c *cli.Context, e *session.Entry, a connectArgs) (*session.State, error) {
+	if a.DHChapSecret != "" || a.DHChapCtrlSecret != "" {
+		return nil, fmt.Errorf("%s is connected as %s: a path added to it authenticates with the secrets of its first connect; give none (or -D for a separate controller)", a.NQN, e.Name)
+	}
+	spec, err := json.Marshal(a)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, a.Timeout+addPathTimeoutSlack)
+	defer cancel()
+	resp, err := session.Call(ctx, e.SocketPath(), session.Request{Op: session.OpAddPath, Spec: spec, IOPolicy: a.IOPolicy})
+	if err != nil {
+		return nil, fmt.Errorf("%s: adding the path %s %s:%s: %s", e.Name, a.Transport, a.Traddr, a.Trsvcid, trimPrefixes(err.Error()))
+	}
+	return resp.State, nil
 }
 
 // errAlreadyConnected is wrapped when connect finds the connection made.
@@ -146,6 +193,9 @@ func connectOne(c *cli.Context, a connectArgs) (*session.State, error) {
 	}
 	if st := findConnected(runDir, a); st != nil && !a.Duplicate {
 		return nil, fmt.Errorf("%s at %s %s:%s: %w as %s (-D/--duplicate-connect makes another controller)", a.NQN, a.Transport, a.Traddr, a.Trsvcid, errAlreadyConnected, st.Name)
+	}
+	if e := findSubsystem(runDir, a); e != nil && !a.Duplicate {
+		return addPath(c, e, a)
 	}
 	switch lvl := hclog.LevelFromString(c.String("log-level")); lvl {
 	case hclog.Trace, hclog.Debug:
@@ -502,7 +552,17 @@ func cmdDaemon(c *cli.Context) error {
 		SubsysNQN:  a.NQN,
 		Log:        logWhere(c.String("log-target"), runDir, slot.Name),
 	}
-	d := session.NewDaemon(slot, info, session.Config{None: none, Method: method, GiveUpAfter: giveUpAfter(opts)}, log)
+	policy, err := a.ioPolicy()
+	if err != nil {
+		tr.close()
+		return fail(err.Error())
+	}
+	var d *session.Daemon
+	addPathFn := func(ctx context.Context, spec json.RawMessage) (*initiator.Controller, session.PathState, func() error, error) {
+		return daemonAddPath(ctx, d, opts, tr, spec, log)
+	}
+	d = session.NewDaemon(slot, info, session.Config{None: none, Method: method, GiveUpAfter: giveUpAfter(opts),
+		IOPolicy: policy, AddPath: addPathFn}, log)
 	opts.OnAsyncEvent = d.AsyncEvent
 	opts.Logger = log
 	args := []any{"transport", a.Transport, "traddr", a.Traddr, "trsvcid", a.Trsvcid, "nqn", a.NQN, "host_traddr", tr.host,
@@ -548,4 +608,62 @@ func cmdDaemon(c *cli.Context) error {
 	}
 	log.Info("disconnected; daemon exiting")
 	return nil
+}
+
+// daemonAddPath connects another path of the daemon's subsystem for an
+// add-path request: spec is the connect command's arguments; the host
+// identity and the DH-HMAC-CHAP keys are the daemon's own (first
+// connect's), the address, transport and timeouts the new connect's.
+func daemonAddPath(ctx context.Context, d *session.Daemon, base initiator.Options, first *transport, spec json.RawMessage, log hclog.Logger) (*initiator.Controller, session.PathState, func() error, error) {
+	var a connectArgs
+	if err := json.Unmarshal(spec, &a); err != nil {
+		return nil, session.PathState{}, nil, fmt.Errorf("bad path spec: %w", err)
+	}
+	opts, err := a.options()
+	if err != nil {
+		return nil, session.PathState{}, nil, err
+	}
+	if opts.SubsystemNQN != base.SubsystemNQN {
+		return nil, session.PathState{}, nil, fmt.Errorf("path to %s, but this daemon holds %s", opts.SubsystemNQN, base.SubsystemNQN)
+	}
+	opts.HostNQN, opts.HostID = base.HostNQN, base.HostID
+	opts.HostKey, opts.CtrlKey = base.HostKey, base.CtrlKey
+	opts.OnAsyncEvent = d.AsyncEvent
+	plog := log.With("path", a.Transport+" "+a.Traddr+":"+a.Trsvcid)
+	opts.Logger = plog
+	tr, err := pathTransport(a, first, plog)
+	if err != nil {
+		return nil, session.PathState{}, nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, a.Timeout)
+	defer cancel()
+	plog.Info("connecting another path")
+	ctrl, err := initiator.Connect(cctx, tr.dialer, tr.addr, opts)
+	if err != nil {
+		tr.close()
+		return nil, session.PathState{}, nil, errors.New(describeConnectError(err, a, tr))
+	}
+	return ctrl, session.PathState{Transport: a.Transport, Traddr: a.Traddr, Trsvcid: a.Trsvcid, HostTraddr: tr.host}, tr.close, nil
+}
+
+// pathTransport returns the transport of a path added to a daemon whose
+// first path uses first: the same RDMA device when the new target is
+// reached from its host address (a soft RoCE device owns its address's
+// UDP port, so a second one there cannot open), else a new one.
+func pathTransport(a connectArgs, first *transport, log hclog.Logger) (*transport, error) {
+	addr, err := a.address()
+	if err != nil {
+		return nil, err
+	}
+	if first != nil && first.host != "" && addr.Transport == first.addr.Transport && addr.Transport != transportLoop {
+		if cands, err := hostAddrs(addr.Addr, a.HostTraddr); err == nil {
+			for _, h := range cands {
+				if h.String() == first.host {
+					log.Debug("path shares the RDMA device", "host_traddr", first.host)
+					return &transport{dialer: first.dialer, addr: addr, host: first.host, dev: first.dev, rdev: first.rdev, close: func() error { return nil }}, nil
+				}
+			}
+		}
+	}
+	return openTransport(a, log)
 }

@@ -412,6 +412,7 @@ func cmdListSubsys(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	var nsid uint32
 	switch c.NArg() {
 	case 0:
 	case 1:
@@ -426,8 +427,9 @@ func cmdListSubsys(c *cli.Context) error {
 			}
 		}
 		states = only
+		nsid = t.nsid
 	default:
 		return fmt.Errorf("at most one DEVICE argument, got %d", c.NArg())
 	}
-	return printListSubsys(c.App.Writer, format, states)
+	return printListSubsysNS(c.App.Writer, format, states, nsid)
 }

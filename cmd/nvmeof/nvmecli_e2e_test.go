@@ -108,9 +108,9 @@ func TestNVMeCLICommands(t *testing.T) {
 		out := must("list-subsys")
 		want := "nvmeof-subsys0 - NQN=nqn.2026-11.io.nvmeof:e2e\n" +
 			"                 hostnqn=" + tHost + "\n" +
-			"                 iopolicy=none\n" +
+			"                 iopolicy=numa\n" +
 			"\\\n" +
-			" +- nvmeof0 rdma traddr=127.61.3.1,trsvcid=4420 live\n"
+			" +- nvmeof0 rdma traddr=127.61.3.1,trsvcid=4420 live optimized\n"
 		if out != want {
 			t.Errorf("list-subsys:\n%s\nwant:\n%s", out, want)
 		}

@@ -529,13 +529,60 @@ func ctrlIndex(name string) int {
 	return n
 }
 
-// iopolicy is what list-subsys reports as the subsystem's I/O policy:
-// nvmeof keeps one path per controller and has no multipath policy.
+// iopolicy is what list-subsys reports as the I/O policy of a subsystem
+// whose daemons do not report one (no multipath).
 const iopolicy = "none"
 
+// subsysPolicy returns the subsystem's multipath I/O policy.
+func subsysPolicy(s *subsysGroup) string {
+	for _, p := range s.paths {
+		if p.IOPolicy != "" {
+			return p.IOPolicy
+		}
+	}
+	return iopolicy
+}
+
+// listPath is one line of list-subsys: a controller (path).
+type listPath struct {
+	name, transport, address, state, ana string
+}
+
+// pathsOf returns the paths of a daemon's state: each controller of its
+// multipath, with its ANA state (of namespace nsid, or of the first
+// namespace when nsid is 0), or the daemon's one controller.
+func pathsOf(st *session.State, nsid uint32) []listPath {
+	if len(st.Paths) == 0 {
+		return []listPath{{st.Name, st.Transport, st.Address(), st.State, ""}}
+	}
+	var nsPaths []session.NamespacePath
+	for _, ns := range st.Namespaces {
+		if ns.NSID == nsid {
+			nsPaths = ns.Paths
+		}
+	}
+	out := make([]listPath, 0, len(st.Paths))
+	for _, p := range st.Paths {
+		ana := p.ANAState
+		for _, np := range nsPaths {
+			if np.Path == p.Name {
+				ana = np.ANAState
+			}
+		}
+		out = append(out, listPath{p.Name, p.Transport, p.Address(), p.State, ana})
+	}
+	return out
+}
+
 // printListSubsys prints the connected subsystems and their controllers
-// as `nvme list-subsys`.
+// (paths) as `nvme list-subsys`, with each path's ANA state.
 func printListSubsys(w io.Writer, format string, states []*session.State) error {
+	return printListSubsysNS(w, format, states, 0)
+}
+
+// printListSubsysNS is printListSubsys with the ANA states of namespace
+// nsid (0: each daemon's first namespace).
+func printListSubsysNS(w io.Writer, format string, states []*session.State, nsid uint32) error {
 	hosts := groupSubsystems(states)
 	if format == formatJSON {
 		arr := []jobj{}
@@ -547,10 +594,16 @@ func printListSubsys(w io.Writer, format string, states []*session.State) error 
 			subs := []jobj{}
 			for _, s := range h.subsys {
 				paths := []jobj{}
-				for _, p := range s.paths {
-					paths = append(paths, jobj{{"Name", p.Name}, {"Transport", p.Transport}, {"Address", p.Address()}, {"State", p.State}})
+				for _, st := range s.paths {
+					for _, p := range pathsOf(st, nsid) {
+						o := jobj{{"Name", p.name}, {"Transport", p.transport}, {"Address", p.address}, {"State", p.state}}
+						if p.ana != "" {
+							o = append(o, jkv{"ANAState", p.ana})
+						}
+						paths = append(paths, o)
+					}
 				}
-				subs = append(subs, jobj{{"Name", s.name}, {"NQN", s.nqn}, {"IOPolicy", iopolicy}, {"Paths", paths}})
+				subs = append(subs, jobj{{"Name", s.name}, {"NQN", s.nqn}, {"IOPolicy", subsysPolicy(s)}, {"Paths", paths}})
 			}
 			ho = append(ho, jkv{"Subsystems", subs})
 			arr = append(arr, ho)
@@ -568,10 +621,13 @@ func printListSubsys(w io.Writer, format string, states []*session.State) error 
 			pad := strings.Repeat(" ", len(s.name))
 			fmt.Fprintf(&b, "%s - NQN=%s\n", s.name, s.nqn)
 			fmt.Fprintf(&b, "%s   hostnqn=%s\n", pad, h.hostnqn)
-			fmt.Fprintf(&b, "%s   iopolicy=%s\n", pad, iopolicy)
+			fmt.Fprintf(&b, "%s   iopolicy=%s\n", pad, subsysPolicy(s))
 			b.WriteString("\\\n")
-			for _, p := range s.paths {
-				fmt.Fprintf(&b, " +- %s %s %s %s\n", p.Name, p.Transport, p.Address(), p.State)
+			for _, st := range s.paths {
+				for _, p := range pathsOf(st, nsid) {
+					line := fmt.Sprintf(" +- %s %s %s %s %s", p.name, p.transport, p.address, p.state, p.ana)
+					b.WriteString(strings.TrimRight(line, " ") + "\n")
+				}
 			}
 		}
 	}

@@ -709,7 +709,7 @@ func printList(w io.Writer, format string, states []*session.State) error {
 		for i, r := range rows {
 			bs := uint64(r.ns.BlockSize)
 			node := r.ns.Device
-			devs = append(devs, jobj{
+			dev := jobj{
 				{"NameSpace", r.ns.NSID},
 				{"DevicePath", node},
 				{"GenericPath", r.ns.Generic},
@@ -726,7 +726,11 @@ func printList(w io.Writer, format string, states []*session.State) error {
 				{"Transport", r.ctrl.Transport},
 				{"Address", r.ctrl.Address()},
 				{"State", r.ctrl.State},
-			})
+			}
+			if len(r.ctrl.Paths) > 0 {
+				dev = append(dev, jkv{"Paths", listNSPaths(r.ctrl, r.ns)})
+			}
+			devs = append(devs, dev)
 		}
 		return writeJSON(w, jobj{{"Devices", devs}})
 	}
@@ -753,4 +757,23 @@ func printList(w io.Writer, format string, states []*session.State) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// listNSPaths returns a namespace's paths for `nvmeof list -o json`: each
+// controller's name, address, state and the namespace's ANA state there.
+func listNSPaths(st *session.State, ns session.Namespace) []jobj {
+	out := []jobj{}
+	for _, p := range pathsOf(st, ns.NSID) {
+		o := jobj{{"Name", p.name}, {"Transport", p.transport}, {"Address", p.address}, {"State", p.state}}
+		if p.ana != "" {
+			o = append(o, jkv{"ANAState", p.ana})
+		}
+		for _, np := range ns.Paths {
+			if np.Path == p.name && np.Current {
+				o = append(o, jkv{"Current", true})
+			}
+		}
+		out = append(out, o)
+	}
+	return out
 }

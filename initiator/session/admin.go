@@ -50,13 +50,13 @@ func (d *Daemon) admin(ctx context.Context, req Request) Response {
 	if op == nvme.AdminGetLogPage && len(data) > 0 {
 		// In pieces when the page is larger than one command may move.
 		g := nvme.GetLogPageCommand{SQE: nvme.SQE(sqe[:])}
-		err := d.ctrl.ReadLogPage(ctx, initiator.LogPageRequest{LID: g.LID(), NSID: g.NSID(), LSP: g.LSP(), RAE: g.RAE(), Offset: g.LPO()}, data)
+		err := d.adminCtrl().ReadLogPage(ctx, initiator.LogPageRequest{LID: g.LID(), NSID: g.NSID(), LSP: g.LSP(), RAE: g.RAE(), Offset: g.LPO()}, data)
 		if err != nil {
 			return Response{Error: describe(err)}
 		}
 		return Response{Data: data}
 	}
-	cqe, err := d.ctrl.AdminCommand(ctx, sqe, data, dir)
+	cqe, err := d.adminCtrl().AdminCommand(ctx, sqe, data, dir)
 	if err != nil {
 		return Response{Error: describe(err)}
 	}
@@ -69,7 +69,7 @@ func (d *Daemon) reset() Response {
 	ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
 	defer cancel()
 	d.log.Info("controller reset requested")
-	if err := d.ctrl.Reset(ctx); err != nil {
+	if err := d.adminCtrl().Reset(ctx); err != nil {
 		d.log.Error("controller reset failed", "error", err)
 		return Response{Error: describe(err), State: d.Snapshot()}
 	}

@@ -20,6 +20,7 @@ const (
 	OpSMARTLog   = "smart-log"  // SMART / Health log page: Data holds 512 bytes
 	OpAdmin      = "admin"      // a read-only admin command (see AdminOpcodes): SQE in, Data and Result out
 	OpReset      = "reset"      // controller reset: CC.EN 0, then a new association
+	OpAddPath    = "add-path"   // connect another path of the subsystem (Spec), multipath
 )
 
 // Request is one control request.
@@ -30,6 +31,10 @@ type Request struct {
 	// length of the data it reads from the controller.
 	SQE     []byte `json:"sqe,omitempty"`
 	DataLen int    `json:"data_len,omitempty"`
+	// Spec is OpAddPath's connection (the CLI's connect arguments) and
+	// IOPolicy the multipath I/O policy to set with it (empty: keep).
+	Spec     json.RawMessage `json:"spec,omitempty"`
+	IOPolicy string          `json:"iopolicy,omitempty"`
 }
 
 // Response answers a Request. Error is set when the request failed; the

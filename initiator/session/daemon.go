@@ -38,6 +38,21 @@ type Config struct {
 	// than ctrl-loss-tmo allows; callers set ctrl-loss-tmo plus the
 	// reconnect delay plus a grace period.
 	GiveUpAfter time.Duration
+	// IOPolicy is the multipath I/O policy of the namespaces.
+	IOPolicy initiator.IOPolicy
+	// AddPath, when set, connects another path of the subsystem for an
+	// OpAddPath request (spec is the request's Spec, the caller's
+	// format): it returns the connected controller, the path's address
+	// facts and the function that closes its transport.
+	AddPath func(ctx context.Context, spec json.RawMessage) (*initiator.Controller, PathState, func() error, error)
+}
+
+// daemonPath is one controller (path) the daemon holds.
+type daemonPath struct {
+	name           string
+	info           PathState
+	ctrl           *initiator.Controller
+	closeTransport func() error
 }
 
 // Timeouts of the daemon's own work.
@@ -58,8 +73,14 @@ type Daemon struct {
 	mcfg Config
 	log  hclog.Logger
 
-	ctrl           *initiator.Controller
-	closeTransport func() error
+	// ctrl is the first path's controller; mp holds every path and maps
+	// the namespaces (a single path is a multipath of one, as the Linux
+	// host's ns_head).
+	ctrl  *initiator.Controller
+	mp    *initiator.Multipath
+	pmu   sync.Mutex
+	paths []*daemonPath
+	nextP int
 
 	events chan struct{} // namespace changes reported by the controller
 
@@ -107,11 +128,120 @@ func (d *Daemon) AsyncEvent(ev initiator.AsyncEvent) {
 	}
 }
 
-// Attach gives the daemon its connected controller and the function that
-// closes the transport after the controller is disconnected.
+// Attach gives the daemon its connected controller (its first path) and
+// the function that closes the transport after the controller is
+// disconnected.
 func (d *Daemon) Attach(c *initiator.Controller, closeTransport func() error) {
 	d.ctrl = c
-	d.closeTransport = closeTransport
+	d.mp = initiator.NewMultipath(c.SubsystemNQN(), initiator.MultipathOptions{IOPolicy: d.mcfg.IOPolicy, Logger: d.log})
+	info := PathState{Transport: d.info.Transport, Traddr: d.info.Traddr, Trsvcid: d.info.Trsvcid, HostTraddr: d.info.HostTraddr}
+	_ = d.addPath(c, info, closeTransport)
+}
+
+// addPath adds a connected controller as a path.
+func (d *Daemon) addPath(c *initiator.Controller, info PathState, closeTransport func() error) error {
+	if err := d.mp.AddPath(c); err != nil {
+		return err
+	}
+	d.pmu.Lock()
+	// The first path is the daemon's own name (nvmeof0, as without
+	// multipath); the others are nvmeof0c1, nvmeof0c2, ... (as the
+	// kernel's nvme0c1n1: subsystem 0, controller 1).
+	name := d.slot.Name
+	if d.nextP > 0 {
+		name = fmt.Sprintf("%sc%d", d.slot.Name, d.nextP)
+	}
+	p := &daemonPath{name: name, info: info, ctrl: c, closeTransport: closeTransport}
+	d.nextP++
+	d.paths = append(d.paths, p)
+	d.pmu.Unlock()
+	d.log.Info("path added", "path", p.name, "traddr", info.Traddr, "trsvcid", info.Trsvcid, "cntlid", c.CntlID())
+	return nil
+}
+
+// allPaths returns the daemon's paths.
+func (d *Daemon) allPaths() []*daemonPath {
+	d.pmu.Lock()
+	defer d.pmu.Unlock()
+	return append([]*daemonPath(nil), d.paths...)
+}
+
+// adminCtrl returns the controller admin requests go to: the first live
+// path, else the first path.
+func (d *Daemon) adminCtrl() *initiator.Controller {
+	for _, p := range d.allPaths() {
+		if p.ctrl.State() == initiator.StateLive {
+			return p.ctrl
+		}
+	}
+	return d.ctrl
+}
+
+// state returns the subsystem's state over its paths: live when a path
+// is, else resetting or connecting when one is, else the first path's.
+func (d *Daemon) state() initiator.State {
+	var best initiator.State = -1
+	for _, p := range d.allPaths() {
+		switch st := p.ctrl.State(); st {
+		case initiator.StateLive:
+			return st
+		case initiator.StateResetting, initiator.StateConnecting, initiator.StateNew:
+			best = st
+		default:
+			if best < 0 {
+				best = st
+			}
+		}
+	}
+	if best < 0 {
+		return d.ctrl.State()
+	}
+	return best
+}
+
+// disconnectAll disconnects every path.
+func (d *Daemon) disconnectAll(ctx context.Context) error {
+	var errs []error
+	for _, p := range d.allPaths() {
+		if err := p.ctrl.Disconnect(ctx); err != nil && !errors.Is(err, initiator.ErrClosed) {
+			errs = append(errs, fmt.Errorf("%s: %w", p.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Multipath returns the daemon's multipath (nil before Attach).
+func (d *Daemon) Multipath() *initiator.Multipath { return d.mp }
+
+// addPathRequest connects and adds the path an OpAddPath request asks for.
+func (d *Daemon) addPathRequest(req Request) Response {
+	if d.mcfg.AddPath == nil {
+		return Response{Error: "this daemon cannot add paths"}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), mapTimeout)
+	defer cancel()
+	c, info, closeT, err := d.mcfg.AddPath(ctx, req.Spec)
+	if err != nil {
+		return Response{Error: describe(err)}
+	}
+	if err := d.addPath(c, info, closeT); err != nil {
+		_ = c.Close()
+		if closeT != nil {
+			_ = closeT()
+		}
+		return Response{Error: describe(err)}
+	}
+	if req.IOPolicy != "" {
+		pol, err := initiator.ParseIOPolicy(req.IOPolicy)
+		if err == nil {
+			d.mp.SetIOPolicy(pol)
+		}
+	}
+	d.reconcile()
+	if err := d.writeState(); err != nil {
+		d.log.Warn("state file not written", "error", err)
+	}
+	return Response{State: d.Snapshot()}
 }
 
 // MapAll maps every active namespace (unless Config.None). On error the
@@ -120,7 +250,7 @@ func (d *Daemon) MapAll(ctx context.Context) error {
 	if d.mcfg.None {
 		return nil
 	}
-	for _, ns := range d.ctrl.Namespaces() {
+	for _, ns := range d.mp.Namespaces() {
 		m, err := d.mapOne(ctx, ns)
 		if err != nil {
 			d.unmapAll(context.Background())
@@ -134,7 +264,7 @@ func (d *Daemon) MapAll(ctx context.Context) error {
 	return nil
 }
 
-func (d *Daemon) mapOne(ctx context.Context, ns *initiator.Namespace) (*blockdev.Mapping, error) {
+func (d *Daemon) mapOne(ctx context.Context, ns *initiator.MultipathNamespace) (*blockdev.Mapping, error) {
 	return blockdev.Map(ctx, ns, &blockdev.Options{
 		Method:       d.mcfg.Method,
 		Name:         fmt.Sprintf("n%d", ns.NSID()),
@@ -167,7 +297,7 @@ func (d *Daemon) Snapshot() *State {
 		s.State = "new"
 		return &s
 	}
-	s.State = c.State().String()
+	s.State = d.state().String()
 	s.CntlID = c.CntlID()
 	id := c.IdentifyData()
 	if len(id) > 0 {
@@ -181,10 +311,29 @@ func (d *Daemon) Snapshot() *State {
 	hid := c.HostID()
 	s.HostID = fabrics.FormatUUID(hid)
 	s.HostNQN = c.HostNQN()
+	s.IOPolicy = d.mp.IOPolicy().String()
+	names := map[*initiator.Controller]string{}
+	nss := d.mp.Namespaces()
+	for _, p := range d.allPaths() {
+		names[p.ctrl] = p.name
+		ps := p.info
+		ps.Name = p.name
+		ps.State = p.ctrl.State().String()
+		ps.CntlID = p.ctrl.CntlID()
+		ps.ANAState = "optimized" // no namespace, or no ANA reporting
+		if len(nss) > 0 {
+			for _, pi := range nss[0].Paths() {
+				if pi.Controller == p.ctrl {
+					ps.ANAState = pi.ANAState.String()
+				}
+			}
+		}
+		s.Paths = append(s.Paths, ps)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	seen := map[uint32]bool{}
-	for _, ns := range c.Namespaces() {
+	for _, ns := range nss {
 		seen[ns.NSID()] = true
 		idns := ns.Identify()
 		n := Namespace{
@@ -196,6 +345,9 @@ func (d *Daemon) Snapshot() *State {
 		if len(idns) > 0 {
 			n.NUSE = idns.NUSE()
 			n.MetaSize = int(idns.CurrentLBAFormat().MS)
+		}
+		for _, pi := range ns.Paths() {
+			n.Paths = append(n.Paths, NamespacePath{Path: names[pi.Controller], ANAState: pi.ANAState.String(), Current: pi.Current})
 		}
 		d.fillMapping(&n)
 		s.Namespaces = append(s.Namespaces, n)
@@ -247,19 +399,19 @@ func (d *Daemon) handle(req Request) Response {
 		return Response{State: d.Snapshot()}
 	case OpIdentify:
 		if req.NSID == 0 {
-			id, err := d.ctrl.IdentifyController(ctx)
+			id, err := d.adminCtrl().IdentifyController(ctx)
 			if err != nil {
 				return Response{Error: describe(err)}
 			}
 			return Response{Data: []byte(id)}
 		}
-		id, err := d.ctrl.IdentifyNamespace(ctx, req.NSID)
+		id, err := d.adminCtrl().IdentifyNamespace(ctx, req.NSID)
 		if err != nil {
 			return Response{Error: describe(err)}
 		}
 		return Response{Data: []byte(id)}
 	case OpSMARTLog:
-		l, err := d.ctrl.SMARTLog(ctx)
+		l, err := d.adminCtrl().SMARTLog(ctx)
 		if err != nil {
 			return Response{Error: describe(err)}
 		}
@@ -268,6 +420,8 @@ func (d *Daemon) handle(req Request) Response {
 		return d.admin(ctx, req)
 	case OpReset:
 		return d.reset()
+	case OpAddPath:
+		return d.addPathRequest(req)
 	}
 	return Response{Error: fmt.Sprintf("unknown request %q", req.Op)}
 }
@@ -340,7 +494,7 @@ func (d *Daemon) Serve(stop <-chan os.Signal) error {
 		case <-d.events:
 			d.reconcile()
 		case <-tick.C:
-			st := d.ctrl.State()
+			st := d.state()
 			switch st {
 			case initiator.StateResetting, initiator.StateConnecting:
 				if downSince.IsZero() {
@@ -353,7 +507,7 @@ func (d *Daemon) Serve(stop <-chan os.Signal) error {
 					go func() {
 						ctx, cancel := context.WithTimeout(context.Background(), disconnectTimeout)
 						defer cancel()
-						_ = d.ctrl.Disconnect(ctx) // fails the waiting I/O
+						_ = d.disconnectAll(ctx) // fails the waiting I/O
 					}()
 				}
 			case initiator.StateLive:
@@ -393,11 +547,11 @@ func (d *Daemon) shutdown(checkMounts bool) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), disconnectTimeout)
 	defer cancel()
-	if st := d.ctrl.State(); st == initiator.StateResetting || st == initiator.StateConnecting {
+	if st := d.state(); st == initiator.StateResetting || st == initiator.StateConnecting {
 		// I/O waiting for the controller would keep the devices busy:
 		// disconnecting fails it, as deleting a Linux controller does.
 		d.log.Info("disconnecting the controller before unmapping: it is not connected", "state", st.String())
-		if err := d.ctrl.Disconnect(ctx); err != nil && !errors.Is(err, initiator.ErrClosed) {
+		if err := d.disconnectAll(ctx); err != nil {
 			d.log.Warn("controller disconnect", "error", err)
 		}
 	}
@@ -457,16 +611,21 @@ func (d *Daemon) finish(ctx context.Context) {
 	}
 	d.finished = true
 	d.mu.Unlock()
-	if d.ctrl != nil {
-		if err := d.ctrl.Disconnect(ctx); err != nil && !errors.Is(err, initiator.ErrClosed) {
-			d.log.Warn("controller shutdown incomplete", "error", err)
+	paths := d.allPaths()
+	for _, p := range paths {
+		if err := p.ctrl.Disconnect(ctx); err != nil && !errors.Is(err, initiator.ErrClosed) {
+			d.log.Warn("controller shutdown incomplete", "path", p.name, "error", err)
 		} else {
-			d.log.Info("controller disconnected")
+			d.log.Info("controller disconnected", "path", p.name)
 		}
 	}
-	if d.closeTransport != nil {
-		if err := d.closeTransport(); err != nil {
-			d.log.Warn("closing the transport", "error", err)
+	// Paths may share a transport (one RDMA device per host address):
+	// close them once every path is down.
+	for _, p := range paths {
+		if p.closeTransport != nil {
+			if err := p.closeTransport(); err != nil {
+				d.log.Warn("closing the transport", "path", p.name, "error", err)
+			}
 		}
 	}
 	os.Remove(d.slot.StatePath())
@@ -496,7 +655,7 @@ func (d *Daemon) reconcile() {
 	ctx, cancel := context.WithTimeout(context.Background(), mapTimeout)
 	defer cancel()
 	active := map[uint32]bool{}
-	for _, ns := range d.ctrl.Namespaces() {
+	for _, ns := range d.mp.Namespaces() {
 		active[ns.NSID()] = true
 		d.mu.Lock()
 		_, have := d.maps[ns.NSID()]

@@ -35,6 +35,38 @@ type State struct {
 	Started time.Time `json:"started"`
 
 	Namespaces []Namespace `json:"namespaces"`
+
+	// IOPolicy is the multipath I/O policy and Paths the controllers
+	// (paths) of the subsystem the daemon holds, the first being the one
+	// the fields above describe (docs/multipath.md).
+	IOPolicy string      `json:"iopolicy,omitempty"`
+	Paths    []PathState `json:"paths,omitempty"`
+}
+
+// PathState is one path (controller) of a daemon's subsystem.
+type PathState struct {
+	Name       string `json:"name"` // nvmeof0 for the first path, then nvmeof0c1, nvmeof0c2, ...
+	State      string `json:"state"`
+	Transport  string `json:"transport"`
+	Traddr     string `json:"traddr"`
+	Trsvcid    string `json:"trsvcid"`
+	HostTraddr string `json:"host_traddr,omitempty"`
+	CntlID     uint16 `json:"cntlid"`
+	// ANAState is the path's ANA state of the first namespace
+	// (optimized for a controller without ANA reporting).
+	ANAState string `json:"ana_state"`
+}
+
+// Address returns the path's target address as nvme-cli prints it.
+func (p *PathState) Address() string {
+	return fmt.Sprintf("traddr=%s,trsvcid=%s", p.Traddr, p.Trsvcid)
+}
+
+// NamespacePath is a namespace's state through one path.
+type NamespacePath struct {
+	Path     string `json:"path"`
+	ANAState string `json:"ana_state"`
+	Current  bool   `json:"current,omitempty"` // the I/O policy uses it now
 }
 
 // Namespace is an active namespace of the controller and its mapping.
@@ -50,6 +82,8 @@ type Namespace struct {
 	NSZE      uint64 `json:"nsze"`
 	NUSE      uint64 `json:"nuse"`
 	MetaSize  int    `json:"metadata_size"`
+	// Paths is the namespace's ANA state per path.
+	Paths []NamespacePath `json:"paths,omitempty"`
 }
 
 // Address returns the connection's target address as nvme-cli prints it.
