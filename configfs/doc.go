@@ -70,6 +70,7 @@
 //	    eui64       = "…"            # device_eui64
 //	    enabled     = true           # enable
 //	    buffered_io = false          # buffered_io
+//	    resv_enable = false          # resv_enable: persistent reservations
 //	    # backend "rbd" (nvmetd built with -tags rbd) takes instead of path:
 //	    # pool, image (required), ceph_conf, client_id ("admin"), keyring
 //	  }
@@ -90,7 +91,7 @@
 // dropped silently: a key neither applies is an error naming its JSON
 // path and line:col, with the closest known key for a typo; kernel
 // attributes nvmetd does not implement are errors when their value would
-// change what hosts rely on (pi_enable, resv enable, ANA groups other than
+// change what hosts rely on (pi_enable, ANA groups other than
 // the default group 1 optimized, a datagram tsas) and warnings when only
 // what they are told or a tuning is lost (a non-zero ieee_oui,
 // max_queue_size); at the kernel's defaults, which nvmetcli writes for

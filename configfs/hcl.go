@@ -400,6 +400,8 @@ func (d *hclDecoder) namespace(b *hcl.Block, subsysPath string) *Namespace {
 			ns.Enable, _ = d.boolean(ns.src, path, a)
 		case "buffered_io":
 			ns.BufferedIO, _ = d.boolean(ns.src, path, a)
+		case "resv_enable":
+			ns.ResvEnable, _ = d.boolean(ns.src, path, a)
 		case "pool":
 			ns.Pool, _ = d.str(ns.src, path, a)
 		case "image":
@@ -691,6 +693,9 @@ func (t *Tree) HCL() []byte {
 			nb.SetAttributeValue("enabled", cty.BoolVal(ns.Enable))
 			if ns.BufferedIO {
 				nb.SetAttributeValue("buffered_io", cty.True)
+			}
+			if ns.ResvEnable {
+				nb.SetAttributeValue("resv_enable", cty.True)
 			}
 		}
 	}

@@ -263,6 +263,13 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 					ns.DeviceEUI64 = e
 				}
 			}
+			if v, ok := jn.Resv["enable"]; ok {
+				b, err := parseKernelBool(string(v))
+				if err != nil {
+					c.add(nil, nil, nspath, "resv_enable", "%v", err)
+				}
+				ns.ResvEnable = b
+			}
 			if ns.Backend == "" && ns.DevicePath != "" {
 				ns.Backend = InferBackend(ns.DevicePath)
 			}
@@ -496,6 +503,9 @@ func (t *Tree) NvmetcliJSON() ([]byte, error) {
 			}
 			if !ns.DeviceEUI64.IsZero() {
 				jn.Nvmeof.EUI64 = ns.DeviceEUI64.String()
+			}
+			if ns.ResvEnable {
+				jn.Resv = map[string]jsonString{"enable": "1"}
 			}
 			js.Namespaces = append(js.Namespaces, jn)
 		}

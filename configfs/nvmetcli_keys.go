@@ -252,7 +252,7 @@ var (
 		"enable":    applied,
 		"nsid":      applied,
 		"nvmeof":    objectOf(nvmeofNSKeys),
-		"resv":      objectOf(map[string]keyRule{"enable": refuseTrue("persistent reservations (resv_enable)")}),
+		"resv":      objectOf(map[string]keyRule{"enable": applied}),
 	}
 	subsysAttrKeys = map[string]keyRule{
 		"allow_any_host": applied, "cntlid_max": applied, "cntlid_min": applied, "firmware": applied, "model": applied,

@@ -203,6 +203,9 @@ type Namespace struct {
 	DeviceEUI64 EUI64
 	Enable      bool // enable
 	BufferedIO  bool // buffered_io: keep block devices off O_DIRECT
+	// ResvEnable is resv_enable: persistent reservations (off by
+	// default, as in Linux; docs/reservations.md).
+	ResvEnable bool
 
 	// Ceph RBD (backend rbd; nvmetd HCL only): the image Image in pool
 	// Pool of the cluster CephConf names, as client ClientID ("" means

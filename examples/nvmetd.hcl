@@ -219,6 +219,13 @@ subsystem "nqn.2026-11.io.nvmeof:disk0" {
     # buffered_io (buffered_io): go through the page cache instead of
     # O_DIRECT (block backend). Default false.
     buffered_io = false
+
+    # resv_enable (resv_enable): NVMe persistent reservations (Register,
+    # Acquire, Release, Report) for cluster software that fences with
+    # them. Kept in memory by this nvmetd only: two gateways exporting the
+    # namespace do not share them, and a restart drops them
+    # (docs/reservations.md). Default false, as in Linux.
+    resv_enable = false
   }
 
   # A 4 GiB RAM-backed namespace: costs memory only for what is written,

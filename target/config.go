@@ -495,6 +495,9 @@ func (t *Target) addConfigNamespace(nqn string, ns *configfs.Namespace, dev bdev
 		NGUID:    [16]byte(nguid),
 		EUI64:    [8]byte(eui),
 		Disabled: !ns.Enable,
+		// Reservations: toggling resv_enable replaces the namespace
+		// (sameBackend), dropping its registrations.
+		Reservations: ns.ResvEnable,
 	})
 	if err != nil {
 		dev.Close()

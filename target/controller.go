@@ -84,8 +84,9 @@ type controller struct {
 	overflow bool
 	errCount uint64
 	errLog   [errLogSlots][nvme.ErrorLogEntrySize]byte
-	arb      uint32 // Arbitration feature value
-	power    uint32 // Power Management feature value
+	arb      uint32   // Arbitration feature value
+	power    uint32   // Power Management feature value
+	resv     ctrlResv // reservation notifications (reservation.go)
 }
 
 type pendingAER struct {

@@ -34,6 +34,8 @@ func (c *controller) featureSupported(fid nvme.FeatureID) (ok, changeable bool) 
 		return true, true
 	case nvme.FeatHostIdentifier:
 		return true, false
+	case nvme.FeatReservationNotifMask, nvme.FeatReservationPersistence:
+		return true, true
 	}
 	return false, false
 }
@@ -58,6 +60,10 @@ func (c *controller) setFeatures(q *queue, r *fabrics.Request) {
 	}
 	if cmd.SV() {
 		q.complete(r, dnr(nvme.StatusFeatureNotSaveable), locCDW10, 0)
+		return
+	}
+	if resvFeature(fid) {
+		c.setResvFeature(q, r, cmd)
 		return
 	}
 	cqe := nvme.CQE(r.CQE[:])
@@ -149,8 +155,15 @@ func (c *controller) getFeatures(q *queue, r *fabrics.Request) {
 		if changeable {
 			v |= nvme.FeatureCapChangeable
 		}
+		if resvFeature(fid) {
+			v |= nvme.FeatureCapNamespaceSpecific
+		}
 		cqe.SetDW0(v)
 		q.ok(r)
+		return
+	}
+	if resvFeature(fid) {
+		c.getResvFeature(q, r, cmd)
 		return
 	}
 	cur := sel == nvme.SelectCurrent

@@ -114,7 +114,9 @@ func (c *controller) identifyController(q *queue, r *fabrics.Request) {
 	id.SetCQES(4<<4 | 4)
 	id.SetNN(c.subsys.table().nn)
 	id.SetMNAN(MaxNamespaces)
-	id.SetONCS(nvme.ONCSCompare | nvme.ONCSDatasetManagement | nvme.ONCSWriteZeroes)
+	// Reservations: set as Linux does; each namespace's RESCAP says whether
+	// it has them (resv_enable).
+	id.SetONCS(nvme.ONCSCompare | nvme.ONCSDatasetManagement | nvme.ONCSWriteZeroes | nvme.ONCSReservations)
 	// A volatile write cache is reported present, as Linux does: the
 	// namespaces behind the controller may change after the host read
 	// this, and Flush is harmless on backends without one. Bits 2:1 =
@@ -159,6 +161,9 @@ func (c *controller) identifyNamespace(r *fabrics.Request, nsid uint32) nvme.Err
 	id.SetNMIC(nvme.NMICShared)
 	if ns.ro {
 		id.SetNSATTR(nvme.NSATTRWriteProtected)
+	}
+	if ns.pr != nil {
+		id.SetRESCAP(rescapSupported)
 	}
 	id.SetNGUID(ns.nguid)
 	id.SetEUI64(ns.eui64)

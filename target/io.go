@@ -46,6 +46,10 @@ func (c *controller) handleIO(q *queue, r *fabrics.Request) {
 		q.complete(r, dnr(nvme.StatusInvalidNamespaceOrFormat), locNSID, 0)
 		return
 	}
+	if ns.pr != nil && !ns.pr.allows(c.hostID, op) {
+		q.complete(r, dnr(nvme.StatusReservationConflict), locOpcode, 0)
+		return
+	}
 	rw := nvme.RWCommand{SQE: sqe}
 	var slba, nlb uint64
 	switch op {
@@ -98,6 +102,13 @@ func (c *controller) handleIO(q *queue, r *fabrics.Request) {
 			}
 		}
 		nlb = uint64(dsm.Ranges())
+	case nvme.IOReservationRegister, nvme.IOReservationReport, nvme.IOReservationAcquire, nvme.IOReservationRelease:
+		if ns.pr == nil {
+			q.complete(r, dnr(nvme.StatusInvalidOpcode), locOpcode, 0)
+			return
+		}
+		c.reservationCommand(q, r, ns, op)
+		return
 	default:
 		q.complete(r, dnr(nvme.StatusInvalidOpcode), locOpcode, 0)
 		return

@@ -55,7 +55,7 @@ func (c *controller) getLogPage(q *queue, r *fabrics.Request) {
 	case nvme.LIDSupportedLogPages:
 		page = make([]byte, 1024)
 		for _, l := range []nvme.LogPageID{nvme.LIDSupportedLogPages, nvme.LIDError, nvme.LIDSMART,
-			nvme.LIDFirmwareSlot, nvme.LIDChangedNSList, nvme.LIDCommandEffects} {
+			nvme.LIDFirmwareSlot, nvme.LIDChangedNSList, nvme.LIDCommandEffects, nvme.LIDReservationNotification} {
 			binary.LittleEndian.PutUint32(page[4*int(l):], 1) // LSUPP
 		}
 	case nvme.LIDError:
@@ -79,6 +79,8 @@ func (c *controller) getLogPage(q *queue, r *fabrics.Request) {
 			return
 		}
 		page = commandEffects()
+	case nvme.LIDReservationNotification:
+		page = c.resvLogPage(cmd.RAE())
 	default:
 		q.complete(r, dnr(nvme.StatusInvalidField), locCDW10, 0)
 		return
@@ -153,7 +155,8 @@ func commandEffects() []byte {
 		nvme.AdminSetFeatures, nvme.AdminGetFeatures, nvme.AdminAsyncEventRequest, nvme.AdminKeepAlive} {
 		l.SetACS(op, nvme.EffectsCSUPP)
 	}
-	for _, op := range []nvme.IOOpcode{nvme.IORead, nvme.IOFlush, nvme.IODatasetManagement, nvme.IOCompare} {
+	for _, op := range []nvme.IOOpcode{nvme.IORead, nvme.IOFlush, nvme.IODatasetManagement, nvme.IOCompare,
+		nvme.IOReservationRegister, nvme.IOReservationReport, nvme.IOReservationAcquire, nvme.IOReservationRelease} {
 		l.SetIOCS(op, nvme.EffectsCSUPP)
 	}
 	l.SetIOCS(nvme.IOWrite, nvme.EffectsCSUPP|nvme.EffectsLBCC)

@@ -47,6 +47,8 @@ type namespace struct {
 	// async: the backend starts I/O without waiting (bdev.Async); the
 	// common commands skip the workers (ioCmd.startAsync).
 	async bdev.Async
+	// pr: persistent reservations (reservation.go); nil when disabled.
+	pr *reservations
 }
 
 const nsDead = 1 << 62
@@ -116,6 +118,9 @@ func newNamespace(t *Target, subsys string, cfg NamespaceConfig) (*namespace, er
 	if ns.nblocks.Load() == 0 {
 		return nil, fmt.Errorf("target: subsystem %s namespace %d: device of %d bytes holds no %d-byte block: %w",
 			subsys, cfg.NSID, cfg.Device.Size(), bs, ErrInvalid)
+	}
+	if cfg.Reservations {
+		ns.pr = &reservations{}
 	}
 	ns.enabled.Store(!cfg.Disabled)
 	ns.pool.start(ns, t.workers)

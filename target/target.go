@@ -198,6 +198,9 @@ type NamespaceConfig struct {
 	Disabled bool
 	// ReadOnly rejects writes with Namespace Is Write Protected.
 	ReadOnly bool
+	// Reservations enables persistent reservations (Linux resv_enable;
+	// reservation.go).
+	Reservations bool
 }
 
 // PortConfig describes a port: an address hosts reach the target at, and
