@@ -53,6 +53,8 @@
 // Health log of NSID 0 is the controller's; Flush of NSID FFFFFFFFh is
 // supported; the serial number of a subsystem that sets none is derived
 // from its NQN rather than random; Disconnect is implemented; Compare is
-// supported. Fused commands, reservations, ANA, PI and authentication are
-// not.
+// supported. Persistent reservations (NamespaceConfig.Reservations,
+// reservation.go) are kept in memory, per namespace, without Persist
+// Through Power Loss (docs/reservations.md). Fused commands, ANA, PI and
+// authentication are not.
 package target
