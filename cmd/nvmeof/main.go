@@ -199,7 +199,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				},
 				Action: cmdDaemon,
 			},
-		}, append(authCommands(), nvmeCommands()...)...),
+		}, append(append(authCommands(), nvmeCommands()...), resvCommands()...)...),
 	}
 }
 

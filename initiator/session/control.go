@@ -35,6 +35,8 @@ type Request struct {
 	// IOPolicy the multipath I/O policy to set with it (empty: keep).
 	Spec     json.RawMessage `json:"spec,omitempty"`
 	IOPolicy string          `json:"iopolicy,omitempty"`
+	// Data is what OpReservation sends to the controller.
+	Data []byte `json:"data,omitempty"`
 }
 
 // Response answers a Request. Error is set when the request failed; the

@@ -422,6 +422,8 @@ func (d *Daemon) handle(req Request) Response {
 		return d.reset()
 	case OpAddPath:
 		return d.addPathRequest(req)
+	case OpReservation:
+		return d.reservation(req)
 	}
 	return Response{Error: fmt.Sprintf("unknown request %q", req.Op)}
 }
