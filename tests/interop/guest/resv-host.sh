@@ -49,6 +49,11 @@ failc() { echo "FAIL: $ME: $*"; NFAIL=$((NFAIL + 1)); }
 abort() { failc "$*"; printf '%s\n' "$ME: $*" > "$SIGNAL/abort"; exit 1; }
 run() { echo "\$ $*"; "$@"; }
 finish() {
+  local rc=$?
+  if [ "$rc" != 0 ] && [ "$NFAIL" = 0 ]; then
+    failc "script exited with status $rc"
+  fi
+  [ "$NFAIL" = 0 ] || [ -e "$SIGNAL/abort" ] || printf '%s\n' "$ME failed" > "$SIGNAL/abort"
   [ -n "$CTRL" ] && nvme disconnect -n "$NQN" >/dev/null 2>&1
   echo
   echo "=== dmesg (nvme)"
@@ -98,7 +103,8 @@ report() {
 }
 # field NAME: a top-level field of $REPORT ("rtype", "regctl", "gen").
 field() { awk -v f="$1" '$1 == f && $2 == ":" { print $3; exit }' <<< "$REPORT"; }
-# holder_key: the rkey of the registrant with rcsts 1.
+# holder_key: the rkey of the registrant with rcsts 1 (nvme-cli prints
+# keys in hex without 0x).
 holder_key() {
   awk '$1 == "rcsts" { r = $3 } $1 == "rkey" { if (r == 1) { print $3; exit } }' <<< "$REPORT"
 }
@@ -106,7 +112,7 @@ expect_report() { # RTYPE REGCTL [HOLDER_KEY]
   report
   local rt rc hk
   rt=$(field rtype) rc=$(field regctl) hk=$(holder_key)
-  if [ "$rt" = "$1" ] && [ "$rc" = "$2" ] && { [ -z "${3:-}" ] || [ "$((hk))" = "$(($3))" ]; }; then
+  if [ "$rt" = "$1" ] && [ "$rc" = "$2" ] && { [ -z "${3:-}" ] || [ "$((16#${hk:-0}))" = "$(($3))" ]; }; then
     pass "report: rtype $rt, regctl $rc${3:+, holder key $hk}"
   else
     failc "report: rtype $rt regctl $rc holder key $hk, want $1 $2 ${3:-}"
