@@ -3,6 +3,7 @@ package interop
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,16 +17,27 @@ import (
 	"github.com/nvmeof/nvmeof/tests/interop/kpeer"
 )
 
-// TestKernelHostAgainstRBD is TestKernelHostAgainstNvmetd with the
-// namespace on a Ceph RBD image: the host command starts a throwaway
+// RBD images of TestKernelHostRBDGateways: namespace 1 (pattern, fio,
+// failover) and namespace 2 (ext4).
+const (
+	rbdImage1, rbdImage1Size = "kpeer", 64 << 20
+	rbdImage2, rbdImage2Size = "kpeer-fs", 16 << 20
+)
+
+// TestKernelHostRBDGateways is TestKernelHostGateways with the namespaces on
+// Ceph RBD images, in one guest boot: the host command starts a throwaway
 // cluster inside the kernel-peer network namespace (internal/cephtest's
 // ceph-up.sh on that namespace's 127.0.0.1: a fresh namespace, so its fixed
-// mon port is free), creates the image and execs nvmetd built with -tags
-// rbd. The guest's kernel host runs kernel-host.sh (pattern write/read,
-// fio crc32c verify); then rbd export, run in the daemons' network
-// namespace (nsenter), must hold the guest's pattern, and the cluster is
-// purged. Skips without the Ceph packages or librbd's headers.
-func TestKernelHostAgainstRBD(t *testing.T) {
+// mon port is free), creates two images without exclusive-lock and runs two
+// gateways of nvmetd built with -tags rbd on them. The guest's kernel host
+// (native multipath) writes a pattern, runs fio crc32c verify while the
+// gateway carrying the I/O is SIGKILLed and restarted, and makes an ext4
+// file system on namespace 2 (mkfs, mount, checksums, fsck). Then rbd
+// export, run in the daemons' network namespace (nsenter), must hold the
+// guest's pattern (image 1) and the bytes the guest hashed (image 2), and
+// the cluster is purged. Skips without the Ceph packages or librbd's
+// headers.
+func TestKernelHostRBDGateways(t *testing.T) {
 	dir := kpeer.Require(t)
 	for _, c := range []string{"ceph-mon", "ceph-osd", "rbd", "nsenter"} {
 		if _, err := exec.LookPath(c); err != nil {
@@ -49,49 +61,21 @@ func TestKernelHostAgainstRBD(t *testing.T) {
 			t.Errorf("purge the cluster: %v", err)
 		}
 	})
-	cfg := filepath.Join(work, "nvmetd.hcl")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
-log_level = "info"
-port "kpeer" {
-  transport = "rdma"
-  address   = %q
-  service   = 4420
-}
-subsystem %q {
-  ports          = ["kpeer"]
-  allow_any_host = true
-  namespace "1" {
-    backend   = "rbd"
-    pool      = "rbd"
-    image     = "kpeer"
-    ceph_conf = %q
-  }
-}
-`, kpeer.HostAddr, kpeerNQN, cl.Conf)), 0o644); err != nil {
-		t.Fatal(err)
+	rbdNS := func(nsid int, image string) gwNamespace {
+		return gwNamespace{nsid, fmt.Sprintf("    backend   = \"rbd\"\n    pool      = \"rbd\"\n    image     = %q\n    ceph_conf = %q", image, cl.Conf)}
 	}
-	hostCmd := fmt.Sprintf("set -e; CEPH_DIR=%s CEPH_PORT=%d bash %s start; "+
-		"rbd -c %s create --size 64M --image-feature layering rbd/kpeer; exec %s --config %s",
-		cl.Dir, cl.Port, cephtest.Script(), cl.Conf, bin, cfg)
-	res := kpeer.Do(t, dir, kpeer.Run{
-		Scripts: []string{"kernel-host.sh"},
-		HostCmd: hostCmd,
-		// The cluster starts while the guest boots (10-40 s on a loaded
-		// machine): discover for up to 3 minutes.
-		Env:     []string{"NQN=" + kpeerNQN, "IO_MB=2", "FIO_MB=2", "DISCOVER_TRIES=60"},
-		Timeout: 8 * time.Minute,
-	})
-	script := res.Log("a/script.log")
-	if res.Err != nil || !strings.Contains(script, "RESULT: PASS") {
-		t.Logf("guest script log:\n%s", script)
-		t.Logf("host command log:\n%s", lastLines(res.Log("host-cmd.log"), 80))
-		t.Fatalf("kernel host against an RBD namespace failed: %v", res.Err)
+	writeGatewayConfigs(t, work, []gwNamespace{rbdNS(1, rbdImage1), rbdNS(2, rbdImage2)}, gwANA)
+	prelude := fmt.Sprintf("set -e; CEPH_DIR=%s CEPH_PORT=%d bash %s start; "+
+		"rbd -c %s create --size %dM --image-feature layering rbd/%s; "+
+		"rbd -c %s create --size %dM --image-feature layering rbd/%s; rbd -c %s info rbd/%s; set +e",
+		cl.Dir, cl.Port, cephtest.Script(), cl.Conf, rbdImage1Size>>20, rbdImage1, cl.Conf, rbdImage2Size>>20, rbdImage2, cl.Conf, rbdImage1)
+	// The cluster starts while the guest boots (10-40 s on a loaded
+	// machine): the guest discovers for up to 3 minutes (DISCOVER_TRIES).
+	res := runGateways(t, dir, bin, work, prelude, 15*time.Minute, "FS_NSID=2")
+	if info := res.Log("host-cmd.log"); strings.Contains(info, "exclusive-lock") {
+		t.Errorf("an image has exclusive-lock:\n%s", lastLines(info, 40))
 	}
-	for _, line := range strings.Split(script, "\n") {
-		if strings.HasPrefix(line, "PASS:") {
-			t.Log(line)
-		}
-	}
+
 	// The daemons outlive the network namespace's name: reach the
 	// cluster through the monitor's.
 	pid, err := os.ReadFile(filepath.Join(cl.Dir, "run", "mon.a.pid"))
@@ -101,19 +85,30 @@ subsystem %q {
 	if _, err := strconv.Atoi(strings.TrimSpace(string(pid))); err != nil {
 		t.Fatalf("mon pid %q", pid)
 	}
-	exp := exec.Command("nsenter", "-t", strings.TrimSpace(string(pid)), "-n", "rbd", "-c", cl.Conf, "export", "--no-progress", "rbd/kpeer", "-")
-	var stderr bytes.Buffer
-	exp.Stderr = &stderr
-	b, err := exp.Output()
+	export := func(image string) []byte {
+		t.Helper()
+		exp := exec.Command("nsenter", "-t", strings.TrimSpace(string(pid)), "-n", "rbd", "-c", cl.Conf, "export", "--no-progress", "rbd/"+image, "-")
+		var stderr bytes.Buffer
+		exp.Stderr = &stderr
+		b, err := exp.Output()
+		if err != nil {
+			t.Fatalf("rbd export %s: %v: %s", image, err, stderr.String())
+		}
+		return b
+	}
+	checkPattern(t, "rbd export of "+rbdImage1, export(rbdImage1))
+
+	// The guest hashed the whole of namespace 2 after umount and fsck.
+	f, err := os.ReadFile(filepath.Join(res.Share, "out", "a", "fs.sha256"))
 	if err != nil {
-		t.Fatalf("rbd export: %v: %s", err, stderr.String())
+		t.Fatalf("guest's sha256 of namespace 2: %v", err)
 	}
-	var want bytes.Buffer
-	for i := 0; i < 2*2048; i++ {
-		fmt.Fprintf(&want, "kpeer-pattern blk %08d %0484d\n", i, i)
-	}
-	if len(b) < want.Len() || !bytes.Equal(b[:want.Len()], want.Bytes()) {
-		t.Fatalf("rbd export differs from the guest's pattern (sha256 %x, want %x)",
-			sha256.Sum256(b[:min(len(b), want.Len())]), sha256.Sum256(want.Bytes()))
+	fields := strings.Fields(string(f))
+	b := export(rbdImage2)
+	sum := sha256.Sum256(b)
+	if len(fields) != 2 || fields[0] != hex.EncodeToString(sum[:]) || fields[1] != strconv.Itoa(len(b)) {
+		t.Errorf("rbd export of %s: sha256 %x, %d bytes; the guest read %q", rbdImage2, sum, len(b), f)
+	} else {
+		t.Logf("rbd export of %s (ext4) matches the guest's block device: sha256 %x (%d bytes)", rbdImage2, sum, len(b))
 	}
 }

@@ -1,0 +1,108 @@
+#!/bin/bash
+# gateways.sh NVMETD CFGDIR ADDR1 [ADDR2 ...] - kernel-peer --host-cmd that runs
+# one nvmetd per address (gateway i = ADDRi, configuration CFGDIR/gwi.hcl,
+# log $KPEER_SHARE/out/gwi.log) and acts on the guest's requests
+# (guest/gateways.sh):
+#
+#   the guest writes $KPEER_SIGNAL/gw-req-<n> (n = 1, 2, ... in order) holding
+#     KILL i        SIGKILL gateway i (a crash), wait for it to exit
+#     START i       start gateway i again
+#     HUP i NAME    copy CFGDIR/NAME.hcl over CFGDIR/gwi.hcl, SIGHUP gateway i
+#                   (a reload), wait until its log says the reload was applied
+#   and this script answers with $KPEER_SIGNAL/gw-done-<n>: "ok ..." or
+#   "error ...".
+#
+# Addresses other than the bridge's own ($KPEER_HOST_ADDR) are added to the
+# bridge first: this runs inside the kernel-peer network namespace.
+set -u
+BIN=${1:?usage: gateways.sh NVMETD CFGDIR ADDR1 [ADDR2 ...]}
+CFGDIR=${2:?usage: gateways.sh NVMETD CFGDIR ADDR1 [ADDR2 ...]}
+shift 2
+ADDRS=("$@")
+SIGNAL=${KPEER_SIGNAL:?KPEER_SIGNAL not set}
+OUT=${KPEER_SHARE:?KPEER_SHARE not set}/out
+mkdir -p "$OUT"
+declare -A PID
+# nvmetd's log lines at the end of a reload (cmd/nvmetd reload).
+RELOADED='configuration reloaded|reload refused|reload applied, but'
+
+say() { echo "[gateways $(date +%T.%3N)] $*"; }
+start() {
+  local i=$1
+  "$BIN" --config "$CFGDIR/gw$i.hcl" >> "$OUT/gw$i.log" 2>&1 &
+  PID[$i]=$!
+  say "gateway $i (${ADDRS[$((i - 1))]}) started, pid ${PID[$i]}"
+}
+# stop I SIG: signal gateway I and wait (10 s, then SIGKILL) for it to exit.
+stop() {
+  local i=$1 sig=$2 pid=${PID[$1]:-} rc
+  [ -n "$pid" ] || { say "gateway $i: not running"; return 1; }
+  kill "-$sig" "$pid" 2>/dev/null
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+  wait "$pid"
+  rc=$?
+  PID[$i]=""
+  say "gateway $i: exit status $rc (after SIG$sig)"
+}
+# reload I NAME: install CFGDIR/NAME.hcl as gateway I's configuration and
+# SIGHUP it; wait (20 s) for one more end-of-reload line in its log.
+reload() {
+  local i=$1 name=$2 pid=${PID[$1]:-} before n
+  [ -n "$pid" ] || { echo "error: gateway $i not running"; return; }
+  [ -f "$CFGDIR/$name.hcl" ] || { echo "error: no $CFGDIR/$name.hcl"; return; }
+  before=$(grep -c -E "$RELOADED" "$OUT/gw$i.log")
+  cp "$CFGDIR/$name.hcl" "$CFGDIR/gw$i.hcl.tmp" && mv "$CFGDIR/gw$i.hcl.tmp" "$CFGDIR/gw$i.hcl"
+  kill -HUP "$pid"
+  for _ in $(seq 200); do
+    n=$(grep -c -E "$RELOADED" "$OUT/gw$i.log")
+    [ "$n" -gt "$before" ] && break
+    sleep 0.1
+  done
+  if grep -E "$RELOADED" "$OUT/gw$i.log" | tail -n1 | grep -qv 'configuration reloaded'; then
+    echo "error: gateway $i: $name: $(grep -E "$RELOADED" "$OUT/gw$i.log" | tail -n1)"
+  elif [ "$n" -gt "$before" ]; then
+    echo "ok: gateway $i reloaded $name"
+  else
+    echo "error: gateway $i did not log a reload of $name within 20 s"
+  fi
+}
+shutdown() {
+  say "stopping"
+  for i in "${!PID[@]}"; do [ -n "${PID[$i]}" ] && stop "$i" TERM; done
+  exit 0
+}
+trap shutdown TERM INT
+
+for a in "${ADDRS[@]}"; do
+  if [ "$a" != "${KPEER_HOST_ADDR:-192.0.2.1}" ]; then
+    ip addr add "$a/24" dev "${KPEER_BRIDGE:?KPEER_BRIDGE not set}" || say "ip addr add $a failed"
+  fi
+done
+for i in $(seq ${#ADDRS[@]}); do start "$i"; done
+
+n=1
+while :; do
+  if [ -e "$SIGNAL/gw-req-$n" ]; then
+    read -r op i name < "$SIGNAL/gw-req-$n"
+    say "request $n: $op ${i:-} ${name:-}"
+    case "$op" in
+      KILL) if stop "$i" KILL; then res="ok: gateway $i killed"; else res="error: gateway $i not running"; fi ;;
+      START) if [ -z "${PID[$i]:-}" ]; then start "$i"; res="ok: gateway $i started, pid ${PID[$i]}"; else res="error: gateway $i already running"; fi ;;
+      HUP) res=$(reload "$i" "$name") ;;
+      *) res="error: unknown request '$op'" ;;
+    esac
+    say "request $n: $res"
+    echo "$res" > "$SIGNAL/gw-done-$n.tmp" && mv "$SIGNAL/gw-done-$n.tmp" "$SIGNAL/gw-done-$n"
+    n=$((n + 1))
+  fi
+  for i in "${!PID[@]}"; do
+    if [ -n "${PID[$i]}" ] && ! kill -0 "${PID[$i]}" 2>/dev/null; then
+      wait "${PID[$i]}"
+      say "gateway $i exited by itself with status $?"
+      PID[$i]=""
+    fi
+  done
+  sleep 0.2 &
+  wait $!
+done
