@@ -237,7 +237,12 @@ func (d *Daemon) addPathRequest(req Request) Response {
 			d.mp.SetIOPolicy(pol)
 		}
 	}
-	d.reconcile()
+	// The serving loop maps what only the new path has (reconcile runs
+	// there alone).
+	select {
+	case d.events <- struct{}{}:
+	default:
+	}
 	if err := d.writeState(); err != nil {
 		d.log.Warn("state file not written", "error", err)
 	}

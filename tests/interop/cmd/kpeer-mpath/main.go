@@ -202,9 +202,9 @@ func run() {
 
 	step("connect both paths")
 	opts := initiator.Options{
-		SubsystemNQN:    *nqn,
-		HostNQN:         *hostNQN,
-		QueueSize:       32,
+		SubsystemNQN: *nqn,
+		HostNQN:      *hostNQN,
+		QueueSize:    32,
 		// Long enough for the guest to link the port again before the
 		// first attempt: a Connect refused for an unlinked subsystem
 		// carries DNR, which ends the path.
