@@ -369,4 +369,13 @@ func TestMultipathReadAllocs(t *testing.T) {
 	if n > 0 {
 		t.Fatalf("%v allocations per 4 KiB multipath read", n)
 	}
+	m.SetIOPolicy(IOPolicyQueueDepth)
+	n = testing.AllocsPerRun(200, func() {
+		if _, err := ns.WriteAt(buf, 4096); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 0 {
+		t.Fatalf("%v allocations per 4 KiB multipath write (queue-depth)", n)
+	}
 }
