@@ -63,11 +63,11 @@ func fixedMultipathStates() []*session.State {
 	st.HostID = "5a3c1b2e-0b7a-4c1e-9d8f-0123456789ab"
 	st.IOPolicy = "round-robin"
 	st.Paths = []session.PathState{
-		{Name: "nvmeof0c0", State: "connecting", Transport: "rdma", Traddr: "192.0.2.1", Trsvcid: "4420", CntlID: 1, ANAState: "inaccessible"},
+		{Name: "nvmeof0", State: "connecting", Transport: "rdma", Traddr: "192.0.2.1", Trsvcid: "4420", CntlID: 1, ANAState: "inaccessible"},
 		{Name: "nvmeof0c1", State: "live", Transport: "rdma", Traddr: "192.0.2.4", Trsvcid: "4420", CntlID: 1001, ANAState: "non-optimized"},
 	}
 	for i := range st.Namespaces {
-		st.Namespaces[i].Paths = []session.NamespacePath{{Path: "nvmeof0c0", ANAState: "inaccessible"}, {Path: "nvmeof0c1", ANAState: "non-optimized", Current: true}}
+		st.Namespaces[i].Paths = []session.NamespacePath{{Path: "nvmeof0", ANAState: "inaccessible"}, {Path: "nvmeof0c1", ANAState: "non-optimized", Current: true}}
 	}
 	return []*session.State{st}
 }
@@ -104,7 +104,7 @@ func TestGoldenNVMeCLIOutput(t *testing.T) {
 		{"list-subsys-multipath", func(f string) func(*bytes.Buffer) error {
 			return func(w *bytes.Buffer) error { return printListSubsys(w, f, fixedMultipathStates()) }
 		}, []string{"nvmeof-subsys0 - NQN=nqn.2026-11.io.nvmeof:disk0\n                 hostnqn=" + tHost + "\n                 iopolicy=round-robin\n\\\n",
-			" +- nvmeof0c0 rdma traddr=192.0.2.1,trsvcid=4420 connecting inaccessible\n",
+			" +- nvmeof0 rdma traddr=192.0.2.1,trsvcid=4420 connecting inaccessible\n",
 			" +- nvmeof0c1 rdma traddr=192.0.2.4,trsvcid=4420 live non-optimized\n"}, false},
 		{"get-log", func(f string) func(*bytes.Buffer) error {
 			return func(w *bytes.Buffer) error { return printGetLog(w, f, "nvmeof0", 2, nvme.NSIDAll, logData) }

@@ -734,12 +734,23 @@ func printList(w io.Writer, format string, states []*session.State) error {
 		}
 		return writeJSON(w, jobj{{"Devices", devs}})
 	}
+	// A Paths column (each path's name and the namespace's ANA state
+	// there) when a subsystem has more than one path.
+	multi := false
+	for _, st := range states {
+		multi = multi || len(st.Paths) > 1
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-21s %-21s %-20s %-40s %-10s %-26s %-16s %-8s %-10s\n",
+	head := fmt.Sprintf("%-21s %-21s %-20s %-40s %-10s %-26s %-16s %-8s %-10s",
 		"Node", "Generic", "SN", "Model", "Namespace", "Usage", "Format", "FW Rev", "State")
-	fmt.Fprintf(&b, "%s %s %s %s %s %s %s %s %s\n", strings.Repeat("-", 21), strings.Repeat("-", 21),
+	rule := fmt.Sprintf("%s %s %s %s %s %s %s %s %s", strings.Repeat("-", 21), strings.Repeat("-", 21),
 		strings.Repeat("-", 20), strings.Repeat("-", 40), strings.Repeat("-", 10),
 		strings.Repeat("-", 26), strings.Repeat("-", 16), strings.Repeat("-", 8), strings.Repeat("-", 10))
+	if multi {
+		head += " Paths"
+		rule += " " + strings.Repeat("-", 40)
+	}
+	b.WriteString(head + "\n" + rule + "\n")
 	for _, r := range rows {
 		bs := int64(r.ns.BlockSize)
 		nsze, sSuf := siSuffix(float64(r.ns.NSZE) * float64(bs))
@@ -753,6 +764,13 @@ func printList(w io.Writer, format string, states []*session.State) error {
 		}
 		line := fmt.Sprintf("%-21s %-21s %-20s %-40s %-10s %-26s %-16s %-8s %-10s", node, r.ns.Generic,
 			r.ctrl.Serial, r.ctrl.Model, hx(uint64(r.ns.NSID)), usage, fmtStr, r.ctrl.Firmware, r.ctrl.State)
+		if multi && len(r.ctrl.Paths) > 0 {
+			var ps []string
+			for _, p := range pathsOf(r.ctrl, r.ns.NSID) {
+				ps = append(ps, p.name+":"+p.state+":"+p.ana)
+			}
+			line += " " + strings.Join(ps, ",")
+		}
 		b.WriteString(strings.TrimRight(line, " ") + "\n")
 	}
 	_, err := io.WriteString(w, b.String())

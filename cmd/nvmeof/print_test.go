@@ -245,6 +245,9 @@ func TestGoldenOutput(t *testing.T) {
 		}, []string{"Node                  Generic               SN                   Model                                    Namespace  Usage                      Format           FW Rev   State",
 			"/dev/loop3            nvmeof0n1             NVMEOF0001           nvmeof                                   0x1         67.11  MB /   1.07  GB    512   B +  0 B   0.1      live\n",
 			"  4 KiB +  8 B", "-                     nvmeof1n1", " connecting\n"}},
+		{"list-multipath", func(f string) func(*bytes.Buffer) error {
+			return func(w *bytes.Buffer) error { return printList(w, f, fixedMultipathStates()) }
+		}, []string{"FW Rev   State      Paths\n", " live       nvmeof0:connecting:inaccessible,nvmeof0c1:live:non-optimized\n"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
