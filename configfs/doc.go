@@ -71,6 +71,7 @@
 //	    enabled     = true           # enable
 //	    buffered_io = false          # buffered_io
 //	    resv_enable = false          # resv_enable: persistent reservations
+//	    resv_ptpl_file = "…"         # nvmetd only: where they persist through power loss
 //	    # backend "rbd" (nvmetd built with -tags rbd) takes instead of path:
 //	    # pool, image (required), ceph_conf, client_id ("admin"), keyring
 //	  }

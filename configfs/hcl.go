@@ -402,6 +402,8 @@ func (d *hclDecoder) namespace(b *hcl.Block, subsysPath string) *Namespace {
 			ns.BufferedIO, _ = d.boolean(ns.src, path, a)
 		case "resv_enable":
 			ns.ResvEnable, _ = d.boolean(ns.src, path, a)
+		case "resv_ptpl_file":
+			ns.ResvPTPLFile, _ = d.str(ns.src, path, a)
 		case "pool":
 			ns.Pool, _ = d.str(ns.src, path, a)
 		case "image":
@@ -696,6 +698,9 @@ func (t *Tree) HCL() []byte {
 			}
 			if ns.ResvEnable {
 				nb.SetAttributeValue("resv_enable", cty.True)
+			}
+			if ns.ResvPTPLFile != "" {
+				nb.SetAttributeValue("resv_ptpl_file", cty.StringVal(ns.ResvPTPLFile))
 			}
 		}
 	}

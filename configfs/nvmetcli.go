@@ -93,6 +93,8 @@ type nvmeofNamespace struct {
 	CephConf string `json:"ceph_conf,omitempty"`
 	ClientID string `json:"client_id,omitempty"`
 	Keyring  string `json:"keyring,omitempty"`
+	// ResvPTPLFile is resv_ptpl_file (nvmetd only).
+	ResvPTPLFile string `json:"resv_ptpl_file,omitempty"`
 }
 
 // jsonString is an attribute value: nvmetcli writes strings, hand-written
@@ -255,6 +257,7 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 			if x := jn.Nvmeof; x != nil {
 				ns.Backend, ns.BlockSize, ns.BufferedIO, ns.Grow, ns.Size = x.Backend, x.BlockSize, x.BufferedIO, x.Grow, x.Size
 				ns.Pool, ns.Image, ns.CephConf, ns.ClientID, ns.Keyring = x.Pool, x.Image, x.CephConf, x.ClientID, x.Keyring
+				ns.ResvPTPLFile = x.ResvPTPLFile
 				if x.EUI64 != "" {
 					e, err := ParseEUI64(x.EUI64)
 					if err != nil {
@@ -499,7 +502,8 @@ func (t *Tree) NvmetcliJSON() ([]byte, error) {
 				Enable: &enable,
 				NSID:   &nsid,
 				Nvmeof: &nvmeofNamespace{Backend: ns.Backend, BlockSize: ns.BlockSize, BufferedIO: ns.BufferedIO, Grow: ns.Grow, Size: ns.Size,
-					Pool: ns.Pool, Image: ns.Image, CephConf: ns.CephConf, ClientID: ns.ClientID, Keyring: ns.Keyring},
+					Pool: ns.Pool, Image: ns.Image, CephConf: ns.CephConf, ClientID: ns.ClientID, Keyring: ns.Keyring,
+					ResvPTPLFile: ns.ResvPTPLFile},
 			}
 			if !ns.DeviceEUI64.IsZero() {
 				jn.Nvmeof.EUI64 = ns.DeviceEUI64.String()

@@ -161,3 +161,50 @@ func TestNvmetcliKeysCoverStructs(t *testing.T) {
 		}
 	}
 }
+
+func TestResvPTPLFileConfig(t *testing.T) {
+	tree, err := ParseNvmetcliJSON([]byte(`{"hosts": [], "ports": [], "subsystems": [{"allowed_hosts": [], "attr": {"allow_any_host": "1"},
+  "namespaces": [{"device": {"path": "/x"}, "enable": 1, "nsid": 1, "resv": {"enable": "1"}, "nvmeof": {"resv_ptpl_file": "/var/lib/nvmetd/ns1.resv"}}],
+  "nqn": "nqn.2026-11.io.nvmeof:r"}]}`), "c.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := tree.Subsystems[0].Namespaces[0]
+	if !ns.ResvEnable || ns.ResvPTPLFile != "/var/lib/nvmetd/ns1.resv" {
+		t.Fatalf("namespace %+v", ns)
+	}
+	// HCL round trip.
+	b := tree.HCL()
+	back, err := ParseHCL(b, "r.hcl")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if n := back.Subsystems[0].Namespaces[0]; !n.ResvEnable || n.ResvPTPLFile != ns.ResvPTPLFile {
+		t.Fatalf("HCL round trip %+v\n%s", n, b)
+	}
+	// JSON round trip.
+	j, err := tree.NvmetcliJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err = ParseNvmetcliJSON(j, "back.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := back.Subsystems[0].Namespaces[0]; !n.ResvEnable || n.ResvPTPLFile != ns.ResvPTPLFile {
+		t.Fatalf("JSON round trip %+v\n%s", n, j)
+	}
+	// A file without resv_enable is refused at the attribute.
+	_, err = ParseHCL([]byte(`subsystem "nqn.2026-11.io.nvmeof:r" {
+  allow_any_host = true
+  namespace "1" {
+    backend        = "memory"
+    size           = "1MiB"
+    resv_ptpl_file = "/tmp/x"
+  }
+}
+`), "bad.hcl")
+	if err == nil || !strings.Contains(err.Error(), "bad.hcl:6") || !strings.Contains(err.Error(), "resv_enable") {
+		t.Fatalf("resv_ptpl_file without resv_enable: %v", err)
+	}
+}

@@ -206,6 +206,10 @@ type Namespace struct {
 	// ResvEnable is resv_enable: persistent reservations (off by
 	// default, as in Linux; docs/reservations.md).
 	ResvEnable bool
+	// ResvPTPLFile is resv_ptpl_file (nvmetd only; SPDK's ptpl_file):
+	// where reservations persist through power loss when a host asks;
+	// "" means PTPL is not supported.
+	ResvPTPLFile string
 
 	// Ceph RBD (backend rbd; nvmetd HCL only): the image Image in pool
 	// Pool of the cluster CephConf names, as client ClientID ("" means

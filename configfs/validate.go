@@ -176,7 +176,7 @@ var (
 	nsHCLNames = map[string]string{
 		"backend": "backend", "device_path": "path", "size": "size", "block_size": "block_size", "grow": "grow",
 		"device_uuid": "uuid", "device_nguid": "nguid", "device_eui64": "eui64", "enable": "enabled",
-		"buffered_io": "buffered_io", "resv_enable": "resv_enable", "pool": "pool", "image": "image", "ceph_conf": "ceph_conf", "client_id": "client_id", "keyring": "keyring",
+		"buffered_io": "buffered_io", "resv_enable": "resv_enable", "resv_ptpl_file": "resv_ptpl_file", "pool": "pool", "image": "image", "ceph_conf": "ceph_conf", "client_id": "client_id", "keyring": "keyring",
 	}
 )
 
@@ -604,6 +604,9 @@ func (ns *Namespace) validate(c *collector, path string) {
 	add := func(attr, format string, args ...any) { c.add(ns.src, nsHCLNames, path, attr, format, args...) }
 	if ns.NSID == 0 || ns.NSID > MaxNSID {
 		add("", "NSID %d is not from 1 to %d", ns.NSID, uint32(MaxNSID))
+	}
+	if ns.ResvPTPLFile != "" && !ns.ResvEnable {
+		add("resv_ptpl_file", "a reservation file needs resv_enable = true")
 	}
 	switch ns.Backend {
 	case BackendFile, BackendBlock:

@@ -226,6 +226,12 @@ subsystem "nqn.2026-11.io.nvmeof:disk0" {
     # namespace do not share them, and a restart drops them
     # (docs/reservations.md). Default false, as in Linux.
     resv_enable = false
+
+    # resv_ptpl_file (nvmetd only, as SPDK's ptpl_file): with resv_enable,
+    # the file where registrations and the reservation persist through a
+    # restart when a host asks (Persist Through Power Loss: CPTPL, or Set
+    # Features Reservation Persistence). Default none: PTPL unsupported.
+    # resv_ptpl_file = "/var/lib/nvmetd/ns1.resv"
   }
 
   # A 4 GiB RAM-backed namespace: costs memory only for what is written,

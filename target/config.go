@@ -497,7 +497,8 @@ func (t *Target) addConfigNamespace(nqn string, ns *configfs.Namespace, dev bdev
 		Disabled: !ns.Enable,
 		// Reservations: toggling resv_enable replaces the namespace
 		// (sameBackend), dropping its registrations.
-		Reservations: ns.ResvEnable,
+		Reservations:    ns.ResvEnable,
+		ReservationFile: ns.ResvPTPLFile,
 	})
 	if err != nil {
 		dev.Close()

@@ -54,7 +54,7 @@
 // supported; the serial number of a subsystem that sets none is derived
 // from its NQN rather than random; Disconnect is implemented; Compare is
 // supported. Persistent reservations (NamespaceConfig.Reservations,
-// reservation.go) are kept in memory, per namespace, without Persist
-// Through Power Loss (docs/reservations.md). Fused commands, ANA, PI and
+// reservation.go) are kept in memory per namespace, and in a file for
+// Persist Through Power Loss when one is configured (docs/reservations.md). Fused commands, ANA, PI and
 // authentication are not.
 package target

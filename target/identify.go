@@ -163,7 +163,7 @@ func (c *controller) identifyNamespace(r *fabrics.Request, nsid uint32) nvme.Err
 		id.SetNSATTR(nvme.NSATTRWriteProtected)
 	}
 	if ns.pr != nil {
-		id.SetRESCAP(rescapSupported)
+		id.SetRESCAP(ns.pr.rescap())
 	}
 	id.SetNGUID(ns.nguid)
 	id.SetEUI64(ns.eui64)

@@ -120,7 +120,12 @@ func newNamespace(t *Target, subsys string, cfg NamespaceConfig) (*namespace, er
 			subsys, cfg.NSID, cfg.Device.Size(), bs, ErrInvalid)
 	}
 	if cfg.Reservations {
-		ns.pr = &reservations{}
+		ns.pr = &reservations{file: cfg.ReservationFile}
+		if cfg.ReservationFile != "" {
+			if err := ns.pr.loadFile(); err != nil {
+				return nil, fmt.Errorf("target: subsystem %s namespace %d: %w", subsys, cfg.NSID, err)
+			}
+		}
 	}
 	ns.enabled.Store(!cfg.Disabled)
 	ns.pool.start(ns, t.workers)

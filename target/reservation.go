@@ -12,12 +12,13 @@ import (
 // Persistent reservations (NVMe Base 2.0 §8.1.22; Linux nvmet pr.c).
 // Registrants are hosts, named by the host identifier of their Connect:
 // every controller of one host shares its registration and reservation.
-// The state lives in memory, per namespace and per nvmetd process: no
-// Persist Through Power Loss (RESCAP bit 0 clear), and two gateways
-// exporting one namespace do not share it (docs/reservations.md).
+// The state lives in memory, per namespace and per nvmetd process, and
+// in the namespace's reservation file while the host asked for Persist
+// Through Power Loss (reservation_ptpl.go); two gateways exporting one
+// namespace do not share it (docs/reservations.md).
 
 // rescapSupported is RESCAP: the six types and IEKEY as NVMe 1.3 defines
-// it; no PTPL.
+// it; PTPL is added for namespaces with a reservation file.
 const rescapSupported = nvme.RESCAPWriteExclusive | nvme.RESCAPExclusiveAccess |
 	nvme.RESCAPWriteExclusiveRegOnly | nvme.RESCAPExclusiveAccessRegOnly |
 	nvme.RESCAPWriteExclusiveAllRegs | nvme.RESCAPExclusiveAccessAllRegs | nvme.RESCAPIEKEY13
@@ -50,6 +51,24 @@ type reservations struct {
 	holder [16]byte
 	rtype  nvme.ReservationType
 	view   atomic.Pointer[resvView] // nil: no reservation held
+
+	// Persist Through Power Loss (reservation_ptpl.go): file is where
+	// the state is kept ("" : PTPL not supported), ptpl whether the host
+	// turned it on, seq the last snapshot's number (all under mu); saved
+	// the last written one (under saveMu).
+	file   string
+	ptpl   bool
+	seq    uint64
+	saveMu sync.Mutex
+	saved  uint64
+}
+
+// rescap returns the namespace's Reservation Capabilities.
+func (p *reservations) rescap() uint8 {
+	if p.file != "" {
+		return rescapSupported | nvme.RESCAPPTPL
+	}
+	return rescapSupported
 }
 
 // resvEvent is a notification to the controllers of one host.
@@ -196,9 +215,8 @@ func (p *reservations) unregisterKeyLocked(key uint64, self [16]byte, skipSelf b
 
 // register runs Reservation Register for host.
 func (p *reservations) register(host [16]byte, cmd nvme.ReservationCommand, d nvme.ReservationData) (nvme.Error, uint16, []resvEvent) {
-	switch cmd.CPTPL() {
-	case nvme.CPTPLNoChange, nvme.CPTPLClear:
-	default: // 01b reserved; 11b asks for PTPL, which is not supported
+	cptpl := cmd.CPTPL()
+	if cptpl == 1 || cptpl == nvme.CPTPLSet && p.file == "" { // 01b reserved; 11b needs a file
 		return dnr(nvme.StatusInvalidField), locCDW10, nil
 	}
 	p.mu.Lock()
@@ -228,6 +246,9 @@ func (p *reservations) register(host [16]byte, cmd nvme.ReservationCommand, d nv
 		p.regs[i].key = d.NRKEY()
 	default:
 		return dnr(nvme.StatusInvalidField), locCDW10, nil
+	}
+	if cptpl != nvme.CPTPLNoChange {
+		p.setPTPLLocked(cptpl == nvme.CPTPLSet)
 	}
 	p.gen++
 	p.publishLocked()
@@ -375,7 +396,7 @@ func (p *reservations) release(host [16]byte, cmd nvme.ReservationCommand, d nvm
 func (p *reservations) status() nvme.ReservationStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s := nvme.ReservationStatus{Generation: p.gen, Registrants: len(p.regs)}
+	s := nvme.ReservationStatus{Generation: p.gen, Registrants: len(p.regs), PTPLS: p.ptpl}
 	if p.held {
 		s.Type = p.rtype
 	}
@@ -426,7 +447,13 @@ func (c *controller) reservationCommand(q *queue, r *fabrics.Request, ns *namesp
 	if len(ev) > 0 {
 		c.subsys.resvNotify(ns.nsid, ev)
 	}
-	q.complete(r, s, loc, 0)
+	var snap *resvSnapshot
+	if s.Status.Success() && p.file != "" {
+		p.mu.Lock()
+		snap = p.snapshotLocked()
+		p.mu.Unlock()
+	}
+	c.finishSaved(q, r, p, snap, s, loc)
 }
 
 // reservationReport runs Reservation Report. Fabrics host identifiers
@@ -562,17 +589,7 @@ func (c *controller) resvNamespace(nsid uint32) (*namespace, nvme.Error) {
 func (c *controller) setResvFeature(q *queue, r *fabrics.Request, cmd nvme.FeaturesCommand) {
 	nsid, v := cmd.NSID(), cmd.CDW11()
 	if cmd.FID() == nvme.FeatReservationPersistence {
-		if nsid != nvme.NSIDAll {
-			if _, s := c.resvNamespace(nsid); !s.Status.Success() {
-				q.complete(r, s, locNSID, 0)
-				return
-			}
-		}
-		if v&nvme.ResvPersistencePTPL != 0 {
-			q.complete(r, dnr(nvme.StatusInvalidField), locCDW11, 0)
-			return
-		}
-		q.ok(r)
+		c.setPTPLFeature(q, r, nsid, v&nvme.ResvPersistencePTPL != 0)
 		return
 	}
 	if v&^nvme.ResvMaskAll != 0 {
@@ -605,6 +622,61 @@ func (c *controller) setResvFeature(q *queue, r *fabrics.Request, cmd nvme.Featu
 	q.ok(r)
 }
 
+// setPTPLFeature runs Set Features Reservation Persistence: PTPL on or
+// off for namespace nsid (FFFFFFFFh: every namespace with reservations);
+// on needs a reservation file. It completes once the files are written.
+func (c *controller) setPTPLFeature(q *queue, r *fabrics.Request, nsid uint32, on bool) {
+	var nss []*namespace
+	if nsid == nvme.NSIDAll {
+		for _, ns := range c.subsys.table().active {
+			if ns.pr != nil {
+				nss = append(nss, ns)
+			}
+		}
+	} else {
+		ns, s := c.resvNamespace(nsid)
+		if !s.Status.Success() {
+			q.complete(r, s, locNSID, 0)
+			return
+		}
+		nss = []*namespace{ns}
+	}
+	for _, ns := range nss {
+		if on && ns.pr.file == "" {
+			q.complete(r, dnr(nvme.StatusInvalidField), locCDW11, 0)
+			return
+		}
+	}
+	type pending struct {
+		p    *reservations
+		snap *resvSnapshot
+	}
+	var todo []pending
+	for _, ns := range nss {
+		p := ns.pr
+		p.mu.Lock()
+		p.setPTPLLocked(on)
+		if snap := p.snapshotLocked(); snap != nil {
+			todo = append(todo, pending{p, snap})
+		}
+		p.mu.Unlock()
+	}
+	if len(todo) == 0 {
+		q.ok(r)
+		return
+	}
+	go func() {
+		for _, t := range todo {
+			if err := t.p.save(t.snap); err != nil {
+				c.log.Error("reservation state not persisted", "err", err)
+				q.complete(r, st(nvme.StatusInternalError), noLoc, 0)
+				return
+			}
+		}
+		q.ok(r)
+	}()
+}
+
 // getResvFeature runs Get Features of a reservation feature: the current
 // mask, or 0 (defaults; PTPL off).
 func (c *controller) getResvFeature(q *queue, r *fabrics.Request, cmd nvme.FeaturesCommand) {
@@ -612,11 +684,20 @@ func (c *controller) getResvFeature(q *queue, r *fabrics.Request, cmd nvme.Featu
 		q.complete(r, s, locNSID, 0)
 		return
 	}
+	ns, _ := c.resvNamespace(cmd.NSID())
 	var v uint32
-	if cmd.FID() == nvme.FeatReservationNotifMask && cmd.SEL() == nvme.SelectCurrent {
+	switch {
+	case cmd.SEL() != nvme.SelectCurrent:
+	case cmd.FID() == nvme.FeatReservationNotifMask:
 		c.mu.Lock()
 		v = c.resv.mask[cmd.NSID()]
 		c.mu.Unlock()
+	default:
+		ns.pr.mu.Lock()
+		if ns.pr.ptpl {
+			v = nvme.ResvPersistencePTPL
+		}
+		ns.pr.mu.Unlock()
 	}
 	nvme.CQE(r.CQE[:]).SetDW0(v)
 	q.ok(r)

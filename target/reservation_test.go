@@ -1,6 +1,9 @@
 package target
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -520,5 +523,97 @@ func TestReservationNotificationQueue(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("no queued reservation event")
+	}
+}
+
+// TestReservationPTPL: with a reservation file, CPTPL 11b keeps the
+// registrations and the reservation over the namespace's re-creation (a
+// restart); turning PTPL off forgets them.
+func TestReservationPTPL(t *testing.T) {
+	f := resvFixture(t)
+	file := filepath.Join(t.TempDir(), "ns3.resv")
+	const nsid = 3
+	add := func() error {
+		mem, err := bdev.NewMemory(1<<20, 512)
+		must(t, err)
+		return f.tgt.AddNamespace(testSubNQN, NamespaceConfig{NSID: nsid, Device: mem, Reservations: true, ReservationFile: file})
+	}
+	must(t, add())
+	a := f.connectAs(t, hostANQN, hostA)
+	b := f.connectAs(t, hostBNQN, hostB)
+	run := func(c *resvCtrl, op nvme.IOOpcode, act uint8, rtype nvme.ReservationType, cptpl uint8, k1, k2 uint64) result {
+		sqe := newSQE(uint8(op), nsid)
+		cmd := nvme.ReservationCommand{SQE: nvme.SQE(sqe[:])}
+		cmd.SetAction(act)
+		cmd.SetRTYPE(rtype)
+		cmd.SetCPTPL(cptpl)
+		d := resvData(k1, k2)
+		if op == nvme.IOReservationRelease {
+			d = d[:8]
+		}
+		return c.io.run(sqe, d, fabrics.DirHostToCtrl)
+	}
+	report := func(c *resvCtrl) nvme.ReservationStatus {
+		sqe := newSQE(uint8(nvme.IOReservationReport), nsid)
+		cmd := nvme.ReservationReportCommand{SQE: nvme.SQE(sqe[:])}
+		cmd.SetLength(4096)
+		cmd.SetEDS(true)
+		r := c.io.run(sqe, make([]byte, 4096), fabrics.DirCtrlToHost)
+		expect(t, r, 0, "report")
+		s, err := nvme.ParseReservationStatus(r.data, true)
+		must(t, err)
+		return s
+	}
+	ptplFeature := func(set bool, v uint32) result {
+		fs := featSQE(set, nvme.FeatReservationPersistence, v)
+		nvme.SQE(fs[:]).SetNSID(nsid)
+		return a.admin.run(fs, nil, fabrics.DirNone)
+	}
+
+	if got := nvme.IdentifyNamespace(a.admin.identify(nvme.CNSNamespace, nsid, 0).data).RESCAP(); got != 0xff {
+		t.Fatalf("RESCAP %#x, want 0xff (with PTPL)", got)
+	}
+	expect(t, run(a, nvme.IOReservationRegister, nvme.ResvRegister, 0, nvme.CPTPLSet, 0, 0xa), 0, "A registers, PTPL on")
+	expect(t, run(b, nvme.IOReservationRegister, nvme.ResvRegister, 0, 0, 0, 0xb), 0, "B registers")
+	expect(t, run(a, nvme.IOReservationAcquire, nvme.ResvAcquire, nvme.ResvWriteExclusiveRegOnly, 0, 0xa, 0), 0, "A acquires WERO")
+	before := report(b)
+	if !before.PTPLS || before.Type != nvme.ResvWriteExclusiveRegOnly || before.Registrants != 2 {
+		t.Fatalf("report %+v", before)
+	}
+	if r := ptplFeature(false, 0); r.cqe.DW0() != nvme.ResvPersistencePTPL {
+		t.Fatalf("Get Reservation Persistence %#x", r.cqe.DW0())
+	}
+
+	// The namespace again, as after a restart: the same state.
+	if err := f.tgt.RemoveNamespace(testSubNQN, nsid); err != nil {
+		t.Fatal(err)
+	}
+	must(t, add())
+	after := report(b)
+	if after.Generation != before.Generation || after.Type != before.Type || !after.PTPLS || len(after.Controllers) != 2 ||
+		after.Controllers[0] != before.Controllers[0] || after.Controllers[1] != before.Controllers[1] {
+		t.Fatalf("after re-creation %+v, want %+v", after, before)
+	}
+	sqe := rwSQE(nvme.IOWrite, nsid, 0, 1)
+	expect(t, b.io.run(sqe, make([]byte, 512), fabrics.DirHostToCtrl), 0, "B (registrant) writes under the restored WERO")
+
+	// PTPL off: the next re-creation starts empty.
+	expect(t, ptplFeature(true, 0), 0, "PTPL off")
+	if err := f.tgt.RemoveNamespace(testSubNQN, nsid); err != nil {
+		t.Fatal(err)
+	}
+	must(t, add())
+	if st := report(a); st.Registrants != 0 || st.Type != 0 || st.PTPLS {
+		t.Fatalf("after PTPL off: %+v", st)
+	}
+	expect(t, ptplFeature(true, 1), 0, "PTPL on by Set Features")
+
+	// A damaged file fails the namespace, naming the file.
+	if err := f.tgt.RemoveNamespace(testSubNQN, nsid); err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.WriteFile(file, []byte("{"), 0o600))
+	if err := add(); err == nil || !strings.Contains(err.Error(), file) {
+		t.Fatalf("damaged file: %v", err)
 	}
 }

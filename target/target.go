@@ -201,6 +201,11 @@ type NamespaceConfig struct {
 	// Reservations enables persistent reservations (Linux resv_enable;
 	// reservation.go).
 	Reservations bool
+	// ReservationFile, with Reservations, is where registrations and the
+	// reservation persist through power loss when a host asks (CPTPL;
+	// SPDK's ptpl_file); "" reports PTPL unsupported. It is read when the
+	// namespace is created.
+	ReservationFile string
 }
 
 // PortConfig describes a port: an address hosts reach the target at, and

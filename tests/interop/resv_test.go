@@ -24,13 +24,16 @@ const (
 // resv-* commands (guest/resv-host.sh): while one holds a Write Exclusive
 // reservation the other's writes get Reservation Conflict and its reads
 // succeed; release, preempt (with the Registration Preempted
-// notification), clear and report behave as the NVMe specification says.
+// notification), clear and report behave as the NVMe specification says;
+// Persist Through Power Loss turned on by a register (CPTPL) shows in the
+// report and in the reservation file.
 func TestKernelHostsReservations(t *testing.T) {
 	dir := kpeer.Require(t)
 	bin := buildBinary(t, "./cmd/nvmetd")
 	work := t.TempDir()
 	img := filepath.Join(work, "ns1.img")
 	cfg := filepath.Join(work, "nvmetd.hcl")
+	ptpl := filepath.Join(work, "ns1.resv")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
 log_level = "debug"
 port "kpeer" {
@@ -45,10 +48,11 @@ subsystem %q {
     backend     = "file"
     path        = %q
     size        = "16MiB"
-    resv_enable = true
+    resv_enable    = true
+    resv_ptpl_file = %q
   }
 }
-`, kpeer.HostAddr, resvNQN, img)), 0o644); err != nil {
+`, kpeer.HostAddr, resvNQN, img, ptpl)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	script := guestScript(t, "resv-host.sh")
@@ -76,6 +80,11 @@ subsystem %q {
 	if failed {
 		t.Logf("nvmetd log:\n%s", lastLines(res.Log("host-cmd.log"), 120))
 		t.Fatalf("reservations between two kernel hosts: %v", res.Err)
+	}
+	// Host a turned Persist Through Power Loss on: the file holds the
+	// state after b's clear (no registrants), PTPL still on.
+	if b, err := os.ReadFile(ptpl); err != nil || !strings.Contains(string(b), `"ptpl": true`) || strings.Contains(string(b), "registrants") {
+		t.Errorf("reservation file: %v\n%s", err, b)
 	}
 	// nvmetd saw both hosts by their own host IDs.
 	host := res.Log("host-cmd.log")

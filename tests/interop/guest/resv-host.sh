@@ -5,10 +5,10 @@
 # kernel-peer session; each connects with its own host NQN and host ID
 # (HOSTID_A, HOSTID_B) and they take turns through markers in $KPEER_SIGNAL:
 #
-#   a: register key KEY_A                                   -> a-registered
+#   a: register key KEY_A, Persist Through Power Loss on    -> a-registered
 #   b: register key KEY_B                                   -> b-registered
 #   a: acquire Write Exclusive; a write succeeds            -> a-holds
-#   b: report (2 registrants, a holds WE); acquire fails;
+#   b: report (2 registrants, a holds WE, PTPLS 1); acquire fails;
 #      a write gets Reservation Conflict, a read succeeds   -> b-checked
 #   a: release with the wrong type fails; release           -> a-released
 #   b: a write succeeds; report shows no reservation        -> b-wrote
@@ -185,7 +185,7 @@ rescap=$(nvme id-ns "/dev/$NSDEV" | awk '$1 == "rescap" { print $3 }')
 
 if [ "$ME" = a ]; then
   step "register $KEY"
-  ok "register" nvme resv-register "/dev/$NSDEV" --nrkey="$KEY" --rrega=0
+  ok "register with PTPL" nvme resv-register "/dev/$NSDEV" --nrkey="$KEY" --rrega=0 --cptpl=3
   put_signal a-registered
   wait_signal b-registered
   step "acquire Write Exclusive"
@@ -242,6 +242,7 @@ else
   wait_signal a-holds
   step "a holds Write Exclusive"
   expect_report 1 2 "$KEY_A"
+  [ "$(field ptpls)" = 1 ] && pass "report: ptpls 1" || failc "report: ptpls $(field ptpls), want 1"
   bad "acquire while a holds it" "reservation.conflict" nvme resv-acquire "/dev/$NSDEV" --crkey="$KEY" --rtype=1 --racqa=0
   bad "acquire with a's key" "reservation.conflict" nvme resv-acquire "/dev/$NSDEV" --crkey="$KEY_A" --rtype=1 --racqa=0
   expect_write_conflict
