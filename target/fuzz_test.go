@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"sync"
+	"slices"
 	"testing"
 	"testing/synctest"
 
@@ -107,7 +108,7 @@ func fuzzSession(t *testing.T) (*Target, *countingQueue, *countingQueue) {
 	must(t, tgt.AddSubsystem(SubsystemConfig{NQN: testSubNQN, AllowAnyHost: true}))
 	mem, err := bdev.NewMemory(1<<20, 512)
 	must(t, err)
-	must(t, tgt.AddNamespace(testSubNQN, NamespaceConfig{NSID: 1, Device: mem}))
+	must(t, tgt.AddNamespace(testSubNQN, NamespaceConfig{NSID: 1, Device: mem, Reservations: true}))
 	must(t, tgt.AddPort(PortConfig{ID: 1, Address: fabrics.Address{Transport: fabrics.TransportLoop}, Subsystems: []string{testSubNQN}}))
 	p := tgt.ports[1]
 
@@ -167,6 +168,19 @@ func FuzzCommands(f *testing.F) {
 	cc.PropertySet().SetOffset(fabrics.PropCC)
 	f.Add(append(rec(false, [64]byte(cc), nil), rec(true, rwSQE(nvme.IORead, 1, 0, 1), make([]byte, 512))...))
 	f.Add(rec(true, [64]byte(fabrics.NewCommand(fabrics.FCTypeConnect)), make([]byte, 1024)))
+	// Reservations: register, acquire Write Exclusive, a write, report,
+	// release.
+	reg := newSQE(uint8(nvme.IOReservationRegister), 1)
+	acq := newSQE(uint8(nvme.IOReservationAcquire), 1)
+	nvme.ReservationCommand{SQE: nvme.SQE(acq[:])}.SetRTYPE(nvme.ResvWriteExclusive)
+	rep := newSQE(uint8(nvme.IOReservationReport), 1)
+	nvme.ReservationReportCommand{SQE: nvme.SQE(rep[:])}.SetLength(128)
+	nvme.ReservationReportCommand{SQE: nvme.SQE(rep[:])}.SetEDS(true)
+	rel := newSQE(uint8(nvme.IOReservationRelease), 1)
+	nvme.ReservationCommand{SQE: nvme.SQE(rel[:])}.SetRTYPE(nvme.ResvWriteExclusive)
+	key := []byte{7, 0, 0, 0, 0, 0, 0, 0}
+	f.Add(slices.Concat(rec(true, reg, append(make([]byte, 8), key...)), rec(true, acq, append(key, make([]byte, 8)...)),
+		rec(true, rwSQE(nvme.IOWrite, 1, 0, 1), make([]byte, 512)), rec(true, rep, make([]byte, 128)), rec(true, rel, key)))
 
 	f.Fuzz(func(t *testing.T, in []byte) {
 		// In a bubble: "every command completed" is "every goroutine is
