@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
-	"sync"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 
