@@ -23,6 +23,7 @@
 #
 # env: NQN HOSTID_A HOSTID_B (required); TARGET_ADDR=$KPEER_HOST_ADDR
 #      TRSVCID=4420 DISCOVER_TRIES=20 WAIT_S=300 KEY_A=0xaaaa KEY_B=0xbbbb
+#      RESCAP=0xff
 # Prints PASS:/FAIL: lines and "RESULT: PASS|FAIL"; exits non-zero on failure.
 set -u
 TARGET_ADDR="${TARGET_ADDR:-${KPEER_HOST_ADDR:-192.0.2.1}}"
@@ -31,6 +32,7 @@ NQN="${NQN:?}"
 DISCOVER_TRIES="${DISCOVER_TRIES:-20}"
 WAIT_S="${WAIT_S:-300}"
 KEY_A="${KEY_A:-0xaaaa}" KEY_B="${KEY_B:-0xbbbb}"
+RESCAP="${RESCAP:-0xff}" # the six types, IEKEY, PTPL (0xfe without resv_ptpl_file)
 SIGNAL="${KPEER_SIGNAL:-/tmp/kpeer-signal}"
 ME="${KPEER_GUEST:?}"
 case "$ME" in
@@ -181,7 +183,7 @@ step "capabilities"
 oncs=$(nvme id-ctrl "/dev/$CTRL" | awk '$1 == "oncs" { print $3 }')
 rescap=$(nvme id-ns "/dev/$NSDEV" | awk '$1 == "rescap" { print $3 }')
 [ $((oncs & 0x20)) != 0 ] && pass "ONCS $oncs: reservations" || failc "ONCS $oncs: no reservations bit"
-[ "$((rescap))" = $((0xfe)) ] && pass "RESCAP $rescap" || failc "RESCAP $rescap, want 0xfe"
+[ "$((rescap))" = $((RESCAP)) ] && pass "RESCAP $rescap" || failc "RESCAP $rescap, want $RESCAP"
 
 if [ "$ME" = a ]; then
   step "register $KEY"
