@@ -123,7 +123,10 @@ func (r *run) cliNVMeChecks(cli cliFunc, dev string) {
 	if _, good := ok("reset", dev); good {
 		out, _ := ok("list-subsys")
 		_, idOK := ok("id-ctrl", dev)
-		if !strings.Contains(out, " +- "+dev+" rdma traddr="+c.traddr+",trsvcid="+fmt.Sprint(c.trsvcid)+" live\n") || !idOK {
+		// The line ends with the state, then the path's ANA state
+		// (multipath, docs/multipath.md).
+		line := " +- " + dev + " rdma traddr=" + c.traddr + ",trsvcid=" + fmt.Sprint(c.trsvcid) + " live"
+		if !(strings.Contains(out, line+"\n") || strings.Contains(out, line+" optimized\n")) || !idOK {
 			r.fail("after reset: not live, or id-ctrl fails:\n%s", indent(out))
 		} else {
 			r.pass("reset: %s live again, id-ctrl answers", dev)
