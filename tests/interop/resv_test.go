@@ -26,7 +26,8 @@ const (
 // succeed; release, preempt (with the Registration Preempted
 // notification), clear and report behave as the NVMe specification says;
 // Persist Through Power Loss turned on by a register (CPTPL) shows in the
-// report and in the reservation file.
+// report, keeps the reservation over nvmetd killed and restarted
+// (host/nvmetd-restart.sh), and shows in the reservation file.
 func TestKernelHostsReservations(t *testing.T) {
 	dir := kpeer.Require(t)
 	bin := buildBinary(t, "./cmd/nvmetd")
@@ -56,10 +57,15 @@ subsystem %q {
 		t.Fatal(err)
 	}
 	script := guestScript(t, "resv-host.sh")
+	wrapper, err := filepath.Abs(filepath.Join("host", "nvmetd-restart.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	res := kpeer.Do(t, dir, kpeer.Run{
 		Scripts: []string{script, script},
-		HostCmd: fmt.Sprintf("exec %s --config %s", bin, cfg),
+		// Guest b has nvmetd killed and restarted mid-way (PTPL).
+		HostCmd: fmt.Sprintf("exec bash %s %s %s", wrapper, bin, cfg),
 		Env:     []string{"NQN=" + resvNQN, "HOSTID_A=" + resvHostIDA, "HOSTID_B=" + resvHostIDB, "DISCOVER_TRIES=10"},
 		Timeout: 8 * time.Minute,
 	})
@@ -86,8 +92,11 @@ subsystem %q {
 	if b, err := os.ReadFile(ptpl); err != nil || !strings.Contains(string(b), `"ptpl": true`) || strings.Contains(string(b), "registrants") {
 		t.Errorf("reservation file: %v\n%s", err, b)
 	}
-	// nvmetd saw both hosts by their own host IDs.
+	// nvmetd saw both hosts by their own host IDs, and was restarted.
 	host := res.Log("host-cmd.log")
+	if !strings.Contains(host, "restart 1: nvmetd exit status") {
+		t.Errorf("nvmetd was not restarted:\n%s", lastLines(host, 20))
+	}
 	for _, id := range []string{resvHostIDA, resvHostIDB} {
 		if !strings.Contains(host, id) {
 			t.Errorf("nvmetd log never names host %s", id)

@@ -18,6 +18,10 @@
 #   a: the notification log holds Registration Preempted;
 #      a write gets Reservation Conflict, a read succeeds;
 #      a release with its old key fails                     -> a-checked
+#   b: has nvmetd killed (SIGKILL) and restarted (host/nvmetd-restart.sh);
+#      once the kernel reconnected, the report is the same (PTPL)
+#                                                           -> b-restarted
+#   a: a write still gets Reservation Conflict              -> a-checked-2
 #   b: clear; report: no registrants                        -> b-cleared
 #   a: a write succeeds; done                               -> a-done
 #
@@ -230,6 +234,11 @@ if [ "$ME" = a ]; then
   bad "release with the preempted key" "reservation.conflict" nvme resv-release "/dev/$NSDEV" --crkey="$KEY" --rtype=1 --rrela=0
   put_signal a-checked
 
+  wait_signal b-restarted
+  step "after nvmetd's restart"
+  expect_write_conflict
+  put_signal a-checked-2
+
   wait_signal b-cleared
   step "after the clear"
   expect_write
@@ -265,6 +274,18 @@ else
   put_signal b-preempted
 
   wait_signal a-checked
+  step "nvmetd killed and restarted: the reservation persists"
+  printf 'KILL\n' > "$SIGNAL/restart-target.tmp" && mv "$SIGNAL/restart-target.tmp" "$SIGNAL/restart-target"
+  wait_signal target-restarted-1
+  end=$(( $(date +%s) + 120 ))
+  until nvme resv-report "/dev/$NSDEV" --eds >/dev/null 2>&1; do
+    [ "$(date +%s)" -ge "$end" ] && { failc "no reconnection within 120 s"; break; }
+    sleep 1
+  done
+  expect_report 1 1 "$KEY"
+  [ "$(field ptpls)" = 1 ] && pass "report after the restart: ptpls 1" || failc "report after the restart: ptpls $(field ptpls)"
+  put_signal b-restarted
+  wait_signal a-checked-2
   step "clear"
   ok "clear" nvme resv-release "/dev/$NSDEV" --crkey="$KEY" --rrela=1
   expect_report 0 0
