@@ -34,6 +34,7 @@ func TestNvmeofTwoGatewaysDevice(t *testing.T) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse")
 	}
+	needTargetANA(t)
 	nvmetd := buildBinary(t, "./cmd/nvmetd")
 	nvmeof := buildBinary(t, "./cmd/nvmeof")
 	dir := t.TempDir()
