@@ -514,7 +514,7 @@ func TestSoftE2EAdmin(t *testing.T) {
 		{"CQES", id.CQES(), uint8(0x44)},
 		{"MAXCMD", id.MAXCMD(), uint16(128)}, // RDMA queues: 128 entries (NVME_RDMA_MAX_QUEUE_SIZE)
 		{"NN", id.NN(), uint32(1024)},
-		{"ONCS", id.ONCS(), uint16(nvme.ONCSCompare | nvme.ONCSDatasetManagement | nvme.ONCSWriteZeroes)},
+		{"ONCS", id.ONCS(), uint16(nvme.ONCSCompare | nvme.ONCSDatasetManagement | nvme.ONCSWriteZeroes | nvme.ONCSReservations)},
 		{"VWC", id.VWC(), uint8(nvme.VWCPresent | 3<<1)},
 		{"SGLS", id.SGLS(), uint32(nvme.SGLSSupported | nvme.SGLSKeyed | nvme.SGLSOffset)},
 		{"IOCCSZ", id.IOCCSZ(), uint32((64 + softInline) / 16)},
