@@ -33,6 +33,9 @@ type PortChanges struct {
 	// SubsystemsAdded and SubsystemsRemoved are the export links that
 	// changed (only these when Listener is false).
 	SubsystemsAdded, SubsystemsRemoved []string
+	// ANA is true when the port's ANA group states changed (applied
+	// without restarting the listener).
+	ANA bool
 }
 
 // SubsystemChanges is how a subsystem present in both trees changed.

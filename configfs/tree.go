@@ -157,8 +157,37 @@ type Port struct {
 	// Subsystems lists the NQNs of the subsystems exported here
 	// (ports/<id>/subsystems/ symlinks).
 	Subsystems []string
+	// ANAGroups are ports/<id>/ana_groups/<grpid>: the port's ANA state
+	// of each group, in grpid order. Group 1 is always there (optimized
+	// unless set otherwise), as in Linux; a group a namespace uses but
+	// the port does not list is inaccessible through the port.
+	ANAGroups []ANAGroup
 
 	src *source
+}
+
+// ANA group states (ana_groups/<grpid>/ana_state values, as Linux names
+// them).
+const (
+	ANAOptimized      = "optimized"
+	ANANonOptimized   = "non-optimized"
+	ANAInaccessible   = "inaccessible"
+	ANAPersistentLoss = "persistent-loss"
+	ANAChange         = "change"
+)
+
+// DefaultANAGroup is the ANA group every port has and namespaces are in
+// unless they say otherwise (Linux NVMET_DEFAULT_ANA_GRPID).
+const DefaultANAGroup = 1
+
+// MaxANAGroups is the largest ANA group ID (Linux NVMET_MAX_ANAGRPS): it
+// is also the target's ANAGRPMAX and NANAGRPID.
+const MaxANAGroups = 128
+
+// ANAGroup is a port's state of one ANA group.
+type ANAGroup struct {
+	GrpID uint32 // 1..MaxANAGroups
+	State string // ANAOptimized, ANANonOptimized, ...
 }
 
 // Subsystem is subsystems/<nqn>.
@@ -206,6 +235,9 @@ type Namespace struct {
 	// ResvEnable is resv_enable: persistent reservations (off by
 	// default, as in Linux; docs/reservations.md).
 	ResvEnable bool
+	// ANAGrpID is ana_grpid: the namespace's ANA group; 0 means
+	// DefaultANAGroup.
+	ANAGrpID uint32
 	// ResvPTPLFile is resv_ptpl_file (nvmetd only; SPDK's ptpl_file):
 	// where reservations persist through power loss when a host asks;
 	// "" means PTPL is not supported.
@@ -353,6 +385,30 @@ func (s *Subsystem) EffectiveCntlidRange() (lo, hi uint16) {
 	return lo, hi
 }
 
+// ANAState returns the port's state of ANA group grpid: the state
+// ANAGroups gives it, optimized for DefaultANAGroup when they do not, ""
+// for another group they do not list.
+func (p *Port) ANAState(grpid uint32) string {
+	for _, g := range p.ANAGroups {
+		if g.GrpID == grpid {
+			return g.State
+		}
+	}
+	if grpid == DefaultANAGroup {
+		return ANAOptimized
+	}
+	return ""
+}
+
+// EffectiveANAGrpID is the namespace's ANA group: ANAGrpID, or
+// DefaultANAGroup when that is 0.
+func (ns *Namespace) EffectiveANAGrpID() uint32 {
+	if ns.ANAGrpID == 0 {
+		return DefaultANAGroup
+	}
+	return ns.ANAGrpID
+}
+
 // EffectiveInlineDataSize returns InlineDataSize, or DefaultInlineDataSize
 // when negative.
 func (p *Port) EffectiveInlineDataSize() int {
@@ -429,6 +485,7 @@ func (t *Tree) Clone() *Tree {
 	for _, p := range t.Ports {
 		cp := *p
 		cp.Subsystems = slices.Clone(p.Subsystems)
+		cp.ANAGroups = slices.Clone(p.ANAGroups)
 		c.Ports = append(c.Ports, &cp)
 	}
 	for _, s := range t.Subsystems {
