@@ -35,7 +35,12 @@ func TestIdentifyController(t *testing.T) {
 		{"MDTS", id.MDTS(), uint8(8)}, // loop: 1 MiB
 		{"CNTLID", id.CNTLID(), a.cntlid},
 		{"VER", id.VER(), uint32(nvme.Version1_3)},
-		{"OAES", id.OAES(), uint32(nvme.AECNamespaceAttribute)},
+		{"OAES", id.OAES(), uint32(nvme.AECNamespaceAttribute | nvme.AECANAChange)},
+		{"CMIC", id.CMIC(), uint8(nvme.CMICMultiPort | nvme.CMICMultiCtrl | nvme.CMICANAReporting)},
+		{"ANATT", id.ANATT(), uint8(10)},
+		{"ANACAP", id.ANACAP(), uint8(0x1f)},
+		{"ANAGRPMAX", id.ANAGRPMAX(), uint32(128)},
+		{"NANAGRPID", id.NANAGRPID(), uint32(128)},
 		{"CTRATT", id.CTRATT(), uint32(nvme.CTRATTHostID128 | nvme.CTRATTTBKAS)},
 		{"CNTRLTYPE", id.CNTRLTYPE(), uint8(nvme.ControllerTypeIO)},
 		{"OACS", id.OACS(), uint16(0)},

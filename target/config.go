@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/target/bdev"
 )
 
@@ -262,14 +264,19 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 					fail(err)
 					restoreNamespace(applied, sc.NQN, was)
 				}
+				t.applyANAGroup(sc.NQN, was, now, fail)
 				continue
 			}
 			_, opened := devs[nsKey{sc.NQN, nsid}] // enabled, never opened before
 			if onlyEnableDiffers(was, now) && !opened {
-				if err := t.SetNamespaceEnabled(sc.NQN, nsid, now.Enable); err != nil {
-					fail(err)
-					dropNamespace(applied, sc.NQN, nsid)
+				if was.Enable != now.Enable {
+					if err := t.SetNamespaceEnabled(sc.NQN, nsid, now.Enable); err != nil {
+						fail(err)
+						dropNamespace(applied, sc.NQN, nsid)
+						continue
+					}
 				}
+				t.applyANAGroup(sc.NQN, was, now, fail)
 				continue
 			}
 			if err := t.RemoveNamespace(sc.NQN, nsid); err != nil && !errors.Is(err, ErrNotFound) {
@@ -300,6 +307,19 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 				dropLink(applied, pc.ID, nqn)
 			}
 		}
+		if pc.ANA {
+			p := tree.Port(pc.ID)
+			cfg, err := t.portConfig(p, id)
+			if err == nil {
+				err = t.SetPortANA(id, cfg.ANAGroups)
+			}
+			if err != nil {
+				fail(tree.PortError(p, "", err))
+				if op := old.Port(pc.ID); op != nil {
+					applied.Port(pc.ID).ANAGroups = slices.Clone(op.ANAGroups)
+				}
+			}
+		}
 	}
 	for _, name := range start {
 		p := tree.Port(name)
@@ -321,6 +341,16 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 		t.portIDs[name] = newIDs[name]
 	}
 	return res, errors.Join(errs...)
+}
+
+// applyANAGroup moves a namespace that stays to its new ANA group.
+func (t *Target) applyANAGroup(nqn string, was, now *configfs.Namespace, fail func(error)) {
+	if was.EffectiveANAGrpID() == now.EffectiveANAGrpID() {
+		return
+	}
+	if err := t.SetNamespaceANAGroup(nqn, now.NSID, now.EffectiveANAGrpID()); err != nil {
+		fail(err)
+	}
 }
 
 // NotAppliedError is ApplyConfigWith's error when it changed nothing:
@@ -495,6 +525,7 @@ func (t *Target) addConfigNamespace(nqn string, ns *configfs.Namespace, dev bdev
 		NGUID:    [16]byte(nguid),
 		EUI64:    [8]byte(eui),
 		Disabled: !ns.Enable,
+		ANAGrpID: ns.EffectiveANAGrpID(),
 		// Reservations: toggling resv_enable replaces the namespace
 		// (sameBackend), dropping its registrations.
 		Reservations:    ns.ResvEnable,
@@ -513,6 +544,15 @@ func onlyEnableDiffers(a, b *configfs.Namespace) bool {
 		return false
 	}
 	return sameBackend(a, b) && a.Size == b.Size && a.Grow == b.Grow
+}
+
+// anaStateNames maps configfs ana_state values to states.
+var anaStateNames = map[string]nvme.ANAState{
+	configfs.ANAOptimized:      nvme.ANAOptimized,
+	configfs.ANANonOptimized:   nvme.ANANonOptimized,
+	configfs.ANAInaccessible:   nvme.ANAInaccessible,
+	configfs.ANAPersistentLoss: nvme.ANAPersistentLoss,
+	configfs.ANAChange:         nvme.ANAChange,
 }
 
 // portConfig maps a configfs port onto a PortConfig.
@@ -542,6 +582,13 @@ func (t *Target) portConfig(p *configfs.Port, id uint16) (PortConfig, error) {
 		cfg.TREQ = fabrics.TREQNotRequired | fabrics.TREQDisableSQFlow
 	default:
 		cfg.TREQ = fabrics.TREQDisableSQFlow
+	}
+	for _, g := range p.ANAGroups {
+		s, ok := anaStateNames[g.State]
+		if !ok {
+			return cfg, fmt.Errorf("target: port %s: ANA group %d: state %q: %w", p.ID, g.GrpID, g.State, ErrInvalid)
+		}
+		cfg.ANAGroups = append(cfg.ANAGroups, ANAGroupState{GrpID: g.GrpID, State: s})
 	}
 	t.mu.RLock()
 	for _, nqn := range p.Subsystems {

@@ -98,9 +98,13 @@ func (c *controller) identifyController(q *queue, r *fabrics.Request) {
 
 	id.SetRAB(6)
 	id.SetIEEE(cfg.IEEEOUI)
-	id.SetCMIC(nvme.CMICMultiPort | nvme.CMICMultiCtrl)
+	id.SetCMIC(nvme.CMICMultiPort | nvme.CMICMultiCtrl | nvme.CMICANAReporting)
 	id.SetMDTS(c.mdts)
-	id.SetOAES(nvme.AECNamespaceAttribute)
+	id.SetOAES(nvme.AECNamespaceAttribute | nvme.AECANAChange)
+	id.SetANATT(anaTransitionTime)
+	id.SetANACAP(anaCapabilities)
+	id.SetANAGRPMAX(MaxANAGroups)
+	id.SetNANAGRPID(MaxANAGroups)
 	id.SetCTRATT(nvme.CTRATTHostID128 | nvme.CTRATTTBKAS)
 	id.SetCNTRLTYPE(nvme.ControllerTypeIO)
 	id.SetACL(3)
@@ -149,7 +153,13 @@ func (c *controller) identifyNamespace(r *fabrics.Request, nsid uint32) nvme.Err
 	n := ns.nblocks.Load()
 	id.SetNSZE(n)
 	id.SetNCAP(n)
-	id.SetNUSE(n)
+	// A group the port cannot reach reports no blocks in use (Linux).
+	switch c.port.ana.Load().state(ns.anagrp.Load()) {
+	case nvme.ANAInaccessible, nvme.ANAPersistentLoss:
+	default:
+		id.SetNUSE(n)
+	}
+	id.SetANAGRPID(ns.anagrp.Load())
 	dlfeat := uint8(1 << 3) // Write Zeroes may deallocate
 	if ns.readsZeroes {
 		dlfeat |= 1 // deallocated blocks read as zeroes
@@ -238,6 +248,6 @@ func (c *controller) identifyCSIndependent(r *fabrics.Request, nsid uint32) nvme
 		b[csiNSATTR] = nvme.NSATTRWriteProtected
 	}
 	b[csiNSTAT] = 1 // namespace ready
-	binary.LittleEndian.PutUint32(b[csiANAGRPID:], 0)
+	binary.LittleEndian.PutUint32(b[csiANAGRPID:], ns.anagrp.Load())
 	return nvme.Error{}
 }

@@ -46,6 +46,10 @@ func (c *controller) handleIO(q *queue, r *fabrics.Request) {
 		q.complete(r, dnr(nvme.StatusInvalidNamespaceOrFormat), locNSID, 0)
 		return
 	}
+	if s := c.port.anaStatus(ns); s != nvme.StatusSuccess {
+		q.complete(r, st(s), locNSID, 0)
+		return
+	}
 	if ns.pr != nil && !ns.pr.allows(c.hostID, op) {
 		q.complete(r, dnr(nvme.StatusReservationConflict), locOpcode, 0)
 		return

@@ -55,7 +55,7 @@ func (c *controller) getLogPage(q *queue, r *fabrics.Request) {
 	case nvme.LIDSupportedLogPages:
 		page = make([]byte, 1024)
 		for _, l := range []nvme.LogPageID{nvme.LIDSupportedLogPages, nvme.LIDError, nvme.LIDSMART,
-			nvme.LIDFirmwareSlot, nvme.LIDChangedNSList, nvme.LIDCommandEffects, nvme.LIDReservationNotification} {
+			nvme.LIDFirmwareSlot, nvme.LIDChangedNSList, nvme.LIDCommandEffects, nvme.LIDANA, nvme.LIDReservationNotification} {
 			binary.LittleEndian.PutUint32(page[4*int(l):], 1) // LSUPP
 		}
 	case nvme.LIDError:
@@ -81,6 +81,13 @@ func (c *controller) getLogPage(q *queue, r *fabrics.Request) {
 		page = commandEffects()
 	case nvme.LIDReservationNotification:
 		page = c.resvLogPage(cmd.RAE())
+	case nvme.LIDANA:
+		var err error
+		if page, err = c.anaLog(cmd.LSP()&nvme.ANALSPRGO != 0, cmd.RAE()); err != nil {
+			c.log.Error("encode ANA log", "err", err)
+			q.complete(r, dnr(nvme.StatusInternalError), noLoc, 0)
+			return
+		}
 	default:
 		q.complete(r, dnr(nvme.StatusInvalidField), locCDW10, 0)
 		return

@@ -32,6 +32,9 @@ type namespace struct {
 	readsZeroes bool
 
 	enabled atomic.Bool
+	// anagrp is the namespace's ANA group (ana.go), which may change
+	// while hosts use it.
+	anagrp atomic.Uint32
 
 	// state counts commands in flight; nsDead marks a namespace being
 	// destroyed (no new commands). drained is closed when both hold.
@@ -88,6 +91,14 @@ func newNamespace(t *Target, subsys string, cfg NamespaceConfig) (*namespace, er
 		eui64:   cfg.EUI64,
 		ro:      cfg.ReadOnly,
 		drained: make(chan struct{}),
+	}
+	switch g := cfg.ANAGrpID; {
+	case g == 0:
+		ns.anagrp.Store(DefaultANAGroup)
+	case g > MaxANAGroups:
+		return nil, fmt.Errorf("target: subsystem %s namespace %d: ANA group %d outside 1-%d: %w", subsys, cfg.NSID, g, MaxANAGroups, ErrInvalid)
+	default:
+		ns.anagrp.Store(g)
 	}
 	if ns.uuid == ([16]byte{}) {
 		_, _ = rand.Read(ns.uuid[:])

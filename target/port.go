@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nvmeof/nvmeof/fabrics"
 )
@@ -15,6 +16,9 @@ type Port struct {
 	t   *Target
 	id  uint16
 	cfg PortConfig // guarded by t.mu
+	// ana is the port's state of each ANA group (ana.go); replaced whole
+	// with t.mu held, read without it.
+	ana atomic.Pointer[anaStates]
 
 	done     chan struct{}
 	doneOnce sync.Once
@@ -24,7 +28,13 @@ type Port struct {
 }
 
 func newPort(t *Target, cfg PortConfig) *Port {
-	return &Port{t: t, id: cfg.ID, cfg: cfg, done: make(chan struct{}), queues: map[*queue]struct{}{}}
+	p := &Port{t: t, id: cfg.ID, cfg: cfg, done: make(chan struct{}), queues: map[*queue]struct{}{}}
+	st, err := newANAStates(cfg.ANAGroups)
+	if err != nil { // normalize checked them
+		st, _ = newANAStates(nil)
+	}
+	p.ana.Store(st)
+	return p
 }
 
 // ID returns the port's identifier.

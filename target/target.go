@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -88,7 +89,10 @@ type Target struct {
 	ports  map[uint16]*Port
 	disc   *Subsystem
 	genctr uint64 // discovery log generation counter
-	closed bool
+	// anaChanged is the ANA log's change count (CHGCNT): it moves with
+	// every ANA state or group change (Linux nvmet_ana_chgcnt).
+	anaChanged atomic.Uint64
+	closed     bool
 
 	auth   targetAuth   // DH-HMAC-CHAP host keys (auth.go)
 	stats  targetStats  // statistics switches (stats.go)
@@ -201,6 +205,9 @@ type NamespaceConfig struct {
 	// Reservations enables persistent reservations (Linux resv_enable;
 	// reservation.go).
 	Reservations bool
+	// ANAGrpID is the namespace's ANA group (ana.go); 0 means
+	// DefaultANAGroup.
+	ANAGrpID uint32
 	// ReservationFile, with Reservations, is where registrations and the
 	// reservation persist through power loss when a host asks (CPTPL;
 	// SPDK's ptpl_file); "" reports PTPL unsupported. It is read when the
@@ -230,6 +237,10 @@ type PortConfig struct {
 	TREQ uint8
 	// Subsystems are the NQNs of the subsystems exported through the port.
 	Subsystems []string
+	// ANAGroups are the port's ANA group states (ana.go); group 1 is
+	// optimized unless they say otherwise, a group they leave out is
+	// inaccessible through the port.
+	ANAGroups []ANAGroupState
 }
 
 // derivedSerial returns 20 hex digits of SHA-256 of the NQN: a serial
@@ -541,6 +552,10 @@ func (c *PortConfig) normalize(def int) error {
 		c.TREQ = fabrics.TREQDisableSQFlow
 	}
 	c.Subsystems = slices.Clone(c.Subsystems)
+	if _, err := newANAStates(c.ANAGroups); err != nil {
+		return fmt.Errorf("target: port %d: %w", c.ID, err)
+	}
+	c.ANAGroups = slices.Clone(c.ANAGroups)
 	return nil
 }
 
@@ -595,9 +610,20 @@ func (t *Target) UpdatePort(cfg PortConfig) error {
 		}
 	}
 	changed := p.cfg.Address != cfg.Address || p.cfg.TREQ != cfg.TREQ || !slices.Equal(p.cfg.Subsystems, cfg.Subsystems)
+	ana, _ := newANAStates(cfg.ANAGroups) // normalize checked them
+	anaChanged := *ana != *p.ana.Load()
 	p.cfg = cfg
 	if changed {
 		t.portChangedLocked(p)
+	}
+	if anaChanged {
+		p.ana.Store(ana)
+		t.anaChanged.Add(1)
+		for _, c := range p.controllersLocked() {
+			if !c.subsys.disc {
+				c.anaChanged()
+			}
+		}
 	}
 	t.mu.Unlock()
 	for _, c := range drop {
