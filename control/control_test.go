@@ -18,6 +18,7 @@ import (
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/fabrics/loop"
 	"github.com/nvmeof/nvmeof/initiator"
+	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/target/server"
 )
 
@@ -675,4 +676,36 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestANAState: port.ana_state and ns.modify's ana_grpid change what the
+// target serves (Port.ANAStates, the namespace's group), port.list shows
+// the states, and bad values are refused before anything changes.
+func TestANAState(t *testing.T) {
+	e := start(t, baseConfig)
+	e.call(t, "port.ana_state", m{"id": "lp", "grpid": 2, "state": "non-optimized"}, nil)
+	e.call(t, "port.ana_state", m{"id": "lp", "grpid": 1, "state": "inaccessible"}, nil)
+	e.fails(t, "port.ana_state", m{"id": "lp", "grpid": 0, "state": "optimized"}, CodeInvalidParams, "grpid")
+	e.fails(t, "port.ana_state", m{"id": "lp", "grpid": 129, "state": "optimized"}, CodeInvalidParams, "grpid")
+	e.fails(t, "port.ana_state", m{"id": "lp", "grpid": 3, "state": "fast"}, CodeInvalidParams, "state")
+	e.fails(t, "port.ana_state", m{"id": "nope", "grpid": 3, "state": "optimized"}, CodeNotFound, "does not exist")
+	var ports []Port
+	e.call(t, "port.list", nil, &ports)
+	want := []ANAGroup{{1, "inaccessible"}, {2, "non-optimized"}}
+	if len(ports) != 1 || !reflect.DeepEqual(ports[0].ANAGroups, want) {
+		t.Fatalf("port.list: %+v, want ANA groups %v", ports, want)
+	}
+	p, ok := e.srv.Target.Port(e.svc.Tree().PortIDs()["lp"])
+	if !ok {
+		t.Fatal("port lp not in the target")
+	}
+	got := p.ANAStates()
+	if len(got) != 2 || got[0].State != nvme.ANAInaccessible || got[1].State != nvme.ANANonOptimized {
+		t.Fatalf("target port states %+v", got)
+	}
+	var ns Namespace
+	e.call(t, "ns.modify", m{"nqn": nqnA, "nsid": 1, "ana_grpid": 2}, &ns)
+	if ns.ANAGrpID == nil || *ns.ANAGrpID != 2 {
+		t.Fatalf("ns.modify result %+v", ns)
+	}
 }

@@ -44,12 +44,13 @@ func init() {
 
 		"config.save": typed((*Service).configSave),
 
-		"port.list":   typed((*Service).portList),
-		"port.add":    typed((*Service).portAdd),
-		"port.modify": typed((*Service).portModify),
-		"port.del":    typed((*Service).portDel),
-		"port.link":   typed(func(s *Service, q *LinkParams) (any, *Error) { return s.link(q, true) }),
-		"port.unlink": typed(func(s *Service, q *LinkParams) (any, *Error) { return s.link(q, false) }),
+		"port.list":      typed((*Service).portList),
+		"port.add":       typed((*Service).portAdd),
+		"port.modify":    typed((*Service).portModify),
+		"port.del":       typed((*Service).portDel),
+		"port.link":      typed(func(s *Service, q *LinkParams) (any, *Error) { return s.link(q, true) }),
+		"port.unlink":    typed(func(s *Service, q *LinkParams) (any, *Error) { return s.link(q, false) }),
+		"port.ana_state": typed((*Service).portANAState),
 
 		"subsystem.list":   typed((*Service).subsystemList),
 		"subsystem.add":    typed((*Service).subsystemAdd),
@@ -351,6 +352,32 @@ func (s *Service) portModify(q *Port) (any, *Error) {
 			}
 			p.Subsystems = slices.Clone(q.Subsystems)
 		}
+		return nil
+	}, s.portResult(q.ID))
+}
+
+// portANAState sets a port's state of one ANA group (Linux:
+// ports/<id>/ana_groups/<grpid>/ana_state); hosts connected through the
+// port get an ANA Change event.
+func (s *Service) portANAState(q *ANAStateParams) (any, *Error) {
+	if err := required("id", q.ID); err != nil {
+		return nil, err
+	}
+	if q.GrpID == 0 || q.GrpID > configfs.MaxANAGroups {
+		return nil, invalidParams("grpid %d: ANA groups are 1 to %d", q.GrpID, configfs.MaxANAGroups)
+	}
+	switch q.State {
+	case configfs.ANAOptimized, configfs.ANANonOptimized, configfs.ANAInaccessible, configfs.ANAPersistentLoss, configfs.ANAChange:
+	default:
+		return nil, invalidParams("state %q: want %s, %s, %s, %s or %s", q.State, configfs.ANAOptimized, configfs.ANANonOptimized,
+			configfs.ANAInaccessible, configfs.ANAPersistentLoss, configfs.ANAChange)
+	}
+	return s.then(func(t *configfs.Tree) error {
+		p, err := findPort(t, q.ID)
+		if err != nil {
+			return err
+		}
+		setANAState(p, q.GrpID, q.State)
 		return nil
 	}, s.portResult(q.ID))
 }

@@ -1,8 +1,10 @@
 package control
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nvmeof/nvmeof/configfs"
@@ -31,6 +33,24 @@ type Port struct {
 	DataPoolSize      *Size    `json:"data_pool_size,omitempty"`
 	SRQSize           *int     `json:"srq_size,omitempty"`
 	Subsystems        []string `json:"subsystems,omitempty"`
+	// ANAGroups are the port's ANA group states; a modify that gives
+	// them replaces them all (port.ana_state sets one).
+	ANAGroups []ANAGroup `json:"ana_groups,omitempty"`
+}
+
+// ANAGroup is a port's state of one ANA group.
+type ANAGroup struct {
+	GrpID uint32 `json:"grpid"`
+	// State is optimized, non-optimized, inaccessible, persistent-loss
+	// or change.
+	State string `json:"state"`
+}
+
+// ANAStateParams are port.ana_state's: port ID's state of group GrpID.
+type ANAStateParams struct {
+	ID    string `json:"id"`
+	GrpID uint32 `json:"grpid"`
+	State string `json:"state"`
 }
 
 // Subsystem is an NVM subsystem.
@@ -64,6 +84,8 @@ type Namespace struct {
 	EUI64      *string `json:"eui64,omitempty"`
 	Enabled    *bool   `json:"enabled,omitempty"`
 	BufferedIO *bool   `json:"buffered_io,omitempty"`
+	// ANAGrpID is the namespace's ANA group.
+	ANAGrpID *uint32 `json:"ana_grpid,omitempty"`
 	// Ceph RBD (backend rbd): the image, its pool, the cluster's
 	// configuration file, the client ID and keyring.
 	Pool     *string `json:"pool,omitempty"`
@@ -173,7 +195,29 @@ func portInfo(p *configfs.Port, portid uint16) Port {
 	out.MaxPendingPerHost = ptrIf(p.MaxPendingPerHost, p.MaxPendingPerHost > 0)
 	out.DataPoolSize = ptrIf(Size(p.DataPoolSize), p.DataPoolSize > 0)
 	out.SRQSize = ptrIf(p.SRQSize, p.SRQSize >= 0)
+	out.ANAGroups = anaGroups(p)
 	return out
+}
+
+// anaGroups lists p's ANA group states, group 1 always.
+func anaGroups(p *configfs.Port) []ANAGroup {
+	out := []ANAGroup{{GrpID: configfs.DefaultANAGroup, State: p.ANAState(configfs.DefaultANAGroup)}}
+	for _, g := range p.ANAGroups {
+		if g.GrpID != configfs.DefaultANAGroup {
+			out = append(out, ANAGroup{GrpID: g.GrpID, State: g.State})
+		}
+	}
+	return out
+}
+
+// setANAState sets p's state of group grpid, keeping the groups in order.
+func setANAState(p *configfs.Port, grpid uint32, state string) {
+	i, found := slices.BinarySearchFunc(p.ANAGroups, grpid, func(g configfs.ANAGroup, id uint32) int { return cmp.Compare(g.GrpID, id) })
+	if found {
+		p.ANAGroups[i].State = state
+		return
+	}
+	p.ANAGroups = slices.Insert(p.ANAGroups, i, configfs.ANAGroup{GrpID: grpid, State: state})
 }
 
 // setPort applies the members given in q to p.
@@ -197,6 +241,12 @@ func setPort(p *configfs.Port, q *Port) {
 	}
 	if q.Address != nil && q.AddressFamily == nil {
 		p.Adrfam = p.DerivedAdrfam()
+	}
+	if q.ANAGroups != nil {
+		p.ANAGroups = nil
+		for _, g := range q.ANAGroups {
+			setANAState(p, g.GrpID, g.State)
+		}
 	}
 }
 
@@ -247,7 +297,7 @@ func namespaceInfo(nqn string, ns *configfs.Namespace) Namespace {
 	uuid, nguid, eui := ns.IDs(nqn)
 	out := Namespace{NQN: nqn, NSID: ns.NSID, Backend: ptr(ns.Backend), Size: ptr(Size(ns.Size)),
 		BlockSize: ptr(ns.BlockSize), Grow: ptr(ns.Grow), UUID: ptr(uuid.String()), NGUID: ptr(nguid.String()),
-		EUI64: ptr(eui.String()), Enabled: ptr(ns.Enable), BufferedIO: ptr(ns.BufferedIO)}
+		EUI64: ptr(eui.String()), Enabled: ptr(ns.Enable), BufferedIO: ptr(ns.BufferedIO), ANAGrpID: ptr(ns.EffectiveANAGrpID())}
 	out.Path = nonEmpty(ns.DevicePath)
 	out.Pool, out.Image, out.CephConf = nonEmpty(ns.Pool), nonEmpty(ns.Image), nonEmpty(ns.CephConf)
 	out.ClientID, out.Keyring = nonEmpty(ns.ClientID), nonEmpty(ns.Keyring)
@@ -265,6 +315,7 @@ func setNamespace(ns *configfs.Namespace, q *Namespace) *Error {
 	set(&ns.Grow, q.Grow)
 	set(&ns.Enable, q.Enabled)
 	set(&ns.BufferedIO, q.BufferedIO)
+	set(&ns.ANAGrpID, q.ANAGrpID)
 	set(&ns.Pool, q.Pool)
 	set(&ns.Image, q.Image)
 	set(&ns.CephConf, q.CephConf)

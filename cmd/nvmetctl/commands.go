@@ -139,6 +139,7 @@ func nsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "eui64", Usage: "namespace EUI-64 (default: derived)"},
 		&cli.BoolFlag{Name: "disabled", Usage: "add the namespace disabled"},
 		&cli.BoolFlag{Name: "buffered-io", Usage: "keep a block device off O_DIRECT"},
+		&cli.IntFlag{Name: "ana-grpid", Usage: "ANA group `ID` (1-128)"},
 		&cli.StringFlag{Name: "pool", Usage: "Ceph RBD pool (backend rbd)"},
 		&cli.StringFlag{Name: "image", Usage: "Ceph RBD image (backend rbd)"},
 		&cli.StringFlag{Name: "ceph-conf", Usage: "Ceph configuration `FILE` (backend rbd)"},
@@ -379,10 +380,14 @@ func portCmd() *cli.Command {
 			return do(c, "port.list", nil, func(ps []control.Port) {
 				var rows [][]string
 				for _, p := range ps {
+					var ana []string
+					for _, g := range p.ANAGroups {
+						ana = append(ana, fmt.Sprintf("%d:%s", g.GrpID, g.State))
+					}
 					rows = append(rows, []string{p.ID, strconv.Itoa(int(deref(p.PortID))), deref(p.Transport), deref(p.Address),
-						deref(p.Service), deref(p.Provider), list(p.Subsystems)})
+						deref(p.Service), deref(p.Provider), list(p.Subsystems), list(ana)})
 				}
-				table(c, "ID\tPORTID\tTRANSPORT\tADDRESS\tSERVICE\tPROVIDER\tSUBSYSTEMS", rows)
+				table(c, "ID\tPORTID\tTRANSPORT\tADDRESS\tSERVICE\tPROVIDER\tSUBSYSTEMS\tANA", rows)
 			})
 		}},
 		&cli.Command{Name: "add", Usage: "add a port", ArgsUsage: "PORT-ID", Flags: portFlags(), Action: func(c *cli.Context) error {
@@ -410,6 +415,20 @@ func portCmd() *cli.Command {
 		}},
 		link("link", "port.link"),
 		link("unlink", "port.unlink"),
+		&cli.Command{Name: "ana-state", Usage: "set the port's state of an ANA group (hosts connected through it get an ANA change event)",
+			ArgsUsage: "PORT-ID GRPID optimized|non-optimized|inaccessible|persistent-loss|change", Action: func(c *cli.Context) error {
+				a, err := args(c, "PORT-ID", "GRPID", "STATE")
+				if err != nil {
+					return err
+				}
+				grp, err := strconv.ParseUint(a[1], 10, 32)
+				if err != nil {
+					return fmt.Errorf("GRPID %q: want a number from 1 to 128", a[1])
+				}
+				return do(c, "port.ana_state", map[string]any{"id": a[0], "grpid": grp, "state": a[2]}, func(p control.Port) {
+					say(c, "port %s: ANA group %d %s", p.ID, grp, a[2])
+				})
+			}},
 	)
 }
 
