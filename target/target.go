@@ -736,10 +736,8 @@ func (t *Target) Close() error {
 	t.closed = true
 	t.closeHealthPoller()
 	var ctrls []*controller
-	var nss []*namespace
 	for _, s := range t.subsys {
 		ctrls = append(ctrls, s.controllersLocked()...)
-		nss = append(nss, s.removeAllNamespaces()...)
 	}
 	ctrls = append(ctrls, t.disc.controllersLocked()...)
 	ports := make([]*Port, 0, len(t.ports))
@@ -747,12 +745,21 @@ func (t *Target) Close() error {
 		ports = append(ports, p)
 	}
 	t.mu.Unlock()
+	// Queues first, namespaces after: a command that arrives meanwhile
+	// must not find its namespace gone (Invalid Namespace, DNR) but its
+	// queue lost, which a multipath host retries on another path.
 	for _, p := range ports {
 		p.close()
 	}
 	for _, c := range ctrls {
 		c.shutdown("target closed")
 	}
+	t.mu.Lock()
+	var nss []*namespace
+	for _, s := range t.subsys {
+		nss = append(nss, s.removeAllNamespaces()...)
+	}
+	t.mu.Unlock()
 	var errs []error
 	for _, ns := range nss {
 		errs = append(errs, ns.destroy())
