@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,11 @@ func TestKernelHostAgainstNvmetd(t *testing.T) {
 			t.Log(line)
 		}
 	}
+	// nvmetd reports ANA: the kernel reads the ANA log at connect and
+	// complains in dmesg (and WARNs) when it cannot parse it.
+	if m := kernelANAComplaint.FindString(script); m != "" {
+		t.Fatalf("the kernel complained about nvmetd's ANA reporting: %q", m)
+	}
 	// kernel-host.sh writes its 2 MiB pattern at offset 0: every 512-byte
 	// block is "kpeer-pattern blk %08d %0484d\n" with the block number.
 	b, err := os.ReadFile(img)
@@ -93,6 +99,11 @@ func TestKernelHostAgainstNvmetd(t *testing.T) {
 			sha256.Sum256(b[:min(len(b), want.Len())]), sha256.Sum256(want.Bytes()))
 	}
 }
+
+// kernelANAComplaint matches what Linux's nvme multipath logs when a
+// controller's ANA reporting is wrong (nvme_mpath_init_identify,
+// nvme_parse_ana_log's WARN_ON_ONCE, nvme_read_ana_log).
+var kernelANAComplaint = regexp.MustCompile(`(?im)^.*(\bANA\b.*(invalid|larger than|disabling|failed|error)|WARNING: .*multipath).*$`)
 
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
