@@ -33,8 +33,9 @@ type PortChanges struct {
 	// SubsystemsAdded and SubsystemsRemoved are the export links that
 	// changed (only these when Listener is false).
 	SubsystemsAdded, SubsystemsRemoved []string
-	// ANA is true when the port's ANA group states changed (applied
-	// without restarting the listener).
+	// ANA is true when the port's ANA group states changed, compared as
+	// ANAState does (group 1 absent is group 1 optimized): applied
+	// without restarting the listener (Listener stays false for it).
 	ANA bool
 }
 
@@ -47,7 +48,8 @@ type SubsystemChanges struct {
 	// Access is true when allow_any_host or allowed_hosts changed.
 	Access bool
 	// Namespaces added, removed, and present in both but different
-	// (backend, path, size, block size, IDs, enable, buffered_io, grow).
+	// (backend, path, size, block size, IDs, enable, buffered_io, grow,
+	// reservations, ana_grpid).
 	NamespacesAdded, NamespacesRemoved, NamespacesChanged []uint32
 }
 
@@ -91,7 +93,8 @@ func Diff(old, new *Tree) Changes {
 			op.ConnectTimeout != np.ConnectTimeout || op.MaxPending != np.MaxPending || op.MaxPendingPerHost != np.MaxPendingPerHost ||
 			op.DataPoolSize != np.DataPoolSize || max(op.SRQSize, -1) != max(np.SRQSize, -1)
 		pc.SubsystemsAdded, pc.SubsystemsRemoved = addedRemoved(op.Subsystems, np.Subsystems)
-		if pc.Listener || len(pc.SubsystemsAdded)+len(pc.SubsystemsRemoved) > 0 {
+		pc.ANA = !anaEqual(op, np)
+		if pc.Listener || pc.ANA || len(pc.SubsystemsAdded)+len(pc.SubsystemsRemoved) > 0 {
 			c.Ports = append(c.Ports, pc)
 		}
 	}
@@ -131,12 +134,26 @@ func Diff(old, new *Tree) Changes {
 	return c
 }
 
+// anaEqual reports whether two ports give every ANA group the same
+// state: group 1 absent is group 1 optimized.
+func anaEqual(a, b *Port) bool {
+	for _, p := range [2]*Port{a, b} {
+		for _, g := range p.ANAGroups {
+			if a.ANAState(g.GrpID) != b.ANAState(g.GrpID) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // equal compares two namespaces' configuration (not their source), with
 // their effective identifiers: a derived identifier equals the same value
 // written out.
 func (ns *Namespace) equal(o *Namespace, subnqn string) bool {
 	a, b := *ns, *o
 	a.src, b.src = nil, nil
+	a.ANAGrpID, b.ANAGrpID = ns.EffectiveANAGrpID(), o.EffectiveANAGrpID()
 	a.DeviceUUID, a.DeviceNGUID, a.DeviceEUI64 = ns.IDs(subnqn)
 	b.DeviceUUID, b.DeviceNGUID, b.DeviceEUI64 = o.IDs(subnqn)
 	return a == b

@@ -1,6 +1,7 @@
 package configfs
 
 import (
+	"cmp"
 	"fmt"
 	"math/big"
 	"os"
@@ -96,6 +97,7 @@ var (
 	portAttrs   = invert(portHCLNames)
 	subsysAttrs = invert(subsysHCLNames)
 	nsAttrs     = invert(nsHCLNames)
+	anaAttrs    = invert(anaGroupHCLNames)
 )
 
 func invert(m map[string]string) map[string]string {
@@ -128,7 +130,11 @@ var (
 			{Type: "host", LabelNames: []string{"nqn"}},
 		},
 	}
-	portSchema      = &hcl.BodySchema{Attributes: schemaAttrs(portHCLNames)}
+	portSchema = &hcl.BodySchema{
+		Attributes: schemaAttrs(portHCLNames),
+		Blocks:     []hcl.BlockHeaderSchema{{Type: "ana_group", LabelNames: []string{"grpid"}}},
+	}
+	anaGroupSchema  = &hcl.BodySchema{Attributes: schemaAttrs(anaGroupHCLNames)}
 	hostSchema      = &hcl.BodySchema{Attributes: schemaAttrs(hostHCLNames)}
 	namespaceSchema = &hcl.BodySchema{Attributes: schemaAttrs(nsHCLNames)}
 	subsystemSchema = &hcl.BodySchema{
@@ -300,10 +306,57 @@ func (d *hclDecoder) port(b *hcl.Block) *Port {
 			p.Subsystems, _ = d.strList(p.src, path, a)
 		}
 	}
+	for _, gb := range content.Blocks {
+		d.anaGroup(p, gb, path)
+	}
+	sortANAGroups(p.ANAGroups)
 	if p.Adrfam == "" && p.Trtype == TransportRDMA {
 		p.Adrfam = p.DerivedAdrfam()
 	}
 	return p
+}
+
+// anaGroup decodes an ana_group block of port p into p.ANAGroups, its
+// source into p.src.sub.
+func (d *hclDecoder) anaGroup(p *Port, b *hcl.Block, path string) {
+	label := b.Labels[0]
+	src := newSource(b)
+	content := d.content(b.Body, anaGroupSchema, src, anaAttrs)
+	id, err := strconv.ParseUint(label, 10, 32)
+	if err != nil || !allDigits(label) {
+		r := b.LabelRanges[0]
+		d.errs = append(d.errs, &Error{Range: &r, Path: path + "/ana_groups/" + label,
+			Msg: fmt.Sprintf("ana_group label %q is not an ANA group ID (a decimal number from 1 to %d)", label, MaxANAGroups)})
+		return
+	}
+	g := ANAGroup{GrpID: uint32(id), State: ANAOptimized}
+	gpath := path + "/ana_groups/" + strconv.FormatUint(id, 10)
+	key := anaGroupKey(g.GrpID)
+	if p.src.sub[key] != nil {
+		r := b.LabelRanges[0]
+		d.errs = append(d.errs, &Error{Range: &r, Path: gpath, Msg: fmt.Sprintf("ana_group %d declared twice", id)})
+		return
+	}
+	if a := content.Attributes["state"]; a != nil {
+		if v, ok := d.str(src, gpath, a); ok {
+			g.State = v
+		}
+	}
+	if p.src.sub == nil {
+		p.src.sub = make(map[string]*source)
+	}
+	p.src.sub[key] = src
+	p.ANAGroups = append(p.ANAGroups, g)
+}
+
+// anaGroupKey is the key of ANA group grpid's block in its port's
+// source.sub.
+func anaGroupKey(grpid uint32) string { return "ana_groups/" + strconv.FormatUint(uint64(grpid), 10) }
+
+// sortANAGroups puts groups in grpid order (stable: validation reports
+// the later of two with one ID).
+func sortANAGroups(gs []ANAGroup) {
+	slices.SortStableFunc(gs, func(a, b ANAGroup) int { return cmp.Compare(a.GrpID, b.GrpID) })
 }
 
 func (d *hclDecoder) subsystem(b *hcl.Block) (s *Subsystem, ports []string, portsAttr *hcl.Attribute) {
@@ -404,6 +457,8 @@ func (d *hclDecoder) namespace(b *hcl.Block, subsysPath string) *Namespace {
 			ns.ResvEnable, _ = d.boolean(ns.src, path, a)
 		case "resv_ptpl_file":
 			ns.ResvPTPLFile, _ = d.str(ns.src, path, a)
+		case "ana_grpid":
+			intAttr(d, &ns.ANAGrpID, ns.src, path, a, 1, MaxANAGroups)
 		case "pool":
 			ns.Pool, _ = d.str(ns.src, path, a)
 		case "image":
@@ -611,6 +666,7 @@ func (t *Tree) HCL() []byte {
 		if len(dangling) > 0 {
 			b.SetAttributeValue("subsystems", cty.ListVal(dangling))
 		}
+		writeANAGroupsHCL(b, p.ANAGroups)
 	}
 
 	for _, h := range t.Hosts {
@@ -702,9 +758,27 @@ func (t *Tree) HCL() []byte {
 			if ns.ResvPTPLFile != "" {
 				nb.SetAttributeValue("resv_ptpl_file", cty.StringVal(ns.ResvPTPLFile))
 			}
+			if g := ns.EffectiveANAGrpID(); g != DefaultANAGroup {
+				nb.SetAttributeValue("ana_grpid", cty.NumberUIntVal(uint64(g)))
+			}
 		}
 	}
 	return hclwrite.Format(f.Bytes())
+}
+
+// writeANAGroupsHCL writes a port's ANA groups as ana_group blocks in
+// grpid order, none when the only one is the default group optimized
+// (what a port without them has).
+func writeANAGroupsHCL(b *hclwrite.Body, groups []ANAGroup) {
+	if len(groups) == 0 || len(groups) == 1 && groups[0] == (ANAGroup{GrpID: DefaultANAGroup, State: ANAOptimized}) {
+		return
+	}
+	gs := slices.Clone(groups)
+	sortANAGroups(gs)
+	for _, g := range gs {
+		gb := b.AppendNewBlock("ana_group", []string{strconv.FormatUint(uint64(g.GrpID), 10)}).Body()
+		gb.SetAttributeValue("state", cty.StringVal(g.State))
+	}
 }
 
 func stringList(ss []string) cty.Value {

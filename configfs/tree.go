@@ -176,6 +176,10 @@ const (
 	ANAChange         = "change"
 )
 
+// ANAStates lists the ANA states a port may give a group, in the order
+// of their NVMe values.
+var ANAStates = []string{ANAOptimized, ANANonOptimized, ANAInaccessible, ANAPersistentLoss, ANAChange}
+
 // DefaultANAGroup is the ANA group every port has and namespaces are in
 // unless they say otherwise (Linux NVMET_DEFAULT_ANA_GRPID).
 const DefaultANAGroup = 1
@@ -281,6 +285,17 @@ type source struct {
 	// bad holds attributes whose value failed to decode: validation
 	// skips them rather than report the same attribute twice.
 	bad map[string]bool
+	// sub holds the sources of nested blocks without an object of their
+	// own, by key (a port's ana_group blocks: anaGroupKey).
+	sub map[string]*source
+}
+
+// subSource returns the source of the nested block key, or nil.
+func (s *source) subSource(key string) *source {
+	if s == nil {
+		return nil
+	}
+	return s.sub[key]
 }
 
 type srcAttr struct {

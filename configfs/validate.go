@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/nvmeof/nvmeof/internal/suggest"
 )
 
 // Error is one configuration error.
@@ -176,8 +178,11 @@ var (
 	nsHCLNames = map[string]string{
 		"backend": "backend", "device_path": "path", "size": "size", "block_size": "block_size", "grow": "grow",
 		"device_uuid": "uuid", "device_nguid": "nguid", "device_eui64": "eui64", "enable": "enabled",
-		"buffered_io": "buffered_io", "resv_enable": "resv_enable", "resv_ptpl_file": "resv_ptpl_file", "pool": "pool", "image": "image", "ceph_conf": "ceph_conf", "client_id": "client_id", "keyring": "keyring",
+		"buffered_io": "buffered_io", "resv_enable": "resv_enable", "resv_ptpl_file": "resv_ptpl_file", "ana_grpid": "ana_grpid", "pool": "pool", "image": "image", "ceph_conf": "ceph_conf", "client_id": "client_id", "keyring": "keyring",
 	}
+	// anaGroupHCLNames are the attributes of a port's ana_group block
+	// (ports/<id>/ana_groups/<grpid>/).
+	anaGroupHCLNames = map[string]string{"ana_state": "state"}
 )
 
 // collector accumulates errors and warnings.
@@ -374,6 +379,40 @@ func (t *Tree) validate(c *collector) {
 			listen[key] = path
 		}
 	}
+
+	t.validateANAGroups(c)
+}
+
+// validateANAGroups warns about namespaces in an ANA group that a port
+// exporting their subsystem does not list: the port reports the group
+// inaccessible, so hosts do no I/O to them through it. Group 1 every port
+// has.
+func (t *Tree) validateANAGroups(c *collector) {
+	for _, s := range t.Subsystems {
+		ports := t.PortsOf(s.NQN)
+		for _, ns := range s.Namespaces {
+			grp := ns.EffectiveANAGrpID()
+			if grp == DefaultANAGroup || grp > MaxANAGroups {
+				continue
+			}
+			var missing []string
+			for _, p := range ports {
+				if p.ANAState(grp) == "" {
+					missing = append(missing, p.ID)
+				}
+			}
+			if len(missing) == 0 {
+				continue
+			}
+			nspath := "subsystems/" + s.NQN + "/namespaces/" + strconv.FormatUint(uint64(ns.NSID), 10)
+			which := "port " + missing[0] + ", which exports"
+			if len(missing) > 1 {
+				which = "ports " + strings.Join(missing, ", ") + ", which export"
+			}
+			c.warn(ns.src, nsHCLNames, nspath, "ana_grpid", "ANA group %d is not on %s the subsystem: the group is inaccessible there, so hosts cannot use the namespace through it",
+				grp, which)
+		}
+	}
 }
 
 func (p *Port) validate(c *collector, path string, subsystems map[string]bool) {
@@ -423,6 +462,7 @@ func (p *Port) validate(c *collector, path string, subsystems map[string]bool) {
 	if p.InlineDataSize > MaxInlineDataSize {
 		add("param_inline_data_size", "%d is more than %d bytes", p.InlineDataSize, MaxInlineDataSize)
 	}
+	p.validateANAGroups(c, path)
 	seen := make(map[string]bool)
 	for _, nqn := range p.Subsystems {
 		if seen[nqn] {
@@ -431,6 +471,36 @@ func (p *Port) validate(c *collector, path string, subsystems map[string]bool) {
 		seen[nqn] = true
 		if !subsystems[nqn] {
 			add("subsystems", "unknown subsystem %q (no subsystem block declares it)", nqn)
+		}
+	}
+}
+
+// validateANAGroups checks the port's ANA groups: IDs from 1 to
+// MaxANAGroups, each once, with a known state.
+func (p *Port) validateANAGroups(c *collector, path string) {
+	seen := make(map[uint32]bool)
+	for _, g := range p.ANAGroups {
+		gpath := path + "/ana_groups/" + strconv.FormatUint(uint64(g.GrpID), 10)
+		src := p.src.subSource(anaGroupKey(g.GrpID))
+		if src == nil {
+			src = p.src // trees from JSON or code: the port's place
+		}
+		add := func(attr, format string, args ...any) { c.add(src, anaGroupHCLNames, gpath, attr, format, args...) }
+		if g.GrpID < 1 || g.GrpID > MaxANAGroups {
+			add("", "ANA group ID %d is not from 1 to %d", g.GrpID, MaxANAGroups)
+		}
+		if seen[g.GrpID] {
+			add("", "ANA group %d listed twice", g.GrpID)
+		}
+		seen[g.GrpID] = true
+		if !slices.Contains(ANAStates, g.State) {
+			msg := fmt.Sprintf("unknown ANA state %q", g.State)
+			if g.State == "" {
+				msg = "an ANA state is required"
+			} else if m := suggest.Closest(strings.ToLower(g.State), ANAStates); m != "" {
+				msg += fmt.Sprintf("; did you mean %q?", m)
+			}
+			add("ana_state", "%s (want %s)", msg, strings.Join(ANAStates, ", "))
 		}
 	}
 }
@@ -604,6 +674,9 @@ func (ns *Namespace) validate(c *collector, path string) {
 	add := func(attr, format string, args ...any) { c.add(ns.src, nsHCLNames, path, attr, format, args...) }
 	if ns.NSID == 0 || ns.NSID > MaxNSID {
 		add("", "NSID %d is not from 1 to %d", ns.NSID, uint32(MaxNSID))
+	}
+	if ns.ANAGrpID > MaxANAGroups {
+		add("ana_grpid", "ANA group %d is not from 1 to %d", ns.ANAGrpID, MaxANAGroups)
 	}
 	if ns.ResvPTPLFile != "" && !ns.ResvEnable {
 		add("resv_ptpl_file", "a reservation file needs resv_enable = true")
