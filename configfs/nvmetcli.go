@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 
 	"github.com/hashicorp/hcl/v2"
@@ -40,12 +41,20 @@ type nvmetcliHost struct {
 
 type nvmetcliPort struct {
 	Addr       map[string]jsonString `json:"addr"`
-	ANAGroups  []json.RawMessage     `json:"ana_groups,omitempty"`
+	ANAGroups  []nvmetcliANAGroup    `json:"ana_groups"`
 	Nvmeof     *nvmeofPort           `json:"nvmeof,omitempty"`
 	Param      map[string]jsonString `json:"param,omitempty"`
 	PortID     *jsonInt              `json:"portid"`
 	Referrals  []json.RawMessage     `json:"referrals"`
 	Subsystems []string              `json:"subsystems"`
+}
+
+// nvmetcliANAGroup is ports/<id>/ana_groups/<grpid>: `nvmetcli save`
+// writes {"ana": {"state": "optimized"}, "grpid": 1} (group 1 for every
+// port, the kernel creates it).
+type nvmetcliANAGroup struct {
+	ANA   map[string]jsonString `json:"ana"`
+	GrpID *jsonInt              `json:"grpid"`
 }
 
 type nvmeofPort struct {
@@ -69,6 +78,10 @@ type nvmetcliSubsystem struct {
 	Passthru     []json.RawMessage     `json:"passthru,omitempty"`
 }
 
+// nvmetcliNamespace is subsystems/<nqn>/namespaces/<nsid>. nvmetcli
+// writes the ANA group twice: as the "ana" attribute group's "grpid" (the
+// ana_grpid file) and as "ana_grpid", which `nvmetcli restore` applies
+// last, so it wins; 0 is what it saves on kernels without ANA.
 type nvmetcliNamespace struct {
 	ANA      map[string]jsonString `json:"ana,omitempty"`
 	ANAGrpID *jsonInt              `json:"ana_grpid,omitempty"`
@@ -147,9 +160,11 @@ func (n *jsonInt) UnmarshalJSON(b []byte) error {
 // it; filename is used in error positions. Every key it does not apply is
 // reported at its JSON path and line:col (checkNvmetcliKeys): unknown keys
 // and kernel attributes whose loss hosts would notice (pi_enable,
-// reservations, ANA groups and states, datagram queue pairs) are errors,
-// others at values other than the kernel's defaults (ieee_oui,
-// max_queue_size) warnings; referrals and passthru subsystems are errors. A namespace
+// datagram queue pairs) are errors, others at values other than the
+// kernel's defaults (ieee_oui, max_queue_size) warnings; referrals and
+// passthru subsystems are errors. A port's ana_groups and a namespace's
+// ana_grpid (or "ana": {"grpid"}) are applied; a group without a state is
+// optimized, as the kernel makes it. A namespace
 // without "enable" is disabled, as nvmetcli leaves it; a namespace without
 // our "nvmeof" backend gets one from its path (see InferBackend). It is
 // Loader{}.ParseNvmetcliJSON.
@@ -266,6 +281,7 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 					ns.DeviceEUI64 = e
 				}
 			}
+			ns.ANAGrpID = nvmetcliANAGrpID(c, nspath, jn)
 			if v, ok := jn.Resv["enable"]; ok {
 				b, err := parseKernelBool(string(v))
 				if err != nil {
@@ -345,6 +361,23 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 				p.InlineDataSize = max(n, -1) // < 0: the transport chooses
 			}
 		}
+		for j, jg := range jp.ANAGroups {
+			gp := fmt.Sprintf("%s/ana_groups[%d]", path, j)
+			if jg.GrpID == nil {
+				c.add(nil, nil, gp, "grpid", "missing")
+				continue
+			}
+			if *jg.GrpID < 1 || *jg.GrpID > MaxANAGroups {
+				c.add(nil, nil, gp, "grpid", "ANA group ID %d is not from 1 to %d", int64(*jg.GrpID), MaxANAGroups)
+				continue
+			}
+			g := ANAGroup{GrpID: uint32(*jg.GrpID), State: ANAOptimized}
+			if v := jg.ANA["state"]; v != "" {
+				g.State = string(v)
+			}
+			p.ANAGroups = append(p.ANAGroups, g)
+		}
+		sortANAGroups(p.ANAGroups)
 		if len(jp.Referrals) > 0 {
 			c.add(nil, nil, path, "referrals", "referrals are not supported")
 		}
@@ -359,6 +392,31 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 	t.file = filename
 	t.json = bytes.Clone(data) // for Tree.NamespaceError
 	return t, nil
+}
+
+// nvmetcliANAGrpID returns a namespace's ANA group: ana_grpid, else the
+// "ana" group's grpid, as `nvmetcli restore` applies them; 0 (the
+// default group) when neither is there or the value is 0.
+func nvmetcliANAGrpID(c *collector, nspath string, jn nvmetcliNamespace) uint32 {
+	v, ok := int64(0), false
+	if jn.ANAGrpID != nil {
+		v, ok = int64(*jn.ANAGrpID), true
+	} else if s := string(jn.ANA["grpid"]); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			c.add(nil, nil, nspath, "ana_grpid", "%q is not a number", s)
+			return 0
+		}
+		v, ok = n, true
+	}
+	if !ok {
+		return 0
+	}
+	if v < 0 || v > MaxANAGroups {
+		c.add(nil, nil, nspath, "ana_grpid", "ANA group %d is not from 1 to %d", v, MaxANAGroups)
+		return 0
+	}
+	return uint32(v)
 }
 
 // parseKernelBool parses a boolean as kstrtobool does for the common
@@ -435,6 +493,7 @@ func (t *Tree) NvmetcliJSON() ([]byte, error) {
 		if jp.Addr["treq"] == "" {
 			jp.Addr["treq"] = TreqNotSpecified
 		}
+		jp.ANAGroups = nvmetcliANAGroups(p)
 		if p.InlineDataSize >= 0 {
 			jp.Param = map[string]jsonString{"inline_data_size": jsonString(strconv.Itoa(p.InlineDataSize))}
 		}
@@ -511,6 +570,9 @@ func (t *Tree) NvmetcliJSON() ([]byte, error) {
 			if ns.ResvEnable {
 				jn.Resv = map[string]jsonString{"enable": "1"}
 			}
+			grp := jsonInt(ns.EffectiveANAGrpID())
+			jn.ANAGrpID = &grp
+			jn.ANA = map[string]jsonString{"grpid": jsonString(strconv.FormatInt(int64(grp), 10))}
 			js.Namespaces = append(js.Namespaces, jn)
 		}
 		cfg.Subsystems = append(cfg.Subsystems, js)
@@ -520,4 +582,20 @@ func (t *Tree) NvmetcliJSON() ([]byte, error) {
 		return nil, fmt.Errorf("configfs: nvmetcli JSON: %w", err)
 	}
 	return append(b, '\n'), nil
+}
+
+// nvmetcliANAGroups returns a port's ANA groups as `nvmetcli save` writes
+// them: in grpid order, with group 1, which every port has.
+func nvmetcliANAGroups(p *Port) []nvmetcliANAGroup {
+	gs := slices.Clone(p.ANAGroups)
+	if !slices.ContainsFunc(gs, func(g ANAGroup) bool { return g.GrpID == DefaultANAGroup }) {
+		gs = append(gs, ANAGroup{GrpID: DefaultANAGroup, State: ANAOptimized})
+	}
+	sortANAGroups(gs)
+	out := make([]nvmetcliANAGroup, len(gs))
+	for i, g := range gs {
+		id := jsonInt(g.GrpID)
+		out[i] = nvmetcliANAGroup{ANA: map[string]jsonString{"state": jsonString(g.State)}, GrpID: &id}
+	}
+	return out
 }

@@ -21,9 +21,8 @@ import (
 //   - a key no version of nvmetcli or nvmetd writes (a typo such as
 //     "alow_any_host"): an error, with the closest known key;
 //   - a kernel attribute we do not implement, set to a value whose loss
-//     changes what hosts rely on (protection information, reservations,
-//     ANA groups and states other than the default group 1 optimized, a
-//     non-RC RDMA queue pair type): an error;
+//     changes what hosts rely on (protection information, a non-RC RDMA
+//     queue pair type): an error;
 //   - a kernel attribute we do not implement whose loss changes only what
 //     hosts are told or a tuning (a non-zero ieee_oui, max_queue_size): a
 //     warning (Tree.Warnings);
@@ -231,14 +230,6 @@ func warnUnless(why string, defaults ...string) keyRule {
 	}
 }
 
-// anaGroupOne is the rule of a namespace's ANA group ID: nvmetd reports no
-// ANA, which is what hosts see of the default group 1 (optimized).
-func anaGroupOne(k *keyChecker, n *jnode, path string) {
-	if v := n.text(); v != "" && v != "1" {
-		k.report(false, n, path, "%q: ANA groups other than the default group 1 are not supported by nvmetd (hosts would treat every path as optimized)", v)
-	}
-}
-
 // Keys of nvmetcli JSON, by object; nil rules are applied as read.
 var (
 	nvmeofNSKeys = map[string]keyRule{"backend": applied, "block_size": applied, "buffered_io": applied, "eui64": applied, "grow": applied, "size": applied, "resv_ptpl_file": applied,
@@ -246,8 +237,8 @@ var (
 	nvmeofPortKeys = map[string]keyRule{"connect_timeout": applied, "device": applied, "max_pending": applied, "max_pending_per_host": applied,
 		"name": applied, "provider": applied, "tos": applied}
 	nsKeys = map[string]keyRule{
-		"ana":       objectOf(map[string]keyRule{"grpid": anaGroupOne}),
-		"ana_grpid": anaGroupOne,
+		"ana":       objectOf(map[string]keyRule{"grpid": applied}),
+		"ana_grpid": applied,
 		"device":    objectOf(map[string]keyRule{"nguid": applied, "path": applied, "uuid": applied}),
 		"enable":    applied,
 		"nsid":      applied,
@@ -261,13 +252,13 @@ var (
 		"pi_enable": refuseTrue("end-to-end protection information (attr_pi_enable)"),
 	}
 	subsysKeys = map[string]keyRule{
-		"allowed_hosts": applied, "attr": objectOf(subsysAttrKeys), "namespaces": arrayOf(nsKeys), "nqn": applied,
+		"allowed_hosts": applied, "attr": objectOf(subsysAttrKeys), "namespaces": namespacesRule, "nqn": applied,
 		"passthru": applied, // refused by the loader when not empty
 	}
 	portKeys = map[string]keyRule{
 		"addr": objectOf(map[string]keyRule{"adrfam": applied, "traddr": applied, "treq": applied, "trsvcid": applied, "trtype": applied,
 			"tsas": tsasRule}),
-		"ana_groups": anaGroupsRule,
+		"ana_groups": arrayOf(anaGroupKeys),
 		"nvmeof":     objectOf(nvmeofPortKeys),
 		"param": objectOf(map[string]keyRule{
 			"inline_data_size": applied,
@@ -278,7 +269,8 @@ var (
 		"referrals":  applied, // refused by the loader when not empty
 		"subsystems": applied,
 	}
-	hostKeys = map[string]keyRule{
+	anaGroupKeys = map[string]keyRule{"ana": objectOf(map[string]keyRule{"state": applied}), "grpid": applied}
+	hostKeys     = map[string]keyRule{
 		"nqn":    applied,
 		"attr":   objectOf(map[string]keyRule{"dhchap_key": applied, "dhchap_ctrl_key": applied, "dhchap_hash": applied, "dhchap_dhgroup": applied}),
 		"dhchap": objectOf(map[string]keyRule{"key": applied, "ctrl_key": applied, "hash": applied, "dhgroup": applied}),
@@ -297,26 +289,26 @@ func tsasRule(k *keyChecker, n *jnode, path string) {
 	}
 }
 
-// anaGroupsRule: a port's ANA groups. `nvmetcli save` writes the default
-// group 1, optimized, for every port: what nvmetd, which reports no ANA,
-// does. Any other group or state would be lost: an error.
-func anaGroupsRule(k *keyChecker, n *jnode, path string) {
+// namespacesRule checks a subsystem's namespaces against nsKeys, and
+// warns about an "ana" grpid that ana_grpid overrides (nvmetcli restore
+// writes ana_grpid last): a hand edit of the one the loader ignores.
+func namespacesRule(k *keyChecker, n *jnode, path string) {
+	arrayOf(nsKeys)(k, n, path)
 	if n.kind != jArray {
 		return
 	}
-	for i, g := range n.arr {
-		gp := path + "[" + strconv.Itoa(i) + "]"
-		k.object(g, gp, map[string]keyRule{"grpid": applied, "ana": objectOf(map[string]keyRule{"state": applied})})
-		if g.kind != jObject {
+	for i, e := range n.arr {
+		if e.kind != jObject || e.obj["ana_grpid"] == nil || e.obj["ana"] == nil || e.obj["ana"].kind != jObject {
 			continue
 		}
-		if id := g.obj["grpid"]; id != nil && id.text() != "1" {
-			k.report(false, id, gp+".grpid", "%q: ANA groups other than the default group 1 are not supported by nvmetd", id.text())
+		id, grp := e.obj["ana_grpid"], e.obj["ana"].obj["grpid"]
+		if grp == nil {
+			continue
 		}
-		if ana := g.obj["ana"]; ana != nil && ana.kind == jObject {
-			if st := ana.obj["state"]; st != nil && st.text() != "" && st.text() != "optimized" {
-				k.report(false, st, gp+".ana.state", "%q: ANA states are not supported by nvmetd (hosts would see the path as optimized)", st.text())
-			}
+		a, errA := strconv.ParseInt(id.text(), 10, 64)
+		b, errB := strconv.ParseInt(grp.text(), 10, 64)
+		if errA == nil && errB == nil && a != b {
+			k.report(true, grp, path+"["+strconv.Itoa(i)+"].ana.grpid", "%q ignored: ana_grpid %d wins, as in nvmetcli restore", grp.text(), a)
 		}
 	}
 }
