@@ -209,7 +209,9 @@ func (d *hclDecoder) tree(body hcl.Body) *Tree {
 	t := &Tree{LogLevel: DefaultLogLevel, src: newSource(nil)}
 	content := d.content(body, rootSchema, t.src, treeAttrs)
 	if a := content.Attributes["log_level"]; a != nil {
-		if v, ok := d.str(t.src, "", a); ok {
+		// "" means the default, as validation takes it; keeping it
+		// would not survive Tree.HCL, which writes the default.
+		if v, ok := d.str(t.src, "", a); ok && v != "" {
 			t.LogLevel = v
 		}
 	}
