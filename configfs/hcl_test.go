@@ -553,6 +553,7 @@ func FuzzParseHCL(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(example)
+	f.Add([]byte(anaHCL))
 	for _, s := range []string{
 		"",
 		`port "p" { address = "::1" service = 1 }`,
@@ -560,9 +561,12 @@ func FuzzParseHCL(f *testing.F) {
 		"subsystem \"" + nqnA + "\" {\n namespace \"1\" { block_size = -1e30 }\n}\n",
 		"subsystem \"x\" { ports = [null, 1, true] }",
 		`log_level = "${"a"}${1 + 2}"`,
+		`log_level = ""`,
 		`port "p" { inline_data_size = 1.0000000000000000001 }`,
 		"port \"p\" {\n",
 		`host "h" { x = 1 }`,
+		"port \"p\" {\n transport = \"loop\"\n ana_group \"1\" { state = \"optimised\" }\n ana_group \"01\" {}\n ana_group \"x\" {}\n}\n",
+		"subsystem \"" + nqnA + "\" {\n namespace \"1\" { ana_grpid = 2.5 }\n}\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -133,6 +133,8 @@ func FuzzNvmetcliKeys(f *testing.F) {
 	f.Add([]byte(savedJSON))
 	f.Add([]byte(`{"subsystems": [{"nqn": "x", "attr": {"alow_any_host": 1, "pi_enable": true}}]}`))
 	f.Add([]byte(`{"ports": [{"ana_groups": [{"grpid": 2, "ana": {"state": "x"}}], "param": {"max_queue_size": 4}}]}`))
+	f.Add([]byte(`{"ports": [{"portid": 1, "addr": {"trtype": "loop"}, "ana_groups": [{"grpid": 1, "ana": {"state": "inaccessible"}}, {"grpid": "2"}]}],
+ "subsystems": [{"nqn": "nqn.2026-11.io.nvmeof:a", "namespaces": [{"nsid": 1, "device": {"path": "/x"}, "ana_grpid": 2, "ana": {"grpid": "3"}}]}]}`))
 	f.Add([]byte(`[[[[`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		errs, warns := checkNvmetcliKeys(data, "f.json")
