@@ -37,6 +37,9 @@
 //	  srq_size         = 1024        # capsule buffers of the shared receive queue, 0: none (nvmetd only)
 //	  portid           = 1           # addr_portid: the discovery log's PORTID
 //	  subsystems       = ["nqn…"]    # optional: the same links as a subsystem's ports
+//	  ana_group "2" {                # ana_groups/<grpid>: label 1..128, repeatable
+//	    state = "non-optimized"      # ana_state: optimized (default), non-optimized,
+//	  }                              #   inaccessible, persistent-loss, change
 //	}
 //
 //	host "nqn.2014-08.org.nvmexpress:uuid:…" { # optional, see below
@@ -72,6 +75,7 @@
 //	    buffered_io = false          # buffered_io
 //	    resv_enable = false          # resv_enable: persistent reservations
 //	    resv_ptpl_file = "…"         # nvmetd only: where they persist through power loss
+//	    ana_grpid   = 1              # ana_grpid: the namespace's ANA group, 1..128
 //	    # backend "rbd" (nvmetd built with -tags rbd) takes instead of path:
 //	    # pool, image (required), ceph_conf, client_id ("admin"), keyring
 //	  }
@@ -85,18 +89,32 @@
 // only for hosts no subsystem lists. nvmetcli JSON and trees built in code
 // must list their hosts, as configfs does.
 //
+// # ANA
+//
+// Each port gives each ANA group a state (Port.ANAGroups, Port.ANAState);
+// a namespace is in one group (Namespace.ANAGrpID). Group 1 is on every
+// port, optimized unless an ana_group "1" block says otherwise, as Linux
+// creates ports/<id>/ana_groups/1. A group a namespace is in but a port
+// exporting its subsystem does not list is inaccessible through that port:
+// a warning (Tree.Warnings). Tree.HCL leaves out group 1 when it is a
+// port's only group and optimized, and ana_grpid 1. Diff reports changed
+// states as PortChanges.ANA, which does not restart the listener, and a
+// changed ana_grpid as a changed namespace.
+//
 // # nvmetcli JSON
 //
 // ParseNvmetcliJSON reads what `nvmetcli save` writes, plus an "nvmeof"
-// object per port and namespace for nvmetd's own attributes. No key is
-// dropped silently: a key neither applies is an error naming its JSON
-// path and line:col, with the closest known key for a typo; kernel
-// attributes nvmetd does not implement are errors when their value would
-// change what hosts rely on (pi_enable, ANA groups other than
-// the default group 1 optimized, a datagram tsas) and warnings when only
-// what they are told or a tuning is lost (a non-zero ieee_oui,
-// max_queue_size); at the kernel's defaults, which nvmetcli writes for
-// every object, they pass silently.
+// object per port and namespace for nvmetd's own attributes. A port's
+// "ana_groups" ([{"ana": {"state": "optimized"}, "grpid": 1}, …]) and a
+// namespace's "ana_grpid" are applied; Tree.NvmetcliJSON writes group 1
+// on every port and ana_grpid on every namespace, as nvmetcli save does.
+// No key is dropped silently: a key neither applies is an error naming
+// its JSON path and line:col, with the closest known key for a typo;
+// kernel attributes nvmetd does not implement are errors when their value
+// would change what hosts rely on (pi_enable, a datagram tsas) and
+// warnings when only what they are told or a tuning is lost (a non-zero
+// ieee_oui, max_queue_size); at the kernel's defaults, which nvmetcli
+// writes for every object, they pass silently.
 //
 // # RDMA providers
 //

@@ -99,6 +99,20 @@ port "rdma0" {
   # written from the subsystem side (its ports attribute); both are merged.
   # Default: none.
   # subsystems = ["nqn.2026-11.io.nvmeof:disk0"]
+
+  # ana_group (ports/<id>/ana_groups/<grpid>): this port's state of an
+  # Asymmetric Namespace Access group, which tells hosts with native NVMe
+  # multipath which paths to a namespace to use. The label is the group
+  # ID, 1..128; one block per group.
+  # state (ana_state): "optimized", "non-optimized", "inaccessible",
+  # "persistent-loss" or "change". Default "optimized".
+  # Group 1 is on every port, optimized unless a block says otherwise;
+  # another group that a namespace is in (its ana_grpid) but this port
+  # does not list is inaccessible here (nvmetd warns). A reload that
+  # changes states tells the hosts (an ANA change event) without
+  # restarting the port. Default: group 1 optimized only.
+  # ana_group "1" { state = "optimized" }
+  # ana_group "2" { state = "non-optimized" }
 }
 
 # A second port on IPv6 loopback, exporting the same subsystem.
@@ -232,6 +246,10 @@ subsystem "nqn.2026-11.io.nvmeof:disk0" {
     # restart when a host asks (Persist Through Power Loss: CPTPL, or Set
     # Features Reservation Persistence). Default none: PTPL unsupported.
     # resv_ptpl_file = "/var/lib/nvmetd/ns1.resv"
+
+    # ana_grpid (ana_grpid): the namespace's ANA group, 1..128; each port's
+    # ana_group blocks give the group's state there. Default 1.
+    # ana_grpid = 1
   }
 
   # A 4 GiB RAM-backed namespace: costs memory only for what is written,
