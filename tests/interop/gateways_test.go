@@ -31,7 +31,7 @@ const (
 
 // gwANA: the gateways configure ANA (group 1, optimized on gateway 1) and
 // the guest checks the states and moves the I/O by reload (step "ana").
-const gwANA = false
+const gwANA = true
 
 // gwAddrs are the gateways' addresses: gateway i+1 listens on gwAddrs[i].
 var gwAddrs = []string{kpeer.HostAddr, gwAddr2}
