@@ -101,6 +101,7 @@ func nvmeCommands() []*cli.Command {
 			},
 			Action: cmdGetFeature,
 		},
+		anaLogCommand(),
 		{
 			Name:      "reset",
 			Usage:     "reset a connected controller",

@@ -135,6 +135,36 @@ func TestNVMeCLICommands(t *testing.T) {
 		}
 	})
 
+	t.Run("ana-log", func(t *testing.T) {
+		want := "Asymmetric Namespace Access Log for NVMe device: nvmeof0\n" +
+			"ANA LOG HEADER :-\nchgcnt\t:\t0\nngrps\t:\t1\nANA Log Desc :-\n" +
+			"grpid\t:\t1\nnnsids\t:\t2\nchgcnt\t:\t0\nstate\t:\toptimized\n\tnsid\t:\t1\n\tnsid\t:\t2\n\n"
+		if out := must("ana-log", "nvmeof0"); out != want {
+			t.Errorf("ana-log:\n%q\nwant:\n%q", out, want)
+		}
+		if out := must("ana-log", "nvmeof0", "-g"); !strings.Contains(out, "nnsids\t:\t0\n") || strings.Contains(out, "nsid\t:\t1") {
+			t.Errorf("ana-log -g lists NSIDs:\n%s", out)
+		}
+		var js struct {
+			Dev   string `json:"Asymmetric Namespace Access Log for NVMe device"`
+			Ngrps int    `json:"ngrps"`
+			Descs []struct {
+				GrpID uint32 `json:"grpid"`
+				State string `json:"state"`
+				NSIDs []struct {
+					NSID uint32 `json:"nsid"`
+				} `json:"NSIDS"`
+			} `json:"ANA DESC LIST "`
+		}
+		if err := json.Unmarshal([]byte(must("ana-log", "nvmeof0", "-o", "json")), &js); err != nil {
+			t.Fatal(err)
+		}
+		if js.Dev != "nvmeof0" || js.Ngrps != 1 || len(js.Descs) != 1 || js.Descs[0].GrpID != 1 || js.Descs[0].State != "optimized" ||
+			len(js.Descs[0].NSIDs) != 2 || js.Descs[0].NSIDs[1].NSID != 2 {
+			t.Errorf("ana-log -o json: %+v", js)
+		}
+	})
+
 	t.Run("list state column", func(t *testing.T) {
 		out := must("list")
 		if !regexp.MustCompile(`(?m)^-\s+nvmeof0n1 .* live$`).MatchString(out) {

@@ -255,3 +255,28 @@ func FuzzNVMeCLIPrinters(f *testing.F) {
 		}
 	})
 }
+
+// TestPrintANALog: nvme-cli's ana-log layout for several groups, RGO's
+// empty NSID lists and a state the specification does not define.
+func TestPrintANALog(t *testing.T) {
+	l := nvme.ANALog{ChangeCount: 7, Groups: []nvme.ANAGroup{
+		{GroupID: 1, ChangeCount: 7, State: nvme.ANAOptimized, NSIDs: []uint32{1, 3}},
+		{GroupID: 2, ChangeCount: 7, State: nvme.ANAChange},
+		{GroupID: 9, ChangeCount: 7, State: 5, NSIDs: []uint32{2}},
+	}}
+	got := string(render(t, func(w *bytes.Buffer) error { return printANALog(w, formatNormal, "nvmeof1", l) }))
+	want := "Asymmetric Namespace Access Log for NVMe device: nvmeof1\n" +
+		"ANA LOG HEADER :-\nchgcnt\t:\t7\nngrps\t:\t3\nANA Log Desc :-\n" +
+		"grpid\t:\t1\nnnsids\t:\t2\nchgcnt\t:\t7\nstate\t:\toptimized\n\tnsid\t:\t1\n\tnsid\t:\t3\n\n" +
+		"grpid\t:\t2\nnnsids\t:\t0\nchgcnt\t:\t7\nstate\t:\tchange\n\n" +
+		"grpid\t:\t9\nnnsids\t:\t1\nchgcnt\t:\t7\nstate\t:\tinvalid state\n\tnsid\t:\t2\n\n"
+	if got != want {
+		t.Errorf("normal:\n%q\nwant\n%q", got, want)
+	}
+	js := string(render(t, func(w *bytes.Buffer) error { return printANALog(w, formatJSON, "nvmeof1", l) }))
+	for _, s := range []string{`"ANA DESC LIST ": [`, `"state": "change"`, `"NSIDS": []`, `"nsid": 3`, `"ngrps": 3`} {
+		if !strings.Contains(js, s) {
+			t.Errorf("json lacks %s:\n%s", s, js)
+		}
+	}
+}
