@@ -423,7 +423,7 @@ func portCmd() *cli.Command {
 				}
 				grp, err := strconv.ParseUint(a[1], 10, 32)
 				if err != nil {
-					return fmt.Errorf("GRPID %q: want a number from 1 to 128", a[1])
+					return usagef("GRPID %q: want a number from 1 to 128", a[1])
 				}
 				return do(c, "port.ana_state", map[string]any{"id": a[0], "grpid": grp, "state": a[2]}, func(p control.Port) {
 					say(c, "port %s: ANA group %d %s", p.ID, grp, a[2])
