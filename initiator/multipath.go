@@ -103,11 +103,31 @@ type Multipath struct {
 	changed chan struct{} // closed and replaced on every change
 }
 
+// ErrNotPath is wrapped by RemovePath's error for a controller that is
+// not a path of the Multipath.
+var ErrNotPath = errors.New("not a path of this subsystem")
+
 // Path is one controller of a Multipath.
 type Path struct {
 	c      *Controller
-	active atomic.Int32 // I/Os in flight through this path (queue-depth)
+	active atomic.Int32 // I/Os in flight through this path (queue-depth, RemovePath's drain)
+	// removed is set by RemovePath: no new I/O starts on the path, and
+	// the last I/O in flight closes drained.
+	removed   atomic.Bool
+	drained   chan struct{}
+	drainOnce sync.Once
 }
+
+// release ends one I/O's use of the path; the last one on a path being
+// removed wakes RemovePath.
+func (p *Path) release() {
+	if p.active.Add(-1) == 0 && p.removed.Load() {
+		p.drainOnce.Do(p.closeDrained)
+	}
+}
+
+// closeDrained closes drained (once, through drainOnce).
+func (p *Path) closeDrained() { close(p.drained) }
 
 // Controller returns the path's controller.
 func (p *Path) Controller() *Controller { return p.c }
@@ -162,7 +182,7 @@ func (m *Multipath) AddPath(c *Controller) error {
 			return fmt.Errorf("initiator: multipath %s: controller %d at %s is already a path", m.nqn, c.CntlID(), c.Address())
 		}
 	}
-	m.paths = append(m.paths, &Path{c: c})
+	m.paths = append(m.paths, &Path{c: c, drained: make(chan struct{})})
 	m.qtmo.CompareAndSwap(0, int64(c.opts.CtrlLossTimeout))
 	m.mu.Unlock()
 	c.mpath.Store(true)
@@ -173,27 +193,50 @@ func (m *Multipath) AddPath(c *Controller) error {
 	return nil
 }
 
-// RemovePath removes controller c from the paths (it is not
-// disconnected); its own namespaces wait for its reconnects again.
-func (m *Multipath) RemovePath(c *Controller) bool {
+// RemovePath removes controller c from the paths without disconnecting
+// it (the multipath side of Linux's nvme_delete_ctrl): no new I/O goes to
+// c, and RemovePath waits until the I/O in flight through c has ended
+// (an I/O that fails there for a path reason is sent again on another
+// path, as on any path loss) or ctx is done. Either way c is no longer a
+// path when it returns: when ctx ended first it returns ctx's error and
+// the I/O still on c completes there, or fails over when the caller
+// disconnects c. Afterwards c's own namespaces wait for its reconnects
+// again. A controller that is not a path gives an error wrapping
+// ErrNotPath.
+func (m *Multipath) RemovePath(ctx context.Context, c *Controller) error {
 	m.mu.Lock()
-	found := false
-	for i, p := range m.paths {
-		if p.c == c {
+	var p *Path
+	for i, q := range m.paths {
+		if q.c == c {
+			p = q
 			m.paths = append(m.paths[:i:i], m.paths[i+1:]...)
-			found = true
 			break
 		}
 	}
 	m.mu.Unlock()
-	if !found {
-		return false
+	if p == nil {
+		return fmt.Errorf("initiator: multipath %s: controller %d at %s: %w", m.nqn, c.CntlID(), c.Address(), ErrNotPath)
+	}
+	// removed before the change is seen: an I/O that chose p from a list
+	// not yet rebuilt sees it after counting itself in active (path), so
+	// either it takes another path or this waits for it.
+	p.removed.Store(true)
+	m.notify()
+	m.refresh()
+	if p.active.Load() == 0 {
+		p.drainOnce.Do(p.closeDrained)
+	}
+	var err error
+	select {
+	case <-p.drained:
+	case <-ctx.Done():
+		err = fmt.Errorf("initiator: multipath %s: removing path %s: %d I/O(s) still in flight: %w",
+			m.nqn, c.Address(), p.active.Load(), ctx.Err())
 	}
 	c.setOnChange(nil)
 	c.mpath.Store(false)
-	m.log.Info("path removed", "addr", c.Address().String(), "cntlid", c.CntlID())
-	m.notify()
-	return true
+	m.log.Info("path removed", "addr", c.Address().String(), "cntlid", c.CntlID(), "drained", err == nil)
+	return err
 }
 
 // Paths returns the paths' controllers in the order they were added.
@@ -419,7 +462,7 @@ func (mn *MultipathNamespace) Paths() []PathInfo {
 // (nvme_path_is_disabled and the ANA states __nvme_find_path accepts).
 func (np nsPath) usable() bool {
 	c := np.p.c
-	if State(c.state.Load()) != StateLive || c.anaPending.Load() || np.ns.removed.Load() {
+	if State(c.state.Load()) != StateLive || c.anaPending.Load() || np.ns.removed.Load() || np.p.removed.Load() {
 		return false
 	}
 	s := np.ns.ANAState()
@@ -432,6 +475,9 @@ func (np nsPath) usable() bool {
 // the namespace is in an ANA transition or inaccessible).
 func (np nsPath) mayReturn() bool {
 	c := np.p.c
+	if np.p.removed.Load() {
+		return false
+	}
 	switch State(c.state.Load()) {
 	case StateNew, StateResetting, StateConnecting:
 		_, expired := c.failFastState()
@@ -570,6 +616,11 @@ func (mn *MultipathNamespace) path(w *pathWait, op string) (nsPath, error) {
 		if np, ok := mn.find(); ok {
 			if w.failovers <= maxFailoverRounds*mn.npaths() {
 				np.p.active.Add(1)
+				if np.p.removed.Load() {
+					// RemovePath took it meanwhile: choose again.
+					np.p.release()
+					continue
+				}
 				return np, nil
 			}
 			// Every path failed it again and again: wait for a change
@@ -654,7 +705,7 @@ func (mn *MultipathNamespace) noPath(op string, last error) error {
 // failover reports whether err, from path np, must be retried on another
 // path; it records the error for the final report.
 func (mn *MultipathNamespace) failover(np nsPath, w *pathWait, err error, op string) bool {
-	np.p.active.Add(-1)
+	np.p.release()
 	if err == nil || !np.p.c.pathFailure(err) {
 		return false
 	}

@@ -2,7 +2,9 @@ package initiator
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -332,7 +334,7 @@ func TestMultipathAddPathChecks(t *testing.T) {
 		if err := m2.AddPath(c); err != nil {
 			t.Fatal(err)
 		}
-		if !m2.RemovePath(c) || len(m2.Paths()) != 0 {
+		if err := m2.RemovePath(context.Background(), c); err != nil || len(m2.Paths()) != 0 {
 			t.Fatal("RemovePath")
 		}
 		if _, err := ParseIOPolicy("bogus"); err == nil {
@@ -343,6 +345,181 @@ func TestMultipathAddPathChecks(t *testing.T) {
 				t.Fatalf("%v: %v %v", p, q, err)
 			}
 		}
+	})
+}
+
+// TestMultipathRemovePath removes a path while I/O runs through it: the
+// I/O in flight there ends there (drain) or, when the removal gives up
+// waiting and the controller is disconnected, is sent again on the other
+// path; no error reaches the caller and new I/O goes to the other path.
+func TestMultipathRemovePath(t *testing.T) {
+	t.Run("drains the I/O in flight", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newMPFixture(t, nvme.ANAOptimized, nvme.ANANonOptimized, mpOpts(), MultipathOptions{})
+			w := bytes.Repeat([]byte{0x5e}, 4096)
+			if _, err := f.ns.WriteAt(w, 0); err != nil {
+				t.Fatal(err)
+			}
+			f.a.readDelay.Store(int64(200 * time.Millisecond))
+			done := make(chan error, 1)
+			r := make([]byte, 4096)
+			start := time.Now()
+			go func() { _, err := f.ns.ReadAt(r, 0); done <- err }()
+			synctest.Wait()
+			removed := make(chan error, 1)
+			go func() { removed <- f.m.RemovePath(context.Background(), f.ca) }()
+			synctest.Wait()
+			select {
+			case err := <-removed:
+				t.Fatalf("RemovePath returned with a read in flight on the path: %v", err)
+			default:
+			}
+			// Meanwhile new I/O goes to b.
+			ra0, rb0 := f.reads()
+			r2 := make([]byte, 4096)
+			if _, err := f.ns.ReadAt(r2, 0); err != nil || !bytes.Equal(r2, w) {
+				t.Fatalf("read during the removal: %v", err)
+			}
+			if ra, rb := f.reads(); ra != ra0 || rb != rb0+1 {
+				t.Fatalf("read during the removal: a %d->%d b %d->%d, want it on b", ra0, ra, rb0, rb)
+			}
+			if err := <-removed; err != nil {
+				t.Fatalf("RemovePath: %v", err)
+			}
+			if err := <-done; err != nil || !bytes.Equal(r, w) {
+				t.Fatalf("read in flight: %v", err)
+			}
+			if d := time.Since(start); d < 200*time.Millisecond {
+				t.Fatalf("RemovePath returned after %v, before the read in flight ended", d)
+			}
+			if ps := f.m.Paths(); len(ps) != 1 || ps[0] != f.cb {
+				t.Fatalf("paths after RemovePath: %v", ps)
+			}
+			if ps := f.ns.Paths(); len(ps) != 1 || ps[0].Controller != f.cb {
+				t.Fatalf("namespace paths after RemovePath: %+v", ps)
+			}
+			if err := f.ca.Disconnect(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.ns.ReadAt(r, 0); err != nil || !bytes.Equal(r, w) {
+				t.Fatalf("read after the removal: %v", err)
+			}
+		})
+	})
+	t.Run("re-routes what is left at disconnect", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newMPFixture(t, nvme.ANAOptimized, nvme.ANANonOptimized, mpOpts(), MultipathOptions{})
+			w := bytes.Repeat([]byte{0xa7}, 4096)
+			if _, err := f.ns.WriteAt(w, 4096); err != nil {
+				t.Fatal(err)
+			}
+			// Never answered (the flag is on the data target, which b
+			// shares: cleared once the read is held on a).
+			f.a.stallRead.Store(true)
+			done := make(chan error, 1)
+			r := make([]byte, 4096)
+			go func() { _, err := f.ns.ReadAt(r, 4096); done <- err }()
+			synctest.Wait()
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			if err := f.m.RemovePath(ctx, f.ca); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("RemovePath with a stalled read: %v, want the deadline", err)
+			}
+			if len(f.m.Paths()) != 1 {
+				t.Fatalf("paths: %v", f.m.Paths())
+			}
+			f.a.stallRead.Store(false) // the read stays held on a
+			_, rb0 := f.reads()
+			if err := f.ca.Disconnect(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil || !bytes.Equal(r, w) {
+				t.Fatalf("read in flight at the disconnect: %v", err)
+			}
+			if _, rb := f.reads(); rb != rb0+1 {
+				t.Fatalf("reads on b %d->%d: the read was not sent again there", rb0, rb)
+			}
+		})
+	})
+	t.Run("concurrent verified I/O", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newMPFixture(t, nvme.ANAOptimized, nvme.ANAOptimized, mpOpts(), MultipathOptions{IOPolicy: IOPolicyRoundRobin})
+			// Each worker signals at round removeAt, goes on while the
+			// path is removed, and waits at round pauseAt until it is
+			// gone, so that some of its I/O certainly follows.
+			const workers, rounds, removeAt, pauseAt = 4, 40, 10, 20
+			errs := make(chan error, workers)
+			progress := make(chan struct{}, workers)
+			resume := make(chan struct{})
+			for wkr := range workers {
+				go func() {
+					off := int64(wkr) * 8192
+					w, r := make([]byte, 8192), make([]byte, 8192)
+					for i := range rounds {
+						switch i {
+						case removeAt:
+							progress <- struct{}{}
+						case pauseAt:
+							<-resume
+						}
+						for j := range w {
+							w[j] = byte(wkr*31 + i + j)
+						}
+						if _, err := f.ns.WriteAt(w, off); err != nil {
+							errs <- fmt.Errorf("worker %d write %d: %w", wkr, i, err)
+							return
+						}
+						if _, err := f.ns.ReadAt(r, off); err != nil || !bytes.Equal(r, w) {
+							errs <- fmt.Errorf("worker %d read %d: %v (data equal %v)", wkr, i, err, bytes.Equal(r, w))
+							return
+						}
+					}
+					errs <- nil
+				}()
+			}
+			for range workers {
+				<-progress
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := f.m.RemovePath(ctx, f.ca); err != nil {
+				t.Fatalf("RemovePath: %v", err)
+			}
+			ra0, rb0 := f.reads()
+			if err := f.ca.Disconnect(ctx); err != nil {
+				t.Fatal(err)
+			}
+			close(resume)
+			for range workers {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if ra, rb := f.reads(); ra != ra0 || rb < rb0+workers*(rounds-pauseAt) {
+				t.Fatalf("reads after the removal: a %d->%d b %d->%d", ra0, ra, rb0, rb)
+			}
+		})
+	})
+	t.Run("unknown path", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newMPFixture(t, nvme.ANAOptimized, nvme.ANANonOptimized, mpOpts(), MultipathOptions{})
+			other := NewMultipath(fakeNQN, MultipathOptions{})
+			if err := other.RemovePath(context.Background(), f.ca); !errors.Is(err, ErrNotPath) {
+				t.Fatalf("RemovePath of a controller never added: %v, want ErrNotPath", err)
+			}
+			if err := f.m.RemovePath(context.Background(), f.cb); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.m.RemovePath(context.Background(), f.cb); !errors.Is(err, ErrNotPath) {
+				t.Fatalf("second RemovePath: %v, want ErrNotPath", err)
+			}
+			if ps := f.m.Paths(); len(ps) != 1 || ps[0] != f.ca {
+				t.Fatalf("paths: %v", ps)
+			}
+			if _, err := f.ns.ReadAt(make([]byte, 4096), 0); err != nil {
+				t.Fatalf("read on the path left: %v", err)
+			}
+		})
 	})
 }
 
