@@ -21,6 +21,10 @@ const (
 	OpAdmin      = "admin"      // a read-only admin command (see AdminOpcodes): SQE in, Data and Result out
 	OpReset      = "reset"      // controller reset: CC.EN 0, then a new association
 	OpAddPath    = "add-path"   // connect another path of the subsystem (Spec), multipath
+	// OpRemovePath disconnects one path (Path, e.g. nvmeof0c1) of the
+	// subsystem: the answer carries the new State. The last path is a
+	// whole disconnect: the answer has no State and the daemon exits.
+	OpRemovePath = "remove-path"
 )
 
 // Request is one control request.
@@ -35,6 +39,8 @@ type Request struct {
 	// IOPolicy the multipath I/O policy to set with it (empty: keep).
 	Spec     json.RawMessage `json:"spec,omitempty"`
 	IOPolicy string          `json:"iopolicy,omitempty"`
+	// Path names OpRemovePath's path (PathState.Name).
+	Path string `json:"path,omitempty"`
 	// Data is what OpReservation sends to the controller.
 	Data []byte `json:"data,omitempty"`
 }

@@ -59,6 +59,7 @@ type daemonPath struct {
 const (
 	requestTimeout    = 10 * time.Second // an Identify or log page for a client
 	disconnectTimeout = 20 * time.Second // unmap + CC.SHN + queue teardown
+	drainTimeout      = 10 * time.Second // a removed path's I/O in flight, before its disconnect fails it over
 	mapTimeout        = 60 * time.Second // mapping a namespace found by an event
 	pollInterval      = time.Second      // controller state polling
 )
@@ -75,7 +76,8 @@ type Daemon struct {
 
 	// ctrl is the first path's controller; mp holds every path and maps
 	// the namespaces (a single path is a multipath of one, as the Linux
-	// host's ns_head).
+	// host's ns_head). pmu guards paths, and ctrl and info's address once
+	// Serve runs (removing the first path makes the next one first).
 	ctrl  *initiator.Controller
 	mp    *initiator.Multipath
 	pmu   sync.Mutex
@@ -132,7 +134,9 @@ func (d *Daemon) AsyncEvent(ev initiator.AsyncEvent) {
 // the function that closes the transport after the controller is
 // disconnected.
 func (d *Daemon) Attach(c *initiator.Controller, closeTransport func() error) {
+	d.pmu.Lock()
 	d.ctrl = c
+	d.pmu.Unlock()
 	d.mp = initiator.NewMultipath(c.SubsystemNQN(), initiator.MultipathOptions{IOPolicy: d.mcfg.IOPolicy, Logger: d.log})
 	info := PathState{Transport: d.info.Transport, Traddr: d.info.Traddr, Trsvcid: d.info.Trsvcid, HostTraddr: d.info.HostTraddr}
 	_ = d.addPath(c, info, closeTransport)
@@ -166,6 +170,14 @@ func (d *Daemon) allPaths() []*daemonPath {
 	return append([]*daemonPath(nil), d.paths...)
 }
 
+// first returns the first path's controller and the connection facts
+// (its address among them).
+func (d *Daemon) first() (*initiator.Controller, State) {
+	d.pmu.Lock()
+	defer d.pmu.Unlock()
+	return d.ctrl, d.info
+}
+
 // adminCtrl returns the controller admin requests go to: the first live
 // path, else the first path.
 func (d *Daemon) adminCtrl() *initiator.Controller {
@@ -174,7 +186,8 @@ func (d *Daemon) adminCtrl() *initiator.Controller {
 			return p.ctrl
 		}
 	}
-	return d.ctrl
+	c, _ := d.first()
+	return c
 }
 
 // state returns the subsystem's state over its paths: live when a path
@@ -194,7 +207,8 @@ func (d *Daemon) state() initiator.State {
 		}
 	}
 	if best < 0 {
-		return d.ctrl.State()
+		c, _ := d.first()
+		return c.State()
 	}
 	return best
 }
@@ -249,6 +263,93 @@ func (d *Daemon) addPathRequest(req Request) Response {
 	return Response{State: d.Snapshot()}
 }
 
+// removePath disconnects the path named name, when it is not the last
+// one (last reports that it is: the caller disconnects the whole
+// subsystem then). The path takes no new I/O, the I/O in flight on it
+// ends there (at most drainTimeout, after which its disconnect sends what
+// is left to the other paths), then its controller is shut down (CC.SHN)
+// and its reconnects stop; namespaces only it reached are unmapped. Run
+// by the serving loop, as a whole disconnect is.
+func (d *Daemon) removePath(name string) (resp Response, last bool) {
+	paths := d.allPaths()
+	var p *daemonPath
+	names := make([]string, 0, len(paths))
+	for _, q := range paths {
+		names = append(names, q.name)
+		if q.name == name {
+			p = q
+		}
+	}
+	if p == nil {
+		return Response{Error: fmt.Sprintf("%s has no path %s (paths: %s)", d.slot.Name, name, strings.Join(names, ", "))}, false
+	}
+	if len(paths) == 1 {
+		return Response{}, true
+	}
+	if err := d.checkSolePathMounted(p); err != nil {
+		return Response{Error: err.Error()}, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), disconnectTimeout)
+	defer cancel()
+	dctx, dcancel := context.WithTimeout(ctx, drainTimeout)
+	err := d.mp.RemovePath(dctx, p.ctrl)
+	dcancel()
+	if err != nil {
+		d.log.Warn("path removed with I/O in flight: its disconnect sends it on the other paths", "path", p.name, "error", err)
+	}
+	d.pmu.Lock()
+	for i, q := range d.paths {
+		if q == p {
+			d.paths = append(d.paths[:i:i], d.paths[i+1:]...)
+			break
+		}
+	}
+	if d.ctrl == p.ctrl {
+		// The next path is the first now: the state's address and
+		// controller facts are its own (the daemon keeps its name).
+		n := d.paths[0]
+		d.ctrl = n.ctrl
+		d.info.Transport, d.info.Traddr, d.info.Trsvcid, d.info.HostTraddr = n.info.Transport, n.info.Traddr, n.info.Trsvcid, n.info.HostTraddr
+	}
+	d.pmu.Unlock()
+	if err := p.ctrl.Disconnect(ctx); err != nil && !errors.Is(err, initiator.ErrClosed) {
+		d.log.Warn("controller shutdown incomplete", "path", p.name, "error", err)
+	}
+	if p.closeTransport != nil {
+		if err := p.closeTransport(); err != nil {
+			d.log.Warn("closing the transport", "path", p.name, "error", err)
+		}
+	}
+	d.log.Info("path disconnected", "path", p.name, "traddr", p.info.Traddr, "trsvcid", p.info.Trsvcid, "cntlid", p.ctrl.CntlID())
+	d.reconcile() // unmaps the namespaces only that path reached
+	if err := d.writeState(); err != nil {
+		d.log.Warn("state file not written", "error", err)
+	}
+	return Response{State: d.Snapshot()}, false
+}
+
+// checkSolePathMounted returns an error when a namespace reached only
+// through path p has a mounted device: removing p would take it away.
+func (d *Daemon) checkSolePathMounted(p *daemonPath) error {
+	for _, ns := range d.mp.Namespaces() {
+		pis := ns.Paths()
+		if len(pis) != 1 || pis[0].Controller != p.ctrl {
+			continue
+		}
+		d.mu.Lock()
+		mp := d.maps[ns.NSID()]
+		d.mu.Unlock()
+		if mp == nil || mp.m == nil {
+			continue
+		}
+		if mps, err := MountPointsOf(mp.m.Path()); err == nil && len(mps) > 0 {
+			return fmt.Errorf("%s (%sn%d) is reached only through %s and is mounted on %s: unmount it first",
+				mp.m.Path(), d.slot.Name, ns.NSID(), p.name, strings.Join(mps, ", "))
+		}
+	}
+	return nil
+}
+
 // MapAll maps every active namespace (unless Config.None). On error the
 // namespaces mapped so far are unmapped again.
 func (d *Daemon) MapAll(ctx context.Context) error {
@@ -296,8 +397,7 @@ func (d *Daemon) Start() error {
 
 // Snapshot returns the current state.
 func (d *Daemon) Snapshot() *State {
-	s := d.info
-	c := d.ctrl
+	c, s := d.first()
 	if c == nil {
 		s.State = "new"
 		return &s
@@ -440,24 +540,30 @@ func describe(err error) string {
 	return strings.ReplaceAll(s, "\n", "; ")
 }
 
-type disconnectReq struct{ reply chan Response }
+// loopReq is a request the serving loop runs (a disconnect or a path
+// removal: they change what the loop watches).
+type loopReq struct {
+	req   Request
+	reply chan Response
+}
 
-// Serve runs the daemon until it is disconnected: by a disconnect request,
-// a signal on stop (refused, like a request, while a device is mounted), or
-// by itself once the controller is lost (ctrl-loss-tmo expired) and its
-// devices could be unmapped. Everything but the slot is released when it
-// returns; the caller then releases the slot.
+// Serve runs the daemon until it is disconnected: by a disconnect request
+// (or the removal of its last path), a signal on stop (refused, like a
+// request, while a device is mounted), or by itself once the controller
+// is lost (ctrl-loss-tmo expired) and its devices could be unmapped.
+// Path removals run in its loop too. Everything but the slot is released
+// when it returns; the caller then releases the slot.
 func (d *Daemon) Serve(stop <-chan os.Signal) error {
-	reqs := make(chan disconnectReq)
+	reqs := make(chan loopReq)
 	loopDone := make(chan struct{})
 	serveDone := make(chan struct{})
 	go func() {
 		defer close(serveDone)
 		_ = Serve(d.ln, requestTimeout, func(req Request) Response {
-			if req.Op != OpDisconnect {
+			if req.Op != OpDisconnect && req.Op != OpRemovePath {
 				return d.handle(req)
 			}
-			r := disconnectReq{reply: make(chan Response, 1)}
+			r := loopReq{req: req, reply: make(chan Response, 1)}
 			select {
 			case reqs <- r:
 			case <-loopDone:
@@ -485,6 +591,14 @@ func (d *Daemon) Serve(stop <-chan os.Signal) error {
 	for {
 		select {
 		case r := <-reqs:
+			if r.req.Op == OpRemovePath {
+				resp, last := d.removePath(r.req.Path)
+				if !last {
+					r.reply <- resp
+					continue
+				}
+				d.log.Info("last path removed: disconnecting", "path", r.req.Path)
+			}
 			if err := d.shutdown(true); err != nil {
 				r.reply <- Response{Error: err.Error()}
 				continue
