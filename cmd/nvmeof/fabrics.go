@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -348,23 +349,61 @@ func cmdConnectAll(c *cli.Context) error {
 
 // disconnectEntry asks a daemon to disconnect and waits for it to exit.
 func disconnectEntry(c *cli.Context, e session.Entry) error {
+	_, err := disconnectRequest(c, e, session.Request{Op: session.OpDisconnect})
+	return err
+}
+
+// disconnectRequest sends a disconnect or a path removal to a daemon and,
+// when the daemon ends (a disconnect, or the removal of its last path:
+// the answer has no state), waits for it to exit.
+func disconnectRequest(c *cli.Context, e session.Entry, req session.Request) (*session.Response, error) {
 	pid := 0
 	if e.State != nil {
 		pid = e.State.PID
 	}
 	ctx, cancel := context.WithTimeout(c.Context, disconnTmo)
 	defer cancel()
-	_, err := session.Call(ctx, e.SocketPath(), session.Request{Op: session.OpDisconnect})
+	resp, err := session.Call(ctx, e.SocketPath(), req)
 	if err != nil {
 		if errors.Is(err, session.ErrNoDaemon) && waitGone(c.String("run-dir"), e.Name, time.Second) {
-			return nil // died meanwhile: cleaned up as stale
+			return nil, nil // died meanwhile: cleaned up as stale
 		}
-		return fmt.Errorf("%s: %v", e.Name, trimPrefixes(err.Error()))
+		return nil, fmt.Errorf("%s: %v", e.Name, trimPrefixes(err.Error()))
+	}
+	if req.Op == session.OpRemovePath && resp.State != nil {
+		return resp, nil // the daemon goes on with its other paths
 	}
 	if !waitGone(c.String("run-dir"), e.Name, exitWaitTime) || !waitExit(pid, exitWaitTime) {
-		return fmt.Errorf("%s: disconnected, but its daemon has not exited after %v", e.Name, exitWaitTime)
+		return nil, fmt.Errorf("%s: disconnected, but its daemon has not exited after %v", e.Name, exitWaitTime)
 	}
-	return nil
+	return resp, nil
+}
+
+// findPath returns the daemon holding the path named name (nvmeof0,
+// nvmeof0c1, ...; see session.PathState), if any.
+func findPath(c *cli.Context, runDir, name string) (session.Entry, *session.State, bool) {
+	name = strings.TrimPrefix(name, "/dev/")
+	live, _, _ := session.Scan(runDir)
+	for _, e := range live {
+		st := liveState(c, e)
+		if st == nil {
+			continue
+		}
+		for _, p := range st.Paths {
+			if p.Name == name {
+				return e, st, true
+			}
+		}
+	}
+	return session.Entry{}, nil, false
+}
+
+// nPaths is the number of controllers (paths) a daemon holds.
+func nPaths(st *session.State) int {
+	if st == nil || len(st.Paths) == 0 {
+		return 1
+	}
+	return len(st.Paths)
 }
 
 // waitExit waits until process pid has exited (or is a zombie).
@@ -420,6 +459,11 @@ func waitGone(runDir, name string, timeout time.Duration) bool {
 	}
 }
 
+// cmdDisconnect disconnects by NQN (every controller of the subsystem)
+// or by device: a path name (nvmeof0c1, or nvmeof0 while other paths
+// remain) disconnects that controller only, as `nvme disconnect -d
+// nvme1` does to one controller of a multipath subsystem; any other
+// device names the whole daemon.
 func cmdDisconnect(c *cli.Context) error {
 	nqn, dev := c.String("nqn"), c.String("device")
 	if (nqn == "") == (dev == "") {
@@ -427,11 +471,30 @@ func cmdDisconnect(c *cli.Context) error {
 	}
 	runDir := c.String("run-dir")
 	if dev != "" {
+		if e, st, ok := findPath(c, runDir, dev); ok {
+			name := strings.TrimPrefix(dev, "/dev/")
+			resp, err := disconnectRequest(c, e, session.Request{Op: session.OpRemovePath, Path: name})
+			if err != nil {
+				return err
+			}
+			n := 1
+			if resp == nil || resp.State == nil {
+				n = nPaths(st) // the last path: the daemon ended
+			}
+			fmt.Fprintf(c.App.Writer, "NQN:%s disconnected %d controller(s)\n", st.SubsysNQN, n)
+			return nil
+		}
 		t, err := resolveDevice(c, runDir, dev)
 		if err != nil {
 			return err
 		}
-		return disconnectEntry(c, t.entry)
+		if err := disconnectEntry(c, t.entry); err != nil {
+			return err
+		}
+		if t.state != nil {
+			fmt.Fprintf(c.App.Writer, "NQN:%s disconnected %d controller(s)\n", t.state.SubsysNQN, nPaths(t.state))
+		}
+		return nil
 	}
 	live, _, err := session.Scan(runDir)
 	if err != nil {
@@ -448,7 +511,7 @@ func cmdDisconnect(c *cli.Context) error {
 			errs = append(errs, err.Error())
 			continue
 		}
-		n++
+		n += nPaths(st)
 	}
 	fmt.Fprintf(c.App.Writer, "NQN:%s disconnected %d controller(s)\n", nqn, n)
 	if len(errs) > 0 {
@@ -558,8 +621,10 @@ func cmdDaemon(c *cli.Context) error {
 		return fail(err.Error())
 	}
 	var d *session.Daemon
+	pool := &devicePool{}
+	pool.add(tr)
 	addPathFn := func(ctx context.Context, spec json.RawMessage) (*initiator.Controller, session.PathState, func() error, error) {
-		return daemonAddPath(ctx, d, opts, tr, spec, log)
+		return daemonAddPath(ctx, d, opts, pool, spec, log)
 	}
 	d = session.NewDaemon(slot, info, session.Config{None: none, Method: method, GiveUpAfter: giveUpAfter(opts),
 		IOPolicy: policy, AddPath: addPathFn}, log)
@@ -614,7 +679,7 @@ func cmdDaemon(c *cli.Context) error {
 // add-path request: spec is the connect command's arguments; the host
 // identity and the DH-HMAC-CHAP keys are the daemon's own (first
 // connect's), the address, transport and timeouts the new connect's.
-func daemonAddPath(ctx context.Context, d *session.Daemon, base initiator.Options, first *transport, spec json.RawMessage, log hclog.Logger) (*initiator.Controller, session.PathState, func() error, error) {
+func daemonAddPath(ctx context.Context, d *session.Daemon, base initiator.Options, pool *devicePool, spec json.RawMessage, log hclog.Logger) (*initiator.Controller, session.PathState, func() error, error) {
 	var a connectArgs
 	if err := json.Unmarshal(spec, &a); err != nil {
 		return nil, session.PathState{}, nil, fmt.Errorf("bad path spec: %w", err)
@@ -631,7 +696,7 @@ func daemonAddPath(ctx context.Context, d *session.Daemon, base initiator.Option
 	opts.OnAsyncEvent = d.AsyncEvent
 	plog := log.With("path", a.Transport+" "+a.Traddr+":"+a.Trsvcid)
 	opts.Logger = plog
-	tr, err := pathTransport(a, first, plog)
+	tr, err := pathTransport(a, pool, plog)
 	if err != nil {
 		return nil, session.PathState{}, nil, err
 	}
@@ -646,24 +711,62 @@ func daemonAddPath(ctx context.Context, d *session.Daemon, base initiator.Option
 	return ctrl, session.PathState{Transport: a.Transport, Traddr: a.Traddr, Trsvcid: a.Trsvcid, HostTraddr: tr.host}, tr.close, nil
 }
 
-// pathTransport returns the transport of a path added to a daemon whose
-// first path uses first: the same RDMA device when the new target is
-// reached from its host address (a soft RoCE device owns its address's
-// UDP port, so a second one there cannot open), else a new one.
-func pathTransport(a connectArgs, first *transport, log hclog.Logger) (*transport, error) {
+// devicePool is the RDMA devices a daemon opened, for the paths it adds
+// later to share.
+type devicePool struct {
+	mu  sync.Mutex
+	trs []*transport
+}
+
+// add records an opened transport.
+func (p *devicePool) add(tr *transport) {
+	if tr.shared == nil {
+		return
+	}
+	p.mu.Lock()
+	p.trs = append(p.trs, tr)
+	p.mu.Unlock()
+}
+
+// list returns the transports recorded.
+func (p *devicePool) list() []*transport {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*transport(nil), p.trs...)
+}
+
+// pathTransport returns the transport of a path added to a daemon: an
+// RDMA device it has open on the path's host address when there is one
+// (a soft RoCE device owns its address's UDP port, so a second one there
+// cannot open), else a new one (recorded in pool). The device closes
+// when the last path using it closes its transport.
+func pathTransport(a connectArgs, pool *devicePool, log hclog.Logger) (*transport, error) {
 	addr, err := a.address()
 	if err != nil {
 		return nil, err
 	}
-	if first != nil && first.host != "" && addr.Transport == first.addr.Transport && addr.Transport != transportLoop {
+	if addr.Transport != transportLoop {
 		if cands, err := hostAddrs(addr.Addr, a.HostTraddr); err == nil {
-			for _, h := range cands {
-				if h.String() == first.host {
-					log.Debug("path shares the RDMA device", "host_traddr", first.host)
-					return &transport{dialer: first.dialer, addr: addr, host: first.host, dev: first.dev, rdev: first.rdev, close: func() error { return nil }}, nil
+			for _, tr := range pool.list() {
+				if tr.addr.Transport != addr.Transport || tr.host == "" {
+					continue
+				}
+				for _, h := range cands {
+					if h.String() != tr.host {
+						continue
+					}
+					if closeFn, ok := tr.shared.hold(); ok {
+						log.Debug("path shares the RDMA device", "host_traddr", tr.host)
+						return &transport{dialer: tr.dialer, addr: addr, host: tr.host, dev: tr.dev, rdev: tr.rdev, close: closeFn, shared: tr.shared}, nil
+					}
 				}
 			}
 		}
 	}
-	return openTransport(a, log)
+	tr, err := openTransport(a, log)
+	if err != nil {
+		return nil, err
+	}
+	pool.add(tr)
+	return tr, nil
 }

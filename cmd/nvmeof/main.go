@@ -132,10 +132,16 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Description: "Unmaps the namespaces' block devices (refused while one is mounted), shuts the\n" +
 					"controller down (CC.SHN) and ends its background process. -n disconnects every\n" +
 					"controller of a subsystem; -d one controller, named nvmeofN, nvmeofNnM or by a mapped\n" +
-					"device path such as /dev/loop3.",
+					"device path such as /dev/loop3.\n\n" +
+					"-d with a path of a multipath subsystem (as `nvmeof list-subsys` names them: nvmeof0c1,\n" +
+					"or nvmeof0 while other paths remain) disconnects that controller only, as\n" +
+					"`nvme disconnect -d nvme1` does: the I/O in flight on it ends there or moves to the\n" +
+					"other paths, its controller is shut down (CC.SHN) and stops reconnecting, and the\n" +
+					"devices stay (refused when a mounted namespace is reached only through that path).\n" +
+					"The last path is a whole disconnect. Prints NQN:<nqn> disconnected N controller(s).",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "nqn", Aliases: []string{"n"}, Usage: "subsystem `NQN`"},
-					&cli.StringFlag{Name: "device", Aliases: []string{"d"}, Usage: "controller or mapped `DEVICE`"},
+					&cli.StringFlag{Name: "device", Aliases: []string{"d"}, Usage: "controller, path (nvmeofNcM) or mapped `DEVICE`"},
 				},
 				Action: cmdDisconnect,
 			},

@@ -77,3 +77,103 @@ func TestMultipathConnect(t *testing.T) {
 		t.Fatalf("%d daemons after disconnect", len(live))
 	}
 }
+
+// TestMultipathDisconnectPath disconnects single paths of a multipath
+// subsystem with disconnect -d (two in-process targets with one NQN over
+// the soft provider, every path from one host address and so one shared
+// RDMA device): the second path, then the first while another remains,
+// each time leaving the daemon, its devices and the other path working;
+// an unknown path is refused; disconnect -n ends the rest.
+func TestMultipathDisconnectPath(t *testing.T) {
+	const nqn = "nqn.2026-11.io.nvmeof:e2e-mpath-dpath"
+	const a, b, host = "127.61.8.1", "127.61.8.3", "127.61.8.2"
+	startSoftTarget(t, a, nqn)
+	startSoftTarget(t, b, nqn)
+	runDir := filepath.Join(t.TempDir(), "run")
+	cli := runDirCLI(t, runDir)
+	must := func(args ...string) string {
+		t.Helper()
+		code, out, errs := cli(args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, errs)
+		}
+		return out
+	}
+	connect := func(addr string) {
+		t.Helper()
+		out := must("connect", "-t", "rdma", "-a", addr, "-s", "4420", "--provider", "soft", "-w", host,
+			"-n", nqn, "-q", tHost, "--map", "none", "--timeout", "30s", "-o", "json")
+		if !strings.Contains(out, `"device": "nvmeof0"`) {
+			t.Fatalf("connect %s: %s", addr, out)
+		}
+	}
+	subsys := func(paths ...string) string {
+		s := "nvmeof-subsys0 - NQN=" + nqn + "\n" +
+			"                 hostnqn=" + tHost + "\n" +
+			"                 iopolicy=numa\n" +
+			"\\\n"
+		for _, p := range paths {
+			s += " +- " + p + " live optimized\n"
+		}
+		return s
+	}
+	state := func() *session.State {
+		t.Helper()
+		live, _, err := session.Scan(runDir)
+		if err != nil || len(live) != 1 || live[0].State == nil {
+			t.Fatalf("scan: %v, %d daemons, want 1", err, len(live))
+		}
+		return live[0].State
+	}
+	idNS := func() {
+		t.Helper()
+		if out := must("id-ns", "nvmeof0n1", "-o", "json"); !strings.Contains(out, `"nguid"`) {
+			t.Fatalf("id-ns: %s", out)
+		}
+	}
+	done := "NQN:" + nqn + " disconnected 1 controller(s)\n"
+
+	connect(a)
+	connect(b)
+	pid := state().PID
+	if out := must("disconnect", "-d", "nvmeof0c1"); out != done {
+		t.Fatalf("disconnect -d nvmeof0c1: %q, want %q", out, done)
+	}
+	if out := must("list-subsys"); out != subsys("nvmeof0 rdma traddr="+a+",trsvcid=4420") {
+		t.Fatalf("list-subsys after disconnecting nvmeof0c1:\n%s", out)
+	}
+	if st := state(); st.PID != pid || len(st.Paths) != 1 {
+		t.Fatalf("daemon %d (was %d), paths %+v", st.PID, pid, st.Paths)
+	}
+	idNS()
+
+	// b again (nvmeof0c2), then the first path goes while it remains:
+	// the RDMA device they share stays open for nvmeof0c2.
+	connect(b)
+	if out := must("disconnect", "-d", "nvmeof0"); out != done {
+		t.Fatalf("disconnect -d nvmeof0: %q", out)
+	}
+	if out := must("list-subsys"); out != subsys("nvmeof0c2 rdma traddr="+b+",trsvcid=4420") {
+		t.Fatalf("list-subsys after disconnecting nvmeof0:\n%s", out)
+	}
+	if st := state(); st.Traddr != b || st.PID != pid {
+		t.Fatalf("state after the first path went: traddr %s pid %d", st.Traddr, st.PID)
+	}
+	idNS()
+	// a is no longer held: connecting it adds a path again.
+	connect(a)
+	if st := state(); len(st.Paths) != 2 || st.Paths[1].Name != "nvmeof0c3" || st.Paths[1].Traddr != a {
+		t.Fatalf("paths after reconnecting a: %+v", st.Paths)
+	}
+	idNS()
+
+	if code, _, errs := cli("disconnect", "-d", "nvmeof0c9"); code == 0 || !strings.Contains(errs, "nvmeof0c9") {
+		t.Fatalf("disconnect -d of an unknown path: exit %d, %q", code, errs)
+	}
+	if out := must("disconnect", "-n", nqn); out != "NQN:"+nqn+" disconnected 2 controller(s)\n" {
+		t.Fatalf("disconnect -n: %q", out)
+	}
+	if live, _, _ := session.Scan(runDir); len(live) != 0 {
+		t.Fatalf("%d daemons after disconnect", len(live))
+	}
+}

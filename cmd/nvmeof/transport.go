@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
@@ -36,6 +37,55 @@ type transport struct {
 	dev    provider.Info // the RDMA device (rdma)
 	rdev   rdma.Device   // the open RDMA device (rdma), for its counters
 	close  func() error
+	// shared counts the paths using the RDMA device (rdma): the device
+	// closes when the last of them closes.
+	shared *sharedDevice
+}
+
+// sharedDevice closes an RDMA device once every path using it let go
+// (paths reached from one host address share its device: a soft RoCE
+// device owns its address's UDP port).
+type sharedDevice struct {
+	mu    sync.Mutex
+	users int
+	close func() error
+}
+
+// hold returns the close function of one more user, or false when the
+// device is closed already.
+func (s *sharedDevice) hold() (func() error, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.users == 0 {
+		return nil, false
+	}
+	s.users++
+	return s.release(), true
+}
+
+// release returns a function that drops one user, once.
+func (s *sharedDevice) release() func() error {
+	var once sync.Once
+	return func() error {
+		var err error
+		once.Do(func() {
+			s.mu.Lock()
+			s.users--
+			last := s.users == 0
+			s.mu.Unlock()
+			if last {
+				err = s.close()
+			}
+		})
+		return err
+	}
+}
+
+// newSharedDevice returns the sharing of a device just opened (one user)
+// and the close function of that user.
+func newSharedDevice(close func() error) (*sharedDevice, func() error) {
+	s := &sharedDevice{users: 1, close: close}
+	return s, s.release()
 }
 
 // openTransport opens the host side of a.Transport: an RDMA device of
@@ -66,7 +116,8 @@ func openTransport(a connectArgs, log hclog.Logger) (*transport, error) {
 		info := provider.Describe(dev)
 		log.Debug("RDMA device opened", append([]any{"addr", dev.Addr()}, info.LogArgs()...)...)
 		d := nvmerdma.NewDialer(nvmerdma.HostConfig{Device: dev, Logger: log.Named("rdma")})
-		return &transport{dialer: d, addr: addr, host: dev.Addr().String(), dev: info, rdev: dev, close: dev.Close}, nil
+		sh, closeFn := newSharedDevice(dev.Close)
+		return &transport{dialer: d, addr: addr, host: dev.Addr().String(), dev: info, rdev: dev, close: closeFn, shared: sh}, nil
 	}
 }
 

@@ -86,6 +86,7 @@ type Daemon struct {
 
 	events chan struct{} // namespace changes reported by the controller
 
+	wmu       sync.Mutex // serializes writeState
 	mu        sync.Mutex
 	maps      map[uint32]*mapping
 	lastState []byte
@@ -480,8 +481,12 @@ func (d *Daemon) fillMapping(n *Namespace) {
 	}
 }
 
-// writeState writes state.json when the state changed.
+// writeState writes state.json when the state changed. Writers are
+// serialized from the snapshot on (the serving loop and add-path run
+// concurrently): an older snapshot never lands after a newer one.
 func (d *Daemon) writeState() error {
+	d.wmu.Lock()
+	defer d.wmu.Unlock()
 	s := d.Snapshot()
 	b, _ := json.Marshal(s)
 	d.mu.Lock()
