@@ -74,7 +74,9 @@ func TestANALogRead(t *testing.T) {
 		if ns.ANAState() != nvme.ANANonOptimized || ns.ANAGroupID() != 1 {
 			t.Fatalf("namespace ANA %v group %d", ns.ANAState(), ns.ANAGroupID())
 		}
-		// The ANA Change notice re-reads the log.
+		// The ANA Change notice re-reads the log. The fake drops a
+		// notice while no AER is outstanding: let the controller post it.
+		synctest.Wait()
 		ft.setANA(nvme.ANAInaccessible, true)
 		ev := <-events
 		if ev.Event.Info() != nvme.AsyncNoticeANAChange {
