@@ -471,30 +471,17 @@ func cmdDisconnect(c *cli.Context) error {
 	}
 	runDir := c.String("run-dir")
 	if dev != "" {
-		if e, st, ok := findPath(c, runDir, dev); ok {
+		if e, _, ok := findPath(c, runDir, dev); ok {
 			name := strings.TrimPrefix(dev, "/dev/")
-			resp, err := disconnectRequest(c, e, session.Request{Op: session.OpRemovePath, Path: name})
-			if err != nil {
-				return err
-			}
-			n := 1
-			if resp == nil || resp.State == nil {
-				n = nPaths(st) // the last path: the daemon ended
-			}
-			fmt.Fprintf(c.App.Writer, "NQN:%s disconnected %d controller(s)\n", st.SubsysNQN, n)
-			return nil
+			// As nvme-cli's disconnect -d, silent on success.
+			_, err := disconnectRequest(c, e, session.Request{Op: session.OpRemovePath, Path: name})
+			return err
 		}
 		t, err := resolveDevice(c, runDir, dev)
 		if err != nil {
 			return err
 		}
-		if err := disconnectEntry(c, t.entry); err != nil {
-			return err
-		}
-		if t.state != nil {
-			fmt.Fprintf(c.App.Writer, "NQN:%s disconnected %d controller(s)\n", t.state.SubsysNQN, nPaths(t.state))
-		}
-		return nil
+		return disconnectEntry(c, t.entry)
 	}
 	live, _, err := session.Scan(runDir)
 	if err != nil {
