@@ -29,6 +29,10 @@ const (
 	anaCapabilities = 1<<0 | 1<<1 | 1<<2 | 1<<3 | 1<<4
 )
 
+// anaLogMaxSize is the ANA log page's size: every group and every
+// namespace (Linux nvme_mpath_init_identify sizes its buffer so).
+const anaLogMaxSize = nvme.ANALogHeaderSize + MaxANAGroups*nvme.ANAGroupHeaderSize + 4*MaxNamespaces
+
 // Asynchronous event information and log page of ANA Change notices.
 const (
 	aerInfoANAChange = 0x03
@@ -235,10 +239,14 @@ func (c *controller) anaLog(rgo, rae bool) ([]byte, error) {
 			l.Groups = append(l.Groups, nvme.ANAGroup{GroupID: g, ChangeCount: chg, State: a.state(g), NSIDs: members[g]})
 		}
 	}
-	page, err := l.AppendBinary(make([]byte, 0, l.Size()))
+	// The log's size is the largest it can be, what hosts size their reads
+	// by (NANAGRPID groups, MNAN NSIDs): nvme-cli reads it in 4 KiB pieces
+	// at growing offsets, which must not run past the end.
+	page, err := l.AppendBinary(make([]byte, 0, max(l.Size(), anaLogMaxSize)))
 	if err != nil {
 		return nil, err
 	}
+	page = page[:max(len(page), anaLogMaxSize)]
 	if !rae {
 		c.mu.Lock()
 		c.clearAENLocked(aenBitANA)

@@ -1,6 +1,8 @@
 package target
 
 import (
+	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/nvmeof/nvmeof/configfs"
@@ -59,6 +61,17 @@ func TestANALogAndIO(t *testing.T) {
 			t.Errorf("group %d: %+v, want %+v", i, g, w)
 		}
 	}
+	// nvme-cli reads the log in 4 KiB pieces up to the size Identify
+	// Controller implies (16 + NANAGRPID*32 + MNAN*4 = 8208 bytes).
+	for _, off := range []uint64{4096, 8192} {
+		n := min(4096, anaLogMaxSize-int(off))
+		r := s.admin.getLog(nvme.LIDANA, 0, n, off, true)
+		expect(t, r, 0, fmt.Sprintf("ANA log at offset %d", off))
+		if !bytes.Equal(r.data, make([]byte, n)) {
+			t.Errorf("ANA log at offset %d: not zeroes", off)
+		}
+	}
+	expect(t, s.admin.getLog(nvme.LIDANA, 0, 16, anaLogMaxSize+4, true), nvme.StatusInvalidField, "ANA log past its size")
 	for _, g := range anaLogOf(t, s.admin, true, false).Groups {
 		if len(g.NSIDs) != 0 {
 			t.Errorf("RGO: group %d lists NSIDs %v", g.GroupID, g.NSIDs)
