@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,19 +42,29 @@ var gwAddrs = []string{kpeer.HostAddr, gwAddr2}
 type gwNamespace struct {
 	nsid    int
 	backend string
+	// anaGroup2 puts the namespace in ANA group 2 (with ANA), optimized on
+	// gateway 2 and non-optimized on the others; else it is in group 1.
+	anaGroup2 bool
 }
 
 // gwConfig is gateway i's (1-based) configuration: its own port, the
 // shared subsystem with cntlids 100*(i-1)+1 .. 100*i-1 and the
 // namespaces with fixed UUID and NGUID (the same on every gateway). With
-// an ana state the port gives ANA group 1 that state and every namespace
-// is in group 1.
+// an ana state the port gives ANA group 1 that state and the namespaces
+// are in group 1, but those with anaGroup2 in group 2, which gateway 2
+// has optimized and the others non-optimized.
 func gwConfig(i int, nss []gwNamespace, ana string) string {
 	var b strings.Builder
-	anaGroup, anaGrpid := "", ""
+	anaGroup := ""
 	if ana != "" {
 		anaGroup = fmt.Sprintf("  ana_group \"1\" { state = %q }\n", ana)
-		anaGrpid = "\n    ana_grpid = 1"
+		if slices.ContainsFunc(nss, func(ns gwNamespace) bool { return ns.anaGroup2 }) {
+			st := "non-optimized"
+			if i == 2 {
+				st = "optimized"
+			}
+			anaGroup += fmt.Sprintf("  ana_group \"2\" { state = %q }\n", st)
+		}
 	}
 	fmt.Fprintf(&b, `log_level = "info"
 port "gw%d" {
@@ -70,6 +81,13 @@ subsystem %q {
   cntlid_max     = %d
 `, i, gwAddrs[i-1], anaGroup, gwNQN, i, gwSerial, gwModel, 100*(i-1)+1, 100*i-1)
 	for _, ns := range nss {
+		anaGrpid := ""
+		switch {
+		case ana != "" && ns.anaGroup2:
+			anaGrpid = "\n    ana_grpid = 2"
+		case ana != "":
+			anaGrpid = "\n    ana_grpid = 1"
+		}
 		fmt.Fprintf(&b, `  namespace "%d" {
 %s
     uuid  = "6b706565-7200-4000-8000-0000000001%02d"
@@ -208,7 +226,7 @@ func TestKernelHostGateways(t *testing.T) {
 	if err := os.Truncate(img, gwNSSize); err != nil {
 		t.Fatal(err)
 	}
-	writeGatewayConfigs(t, work, []gwNamespace{{1, fmt.Sprintf("    backend = \"file\"\n    path    = %q\n    size    = %d", img, gwNSSize)}}, gwANA)
+	writeGatewayConfigs(t, work, []gwNamespace{{nsid: 1, backend: fmt.Sprintf("    backend = \"file\"\n    path    = %q\n    size    = %d", img, gwNSSize)}}, gwANA)
 	runGateways(t, dir, bin, work, "", 12*time.Minute)
 	b, err := os.ReadFile(img)
 	if err != nil {

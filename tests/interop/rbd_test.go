@@ -29,8 +29,11 @@ const (
 // cluster inside the kernel-peer network namespace (internal/cephtest's
 // ceph-up.sh on that namespace's 127.0.0.1: a fresh namespace, so its fixed
 // mon port is free), creates two images without exclusive-lock and runs two
-// gateways of nvmetd built with -tags rbd on them. The guest's kernel host
-// (native multipath) writes a pattern, runs fio crc32c verify while the
+// gateways of nvmetd built with -tags rbd on them, active/active: namespace
+// 1 in ANA group 1 (optimized on gateway 1), namespace 2 in group 2
+// (optimized on gateway 2). The guest's kernel host (native multipath)
+// checks each namespace's I/O goes to its group's gateway and nvme-cli's
+// ana-log of each gateway, writes a pattern, runs fio crc32c verify while the
 // gateway carrying the I/O is SIGKILLed and restarted, and makes an ext4
 // file system on namespace 2 (mkfs, mount, checksums, fsck). Then rbd
 // export, run in the daemons' network namespace (nsenter), must hold the
@@ -62,16 +65,20 @@ func TestKernelHostRBDGateways(t *testing.T) {
 		}
 	})
 	rbdNS := func(nsid int, image string) gwNamespace {
-		return gwNamespace{nsid, fmt.Sprintf("    backend   = \"rbd\"\n    pool      = \"rbd\"\n    image     = %q\n    ceph_conf = %q", image, cl.Conf)}
+		return gwNamespace{nsid: nsid, backend: fmt.Sprintf("    backend   = \"rbd\"\n    pool      = \"rbd\"\n    image     = %q\n    ceph_conf = %q", image, cl.Conf)}
 	}
-	writeGatewayConfigs(t, work, []gwNamespace{rbdNS(1, rbdImage1), rbdNS(2, rbdImage2)}, gwANA)
+	// Active/active, as ceph-nvmeof runs its gateways: namespace 2 is in
+	// ANA group 2, which gateway 2 serves optimized.
+	ns2 := rbdNS(2, rbdImage2)
+	ns2.anaGroup2 = true
+	writeGatewayConfigs(t, work, []gwNamespace{rbdNS(1, rbdImage1), ns2}, gwANA)
 	prelude := fmt.Sprintf("set -e; CEPH_DIR=%s CEPH_PORT=%d bash %s start; "+
 		"rbd -c %s create --size %dM --image-feature layering rbd/%s; "+
 		"rbd -c %s create --size %dM --image-feature layering rbd/%s; rbd -c %s info rbd/%s; set +e",
 		cl.Dir, cl.Port, cephtest.Script(), cl.Conf, rbdImage1Size>>20, rbdImage1, cl.Conf, rbdImage2Size>>20, rbdImage2, cl.Conf, rbdImage1)
 	// The cluster starts while the guest boots (10-40 s on a loaded
 	// machine): the guest discovers for up to 3 minutes (DISCOVER_TRIES).
-	res := runGateways(t, dir, bin, work, prelude, 15*time.Minute, "FS_NSID=2")
+	res := runGateways(t, dir, bin, work, prelude, 15*time.Minute, "FS_NSID=2", "ANA2_NSID=2")
 	if info := res.Log("host-cmd.log"); strings.Contains(info, "exclusive-lock") {
 		t.Errorf("an image has exclusive-lock:\n%s", lastLines(info, 40))
 	}

@@ -13,6 +13,12 @@
 #             non-optimized; I/O goes to gateway 1's path. Then reloads
 #             (HUP 1 gw1-b, HUP 2 gw2-b: swap the states) must move the I/O to
 #             gateway 2's path, and HUP 1 gw1-a, HUP 2 gw2-a back to gateway 1
+#   ana2      (ANA=1, ANA2_NSID) that namespace is in ANA group 2, optimized on
+#             gateway 2 and non-optimized on gateway 1 (active/active: each
+#             gateway owns a group): its paths' ana_grpid and ana_state, I/O
+#             to it on gateway 2's path, nvme-cli's ana-log of each gateway
+#             (two groups, their states and NSIDs); the group 1 reloads leave
+#             it as it is
 #   pattern   IO_MB MiB pattern at offset 0 of namespace 1 (read back)
 #   failover  a loop of fio crc32c write+verify runs on namespace 1 while the
 #             gateway carrying the I/O is SIGKILLed: the kernel must report that
@@ -26,7 +32,7 @@
 #   Last, the pattern at offset 0 is read back again, and all is disconnected.
 #
 # env (defaults): NQN (required)  GW_ADDRS="192.0.2.1 192.0.2.4"  TRSVCID=4420
-#   ANA=0  IO_MB=2  FIO_MB=4  FS_NSID=""  DISCOVER_TRIES=20  RECONNECT_WAIT_S=180
+#   ANA=0  ANA2_NSID=""  IO_MB=2  FIO_MB=4  FS_NSID=""  DISCOVER_TRIES=20  RECONNECT_WAIT_S=180
 #   HOSTNQN HOSTID (written to /etc/nvme/ so every path uses the same host)
 # Prints PASS:/FAIL:/INFO: lines and "RESULT: PASS|FAIL"; exits non-zero on failure.
 set -u
@@ -37,6 +43,7 @@ ANA="${ANA:-0}"
 IO_MB="${IO_MB:-2}"
 FIO_MB="${FIO_MB:-4}"
 FS_NSID="${FS_NSID:-}"
+ANA2_NSID="${ANA2_NSID:-}"
 DISCOVER_TRIES="${DISCOVER_TRIES:-20}"
 RECONNECT_WAIT_S="${RECONNECT_WAIT_S:-180}"
 HOSTNQN="${HOSTNQN:-nqn.2014-08.org.nvmexpress:uuid:6b706565-7200-4000-8000-0000000000b1}"
@@ -45,7 +52,7 @@ SIGNAL="${KPEER_SIGNAL:-/tmp/kpeer-signal}"
 OUT="${KPEER_OUT:-/tmp}"
 mkdir -p "$SIGNAL" "$OUT"
 NFAIL=0 REQ=0 FIOPID="" MONPID=""
-declare -a CTRL PATHDEV
+declare -a CTRL PATHDEV PATH2
 
 ts() { cut -d' ' -f1 /proc/uptime; }
 step() { echo; echo "=== $* [t=$(ts)s]"; }
@@ -131,6 +138,29 @@ wait_ana() {
   for _ in $(seq 600); do [ "$(ana_of "$1")" = "$2" ] && return 0; sleep 0.1; done
   return 1
 }
+# ana2_of I: the ANA state of namespace ANA2_NSID's path through gateway I.
+ana2_of() { cat "/sys/class/nvme/${CTRL[$1]}/${PATH2[$1]}/ana_state" 2>/dev/null || echo none; }
+# busy_path2: as busy_path, on namespace ANA2_NSID.
+busy_path2() {
+  local i before=() moved=() h
+  h=$(head_of "$ANA2_NSID") || return 1
+  ios2() { awk '{ print $1 + $5 }' "/sys/class/nvme/${CTRL[$1]}/${PATH2[$1]}/stat" 2>/dev/null || echo 0; }
+  for i in "${!CTRL[@]}"; do before[$i]=$(ios2 "$i"); done
+  dd if=/dev/zero of="/dev/$h" bs=64k seek=640 count=16 oflag=direct status=none &&
+    dd if="/dev/$h" of=/dev/null bs=64k skip=640 count=16 iflag=direct status=none || return 1
+  for i in "${!CTRL[@]}"; do [ "$(ios2 "$i")" -gt "${before[$i]}" ] && moved+=("$i"); done
+  echo "namespace $ANA2_NSID path I/O counters moved: ${moved[*]:-none}" >&2
+  [ "${#moved[@]}" = 1 ] && echo "${moved[0]}"
+}
+# ana_log_state CTRL GRPID: the state nvme-cli's ana-log of CTRL gives group
+# GRPID, and its NSIDs ("optimized 1 3").
+ana_log_state() {
+  nvme ana-log "/dev/$1" 2>/dev/null | awk -v g="$2" '
+    $1 == "grpid" { in_g = ($3 == g) }
+    in_g && $1 == "state" { st = $3 }
+    in_g && $1 == "nsid" { ns = ns " " $3 }
+    END { if (st != "") print st ns }'
+}
 # pattern MIB: MIB MiB of 512-byte blocks that carry their own number.
 pattern() {
   awk -v n=$(($1 * 2048)) 'BEGIN { for (i = 0; i < n; i++) printf "kpeer-pattern blk %08d %0484d\n", i, i }'
@@ -204,6 +234,29 @@ if [ "$ANA" = 1 ]; then
     pass "nvme list-subsys shows one optimized and one non-optimized path" || failc "nvme list-subsys ANA states: $out"
   p=$(busy_path)
   [ "$p" = 0 ] && pass "I/O goes to the optimized path ${PATHDEV[0]}" || failc "I/O on path '${p}', want ${PATHDEV[0]}"
+  if [ -n "$ANA2_NSID" ]; then
+    step "ana2: namespace $ANA2_NSID in ANA group 2 (optimized on gateway 2)"
+    for i in "${!CTRL[@]}"; do PATH2[$i]=$(path_of "${CTRL[$i]}" "$ANA2_NSID") || failc "no path to namespace $ANA2_NSID through ${CTRL[$i]}"; done
+    g=$(for i in "${!CTRL[@]}"; do cat "/sys/class/nvme/${CTRL[$i]}/${PATH2[$i]}/ana_grpid" 2>/dev/null; done | sort -u | xargs)
+    [ "$g" = 2 ] && pass "namespace $ANA2_NSID: ana_grpid 2 on every path" || failc "namespace $ANA2_NSID: ana_grpid '$g'"
+    for _ in $(seq 600); do [ "$(ana2_of 1)" = optimized ] && [ "$(ana2_of 0)" = non-optimized ] && break; sleep 0.1; done
+    [ "$(ana2_of 1)" = optimized ] && [ "$(ana2_of 0)" = non-optimized ] &&
+      pass "namespace $ANA2_NSID: ${PATH2[1]} optimized, ${PATH2[0]} non-optimized" ||
+      failc "namespace $ANA2_NSID: ${PATH2[0]} $(ana2_of 0), ${PATH2[1]} $(ana2_of 1)"
+    p=$(busy_path2)
+    [ "$p" = 1 ] && pass "I/O to namespace $ANA2_NSID goes to gateway 2 (${PATH2[1]}) while namespace 1's goes to gateway 1" ||
+      failc "namespace $ANA2_NSID I/O on path '${p}', want ${PATH2[1]}"
+    run nvme ana-log "/dev/${CTRL[0]}"
+    a1=$(ana_log_state "${CTRL[0]}" 1) a2=$(ana_log_state "${CTRL[0]}" 2)
+    b1=$(ana_log_state "${CTRL[1]}" 1) b2=$(ana_log_state "${CTRL[1]}" 2)
+    ns1=$(nvme list-ns "/dev/${CTRL[0]}" 2>/dev/null | sed -n 's/.*:0x\([0-9a-f]*\).*/\1/p' |
+      while read -r h; do n=$((16#$h)); [ "$n" != "$ANA2_NSID" ] && printf ' %s' "$n"; done)
+    if [ "$a1" = "optimized$ns1" ] && [ "$a2" = "non-optimized $ANA2_NSID" ] && [ "$b1" = "non-optimized$ns1" ] && [ "$b2" = "optimized $ANA2_NSID" ]; then
+      pass "nvme ana-log: gateway 1 group 1 '$a1', group 2 '$a2'; gateway 2 group 1 '$b1', group 2 '$b2'"
+    else
+      failc "nvme ana-log: gateway 1 group 1 '$a1', group 2 '$a2'; gateway 2 group 1 '$b1', group 2 '$b2' (group 1 NSIDs:$ns1)"
+    fi
+  fi
   step "ana: reload swaps the states (gateway 1 non-optimized, gateway 2 optimized)"
   d0=$(dmesg | wc -l)
   gw HUP 1 gw1-b && gw HUP 2 gw2-b || failc "reload to the swapped states"
@@ -224,6 +277,10 @@ if [ "$ANA" = 1 ]; then
   run nvme list-subsys "/dev/$HEAD"
   p=$(busy_path)
   [ "$p" = 1 ] && pass "the ANA change moved the I/O to ${PATHDEV[1]}" || failc "I/O on path '${p}' after the ANA change, want ${PATHDEV[1]}"
+  if [ -n "$ANA2_NSID" ]; then
+    [ "$(ana2_of 1)" = optimized ] && [ "$(ana2_of 0)" = non-optimized ] &&
+      pass "group 2 unchanged by the group 1 reload" || failc "group 2 after the reload: ${PATH2[0]} $(ana2_of 0), ${PATH2[1]} $(ana2_of 1)"
+  fi
   step "ana: reload back (gateway 1 optimized)"
   gw HUP 1 gw1-a && gw HUP 2 gw2-a || failc "reload back"
   if wait_ana 0 optimized && wait_ana 1 non-optimized; then
