@@ -140,14 +140,15 @@ wait_ana() {
 }
 # ana2_of I: the ANA state of namespace ANA2_NSID's path through gateway I.
 ana2_of() { cat "/sys/class/nvme/${CTRL[$1]}/${PATH2[$1]}/ana_state" 2>/dev/null || echo none; }
-# busy_path2: as busy_path, on namespace ANA2_NSID.
+# busy_path2: as busy_path, on namespace ANA2_NSID (1 MiB at 1 MiB: the
+# namespace may be small).
 busy_path2() {
   local i before=() moved=() h
   h=$(head_of "$ANA2_NSID") || return 1
   ios2() { awk '{ print $1 + $5 }' "/sys/class/nvme/${CTRL[$1]}/${PATH2[$1]}/stat" 2>/dev/null || echo 0; }
   for i in "${!CTRL[@]}"; do before[$i]=$(ios2 "$i"); done
-  dd if=/dev/zero of="/dev/$h" bs=64k seek=640 count=16 oflag=direct status=none &&
-    dd if="/dev/$h" of=/dev/null bs=64k skip=640 count=16 iflag=direct status=none || return 1
+  dd if=/dev/zero of="/dev/$h" bs=64k seek=16 count=16 oflag=direct status=none &&
+    dd if="/dev/$h" of=/dev/null bs=64k skip=16 count=16 iflag=direct status=none || return 1
   for i in "${!CTRL[@]}"; do [ "$(ios2 "$i")" -gt "${before[$i]}" ] && moved+=("$i"); done
   echo "namespace $ANA2_NSID path I/O counters moved: ${moved[*]:-none}" >&2
   [ "${#moved[@]}" = 1 ] && echo "${moved[0]}"
