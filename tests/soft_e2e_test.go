@@ -495,9 +495,12 @@ func TestSoftE2EAdmin(t *testing.T) {
 		{"CNTLID", id.CNTLID(), c.CntlID()},
 		{"VER", id.VER(), uint32(nvme.Version1_3)},
 		{"RAB", id.RAB(), uint8(6)},
-		{"CMIC", id.CMIC(), uint8(nvme.CMICMultiPort | nvme.CMICMultiCtrl)},
+		{"CMIC", id.CMIC(), uint8(nvme.CMICMultiPort | nvme.CMICMultiCtrl | nvme.CMICANAReporting)},
+		{"ANATT", id.ANATT(), uint8(10)},
+		{"ANAGRPMAX", id.ANAGRPMAX(), uint32(128)},
+		{"NANAGRPID", id.NANAGRPID(), uint32(128)},
 		{"MDTS", id.MDTS(), uint8(softMDTS)},
-		{"OAES", id.OAES(), uint32(nvme.AECNamespaceAttribute)},
+		{"OAES", id.OAES(), uint32(nvme.AECNamespaceAttribute | nvme.AECANAChange)},
 		{"CTRATT", id.CTRATT(), uint32(nvme.CTRATTHostID128 | nvme.CTRATTTBKAS)},
 		{"CNTRLTYPE", id.CNTRLTYPE(), uint8(nvme.ControllerTypeIO)},
 		{"OACS", id.OACS(), uint16(0)},
@@ -623,13 +626,10 @@ func TestSoftE2EAdmin(t *testing.T) {
 	if _, err := c.AdminCommand(ctx, logSQE(nvme.LIDSupportedLogPages, nvme.NSIDAll, 1024, 0, false), buf, fabrics.DirCtrlToHost); err != nil {
 		t.Fatal(err)
 	}
-	for _, lid := range []nvme.LogPageID{nvme.LIDSupportedLogPages, nvme.LIDError, nvme.LIDSMART, nvme.LIDFirmwareSlot, nvme.LIDChangedNSList, nvme.LIDCommandEffects} {
+	for _, lid := range []nvme.LogPageID{nvme.LIDSupportedLogPages, nvme.LIDError, nvme.LIDSMART, nvme.LIDFirmwareSlot, nvme.LIDChangedNSList, nvme.LIDCommandEffects, nvme.LIDANA} {
 		if binary.LittleEndian.Uint32(buf[4*int(lid):])&1 == 0 {
 			t.Errorf("Supported Log Pages: LID %v not supported", lid)
 		}
-	}
-	if binary.LittleEndian.Uint32(buf[4*int(nvme.LIDANA):]) != 0 {
-		t.Errorf("Supported Log Pages: ANA log listed")
 	}
 	buf = make([]byte, nvme.CommandEffectsLogSize)
 	if err := c.GetLogPage(ctx, nvme.LIDCommandEffects, nvme.NSIDAll, buf); err != nil {
@@ -714,7 +714,7 @@ func TestSoftE2EAdmin(t *testing.T) {
 	setFeat("Keep Alive Timer", nvme.FeatKeepAliveTimer, 7500, 8) // rounded up to seconds, DW0 in seconds (Linux)
 	checkFeat("Keep Alive Timer", nvme.FeatKeepAliveTimer, 8000)
 	setFeat("Keep Alive Timer", nvme.FeatKeepAliveTimer, 5000, 5)
-	checkFeat("Async Event Configuration", nvme.FeatAsyncEventConfig, nvme.AECNamespaceAttribute)
+	checkFeat("Async Event Configuration", nvme.FeatAsyncEventConfig, nvme.AECNamespaceAttribute|nvme.AECANAChange) // Linux's default
 	setFeat("Async Event Configuration", nvme.FeatAsyncEventConfig, nvme.AECNamespaceAttribute|nvme.AECANAChange|0x1f, nvme.AECNamespaceAttribute|nvme.AECANAChange|0x1f)
 	checkFeat("Async Event Configuration", nvme.FeatAsyncEventConfig, nvme.AECNamespaceAttribute|nvme.AECANAChange|0x1f)
 	setFeat("Async Event Configuration", nvme.FeatAsyncEventConfig, nvme.AECNamespaceAttribute, nvme.AECNamespaceAttribute)
@@ -1118,7 +1118,8 @@ func TestSoftE2EStatuses(t *testing.T) {
 		{name: "Identify CNS 55h", via: viaAdmin, sqe: identifySQE(0x55, 0), data: 4096, want: nvme.StatusInvalidField, dnr: true},
 		{name: "Identify CS controller of CSI 2 (zoned)", via: viaAdmin, sqe: edit(identifySQE(nvme.CNSCSController, 0), func(s nvme.SQE) { nvme.IdentifyCommand{SQE: s}.SetCSI(2) }), data: 4096, want: nvme.StatusInvalidField, dnr: true},
 		{name: "Get Log Page LID 7Fh", via: viaAdmin, sqe: logSQE(0x7f, nvme.NSIDAll, 512, 0, false), data: 512, want: nvme.StatusInvalidField, dnr: true},
-		{name: "Get Log Page ANA (not supported)", via: viaAdmin, sqe: logSQE(nvme.LIDANA, nvme.NSIDAll, 512, 0, false), data: 512, want: nvme.StatusInvalidField, dnr: true},
+		{name: "Get Log Page ANA", via: viaAdmin, sqe: logSQE(nvme.LIDANA, nvme.NSIDAll, 512, 0, false), data: 512},
+		{name: "Get Log Page ANA beyond its 8208 bytes", via: viaAdmin, sqe: logSQE(nvme.LIDANA, nvme.NSIDAll, 64, 8212, false), data: 64, want: nvme.StatusInvalidField, dnr: true},
 		{name: "Get Log Page at offset 2 (not a dword)", via: viaAdmin, sqe: logSQE(nvme.LIDSMART, nvme.NSIDAll, 512, 2, false), data: 512, want: nvme.StatusInvalidField, dnr: true},
 		{name: "Get Log Page at offset 1 MiB (beyond the log)", via: viaAdmin, sqe: logSQE(nvme.LIDError, nvme.NSIDAll, 64, 1<<20, false), data: 64, want: nvme.StatusInvalidField, dnr: true},
 		{name: "Get Log Page at the end of the log (zeroes)", via: viaAdmin, sqe: logSQE(nvme.LIDSMART, nvme.NSIDAll, 64, 512, false), data: 64},
