@@ -46,6 +46,9 @@ type devTarget struct {
 	entry session.Entry
 	state *session.State
 	nsid  uint32
+	// path names the path (nvmeof0c1) a DEVICE argument named, whose
+	// controller the admin commands go to; "" for the daemon's choice.
+	path string
 }
 
 // resolveDevice finds the daemon of a DEVICE argument: nvmeofN, nvmeofNnM,
@@ -54,6 +57,21 @@ func resolveDevice(c *cli.Context, runDir, dev string) (devTarget, error) {
 	live, _, err := session.Scan(runDir)
 	if err != nil {
 		return devTarget{}, trimErr(err)
+	}
+	// A path of a multipath daemon other than its first (nvmeof0c1):
+	// its own controller, as nvme-cli's commands on /dev/nvme1.
+	name := strings.TrimPrefix(dev, "/dev/")
+	for _, e := range live {
+		if e.Name == name {
+			break
+		}
+		if st := liveState(c, e); st != nil {
+			for _, p := range st.Paths {
+				if p.Name == name {
+					return devTarget{entry: e, state: st, path: name}, nil
+				}
+			}
+		}
 	}
 	if name, nsid, ok := session.ParseDeviceName(dev); ok {
 		for _, e := range live {
@@ -107,6 +125,9 @@ func deviceArg(c *cli.Context) (string, error) {
 func request(c *cli.Context, t devTarget, req session.Request) (*session.Response, error) {
 	ctx, cancel := context.WithTimeout(c.Context, callTimeout)
 	defer cancel()
+	if req.Op == session.OpAdmin || req.Op == session.OpIdentify {
+		req.Path = t.path
+	}
 	resp, err := session.Call(ctx, t.entry.SocketPath(), req)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s", t.entry.Name, trimPrefixes(err.Error()))

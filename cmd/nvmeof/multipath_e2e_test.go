@@ -2,11 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/initiator/session"
+	"github.com/nvmeof/nvmeof/target/server"
 )
 
 // TestMultipathConnect connects two ports of one subsystem (two
@@ -175,5 +180,83 @@ func TestMultipathDisconnectPath(t *testing.T) {
 	}
 	if live, _, _ := session.Scan(runDir); len(live) != 0 {
 		t.Fatalf("%d daemons after disconnect", len(live))
+	}
+}
+
+// TestMultipathPathCommands: admin commands given a path name
+// (nvmeof0c1) run on that path's controller, as nvme-cli's do on
+// /dev/nvme1: the second gateway's cntlid in id-ctrl, its ANA state in
+// ana-log; nvmeof0 and nvmeof0n1 stay on the daemon's choice.
+func TestMultipathPathCommands(t *testing.T) {
+	const nqn = "nqn.2026-11.io.nvmeof:e2e-mpath-cmds"
+	const a, b, host = "127.61.9.1", "127.61.9.3", "127.61.9.2"
+	gateway := func(addr, state string, cntlidMin int) {
+		hcl := fmt.Sprintf(`port "p0" {
+  transport = "rdma"
+  provider  = "soft"
+  address   = %q
+  service   = 4420
+  ana_group "1" { state = %q }
+}
+subsystem %q {
+  ports          = ["p0"]
+  allow_any_host = true
+  serial         = "E2EMPATH1"
+  cntlid_min     = %d
+  cntlid_max     = %d
+  namespace "1" {
+    backend = "memory"
+    size    = "1MiB"
+    nguid   = "00112233445566778899aabbccddeeff"
+  }
+}
+`, addr, state, nqn, cntlidMin, cntlidMin+99)
+		tree, err := configfs.ParseHCL([]byte(hcl), "gw.hcl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := server.New(server.Options{Logger: hclog.NewNullLogger()})
+		t.Cleanup(func() { srv.Close() })
+		if err := srv.Apply(tree); err != nil {
+			t.Skipf("cannot serve on %s with the soft provider: %v", addr, err)
+		}
+	}
+	gateway(a, "optimized", 1)
+	gateway(b, "non-optimized", 100)
+	cli := runDirCLI(t, filepath.Join(t.TempDir(), "run"))
+	must := func(args ...string) string {
+		t.Helper()
+		code, out, errs := cli(args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, errs)
+		}
+		return out
+	}
+	for _, addr := range []string{a, b} {
+		must("connect", "-t", "rdma", "-a", addr, "-s", "4420", "--provider", "soft", "-w", host,
+			"-n", nqn, "-q", tHost, "--map", "none", "--timeout", "30s")
+	}
+	t.Cleanup(func() { cli("disconnect", "-n", nqn) })
+	cntlid := func(dev string) int {
+		var id struct{ Cntlid int }
+		if err := json.Unmarshal([]byte(must("id-ctrl", dev, "-o", "json")), &id); err != nil {
+			t.Fatal(err)
+		}
+		return id.Cntlid
+	}
+	if got := cntlid("nvmeof0c1"); got != 100 {
+		t.Errorf("id-ctrl nvmeof0c1: cntlid %d, want 100 (the second gateway's)", got)
+	}
+	if got := cntlid("nvmeof0"); got != 1 {
+		t.Errorf("id-ctrl nvmeof0: cntlid %d, want 1", got)
+	}
+	if out := must("ana-log", "nvmeof0c1"); !strings.Contains(out, "state\t:\tnon-optimized\n") || !strings.Contains(out, "device: nvmeof0c1\n") {
+		t.Errorf("ana-log nvmeof0c1:\n%s", out)
+	}
+	if out := must("ana-log", "nvmeof0"); !strings.Contains(out, "state\t:\toptimized\n") {
+		t.Errorf("ana-log nvmeof0:\n%s", out)
+	}
+	if code, _, errs := cli("id-ctrl", "nvmeof0c7"); code != 1 || !strings.Contains(errs, "nvmeof0c7") {
+		t.Errorf("id-ctrl nvmeof0c7: exit %d, %q", code, errs)
 	}
 }

@@ -39,6 +39,10 @@ func (d *Daemon) admin(ctx context.Context, req Request) Response {
 	if req.DataLen < 0 || req.DataLen > MaxAdminData {
 		return Response{Error: fmt.Sprintf("admin command: data length %d out of range 0..%d", req.DataLen, MaxAdminData)}
 	}
+	ctrl, err := d.pathCtrl(req)
+	if err != nil {
+		return Response{Error: err.Error()}
+	}
 	var sqe [64]byte
 	copy(sqe[:], req.SQE)
 	var data []byte
@@ -50,13 +54,13 @@ func (d *Daemon) admin(ctx context.Context, req Request) Response {
 	if op == nvme.AdminGetLogPage && len(data) > 0 {
 		// In pieces when the page is larger than one command may move.
 		g := nvme.GetLogPageCommand{SQE: nvme.SQE(sqe[:])}
-		err := d.adminCtrl().ReadLogPage(ctx, initiator.LogPageRequest{LID: g.LID(), NSID: g.NSID(), LSP: g.LSP(), RAE: g.RAE(), Offset: g.LPO()}, data)
+		err := ctrl.ReadLogPage(ctx, initiator.LogPageRequest{LID: g.LID(), NSID: g.NSID(), LSP: g.LSP(), RAE: g.RAE(), Offset: g.LPO()}, data)
 		if err != nil {
 			return Response{Error: describe(err)}
 		}
 		return Response{Data: data}
 	}
-	cqe, err := d.adminCtrl().AdminCommand(ctx, sqe, data, dir)
+	cqe, err := ctrl.AdminCommand(ctx, sqe, data, dir)
 	if err != nil {
 		return Response{Error: describe(err)}
 	}

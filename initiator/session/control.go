@@ -39,7 +39,8 @@ type Request struct {
 	// IOPolicy the multipath I/O policy to set with it (empty: keep).
 	Spec     json.RawMessage `json:"spec,omitempty"`
 	IOPolicy string          `json:"iopolicy,omitempty"`
-	// Path names OpRemovePath's path (PathState.Name).
+	// Path names OpRemovePath's path (PathState.Name), and the path
+	// OpAdmin and OpIdentify go to (empty: the first live one).
 	Path string `json:"path,omitempty"`
 	// Data is what OpReservation sends to the controller.
 	Data []byte `json:"data,omitempty"`

@@ -191,6 +191,20 @@ func (d *Daemon) adminCtrl() *initiator.Controller {
 	return c
 }
 
+// pathCtrl returns the controller admin request req goes to: its Path's,
+// else adminCtrl's.
+func (d *Daemon) pathCtrl(req Request) (*initiator.Controller, error) {
+	if req.Path == "" {
+		return d.adminCtrl(), nil
+	}
+	for _, p := range d.allPaths() {
+		if p.name == req.Path {
+			return p.ctrl, nil
+		}
+	}
+	return nil, fmt.Errorf("no path %q (see nvmeof list-subsys)", req.Path)
+}
+
 // state returns the subsystem's state over its paths: live when a path
 // is, else resetting or connecting when one is, else the first path's.
 func (d *Daemon) state() initiator.State {
@@ -508,14 +522,18 @@ func (d *Daemon) handle(req Request) Response {
 	case OpState:
 		return Response{State: d.Snapshot()}
 	case OpIdentify:
+		ctrl, err := d.pathCtrl(req)
+		if err != nil {
+			return Response{Error: err.Error()}
+		}
 		if req.NSID == 0 {
-			id, err := d.adminCtrl().IdentifyController(ctx)
+			id, err := ctrl.IdentifyController(ctx)
 			if err != nil {
 				return Response{Error: describe(err)}
 			}
 			return Response{Data: []byte(id)}
 		}
-		id, err := d.adminCtrl().IdentifyNamespace(ctx, req.NSID)
+		id, err := ctrl.IdentifyNamespace(ctx, req.NSID)
 		if err != nil {
 			return Response{Error: describe(err)}
 		}
