@@ -100,6 +100,7 @@ func (c *Controller) readANA(ctx context.Context, a *assoc) error {
 		}
 	}
 	c.applyANA()
+	c.updateANATT(a, l)
 	return nil
 }
 

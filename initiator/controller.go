@@ -72,7 +72,8 @@ type assoc struct {
 	adminXfer int
 	kato      time.Duration
 	tbkas     bool
-	aen       uint32 // the AEN configuration enabled
+	aen       uint32     // the AEN configuration enabled
+	anatt     anattState // groups in the ANA change state (anatt.go)
 	wg        sync.WaitGroup
 	downOnce  sync.Once
 }
@@ -701,6 +702,7 @@ func (c *Controller) abort(a *assoc, qid, cid uint16, timeout time.Duration) (bo
 
 // teardown stops association a's background work and closes its queues.
 func (c *Controller) teardown(a *assoc) {
+	a.stopANATT()
 	a.downOnce.Do(func() {
 		a.cancel()
 		for i := range a.io {
@@ -905,6 +907,9 @@ func (c *Controller) Disconnect(ctx context.Context) error {
 	a := c.cur.Load()
 	c.mu.Unlock()
 	defer close(c.disconned)
+	if a != nil {
+		a.stopANATT() // no ANATT reset of a controller being disconnected
+	}
 	c.recovery.Wait()
 	var err error
 	if st == StateLive && a != nil {

@@ -60,8 +60,10 @@ type fakeTarget struct {
 	// bit 3, ANA Change notices) with every namespace in group 1, whose
 	// state is anaState; I/O in a state that cannot serve it gets the ANA
 	// status. data, when set, is the target whose namespaces this one
-	// serves too (a second port of the same subsystem).
+	// serves too (a second port of the same subsystem). anatt is the
+	// ANATT reported (0: none, the host's default applies).
 	anaOn    bool
+	anatt    uint8
 	anaState atomic.Uint32
 	anaChg   atomic.Uint64
 	data     *fakeTarget
@@ -372,6 +374,7 @@ func (fq *fakeQueue) identify(r *fabrics.Request) {
 			id.SetANACAP(nvme.ANACAPOptimized | nvme.ANACAPNonOptimized | nvme.ANACAPInaccessible)
 			id.SetANAGRPMAX(1)
 			id.SetNANAGRPID(1)
+			id.SetANATT(ft.anatt)
 		}
 		id.SetNN(1024)
 		id.SetONCS(nvme.ONCSDatasetManagement | nvme.ONCSWriteZeroes)
@@ -538,6 +541,7 @@ func newFakePeer(t testing.TB, ft *fakeTarget, addr string, s nvme.ANAState) *fa
 		mdts:     ft.mdts,
 		grantQ:   ft.grantQ,
 		anaOn:    true,
+		anatt:    ft.anatt,
 		data:     ft,
 	}
 	p.anaState.Store(uint32(s))

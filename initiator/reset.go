@@ -22,7 +22,12 @@ var ErrNotLive = errors.New("controller not live")
 // When the new association cannot be made the controller goes on
 // reconnecting every ReconnectDelay as after a connection loss, and Reset
 // returns why the first attempt failed.
-func (c *Controller) Reset(ctx context.Context) error {
+func (c *Controller) Reset(ctx context.Context) error { return c.reset(ctx, nil) }
+
+// reset is Reset; with want set, only while want is the controller's
+// association (ErrNotLive otherwise): a reset decided on an association,
+// as after an ANATT timeout, must not hit the one a reconnect made since.
+func (c *Controller) reset(ctx context.Context, want *assoc) error {
 	c.mu.Lock()
 	select {
 	case <-c.closing:
@@ -34,6 +39,10 @@ func (c *Controller) Reset(ctx context.Context) error {
 	if st := State(c.state.Load()); st != StateLive {
 		c.mu.Unlock()
 		return fmt.Errorf("initiator: %s: reset: controller is %s: %w", c.addr, st, ErrNotLive)
+	}
+	if want != nil && a != want {
+		c.mu.Unlock()
+		return fmt.Errorf("initiator: %s: reset: the association was replaced: %w", c.addr, ErrNotLive)
 	}
 	c.leaveLive()
 	c.mu.Unlock()
