@@ -128,19 +128,26 @@ func (t *Target) SetPortANA(portID uint16, groups []ANAGroupState) error {
 	if !ok {
 		return fmt.Errorf("target: port %d: %w", portID, ErrNotFound)
 	}
+	p.cfg.ANAGroups = slices.Clone(groups)
+	t.setPortANALocked(p, st)
+	return nil
+}
+
+// setPortANALocked gives port p the states st (t.mu held): when they
+// differ, the change count moves and the I/O controllers connected
+// through p get an ANA Change event.
+func (t *Target) setPortANALocked(p *Port, st *anaStates) {
 	if *p.ana.Load() == *st {
-		return nil
+		return
 	}
 	p.ana.Store(st)
-	p.cfg.ANAGroups = slices.Clone(groups)
 	t.anaChanged.Add(1)
-	t.log.Info("ANA states changed", "port", portID, "groups", fmtANA(p.ANAStates()))
+	t.log.Info("ANA states changed", "port", p.id, "groups", fmtANA(p.ANAStates()))
 	for _, c := range p.controllersLocked() {
 		if !c.subsys.disc {
 			c.anaChanged()
 		}
 	}
-	return nil
 }
 
 // SetANAState sets port portID's state of one ANA group, as
@@ -174,13 +181,9 @@ func (t *Target) SetNamespaceANAGroup(subsysNQN string, nsid, grpid uint32) erro
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, err := t.subsystemLocked(subsysNQN)
+	s, ns, err := t.namespaceLocked(subsysNQN, nsid)
 	if err != nil {
 		return err
-	}
-	ns := s.table().byID[nsid]
-	if ns == nil {
-		return fmt.Errorf("target: subsystem %s namespace %d: %w", subsysNQN, nsid, ErrNotFound)
 	}
 	if ns.anagrp.Swap(grpid) == grpid {
 		return nil

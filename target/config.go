@@ -309,9 +309,9 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 		}
 		if pc.ANA {
 			p := tree.Port(pc.ID)
-			cfg, err := t.portConfig(p, id)
+			groups, err := anaGroupStates(p)
 			if err == nil {
-				err = t.SetPortANA(id, cfg.ANAGroups)
+				err = t.SetPortANA(id, groups)
 			}
 			if err != nil {
 				fail(tree.PortError(p, "", err))
@@ -555,6 +555,19 @@ var anaStateNames = map[string]nvme.ANAState{
 	configfs.ANAChange:         nvme.ANAChange,
 }
 
+// anaGroupStates maps a configfs port's ANA groups.
+func anaGroupStates(p *configfs.Port) ([]ANAGroupState, error) {
+	var out []ANAGroupState
+	for _, g := range p.ANAGroups {
+		s, ok := anaStateNames[g.State]
+		if !ok {
+			return nil, fmt.Errorf("target: port %s: ANA group %d: state %q: %w", p.ID, g.GrpID, g.State, ErrInvalid)
+		}
+		out = append(out, ANAGroupState{GrpID: g.GrpID, State: s})
+	}
+	return out, nil
+}
+
 // portConfig maps a configfs port onto a PortConfig.
 func (t *Target) portConfig(p *configfs.Port, id uint16) (PortConfig, error) {
 	cfg := PortConfig{ID: id, Name: p.ID, InlineDataSize: p.EffectiveInlineDataSize()}
@@ -583,12 +596,8 @@ func (t *Target) portConfig(p *configfs.Port, id uint16) (PortConfig, error) {
 	default:
 		cfg.TREQ = fabrics.TREQDisableSQFlow
 	}
-	for _, g := range p.ANAGroups {
-		s, ok := anaStateNames[g.State]
-		if !ok {
-			return cfg, fmt.Errorf("target: port %s: ANA group %d: state %q: %w", p.ID, g.GrpID, g.State, ErrInvalid)
-		}
-		cfg.ANAGroups = append(cfg.ANAGroups, ANAGroupState{GrpID: g.GrpID, State: s})
+	if cfg.ANAGroups, err = anaGroupStates(p); err != nil {
+		return cfg, err
 	}
 	t.mu.RLock()
 	for _, nqn := range p.Subsystems {

@@ -154,12 +154,13 @@ func (c *controller) identifyNamespace(r *fabrics.Request, nsid uint32) nvme.Err
 	id.SetNSZE(n)
 	id.SetNCAP(n)
 	// A group the port cannot reach reports no blocks in use (Linux).
-	switch c.port.ana.Load().state(ns.anagrp.Load()) {
+	grp := ns.anagrp.Load()
+	switch c.port.ana.Load().state(grp) {
 	case nvme.ANAInaccessible, nvme.ANAPersistentLoss:
 	default:
 		id.SetNUSE(n)
 	}
-	id.SetANAGRPID(ns.anagrp.Load())
+	id.SetANAGRPID(grp)
 	dlfeat := uint8(1 << 3) // Write Zeroes may deallocate
 	if ns.readsZeroes {
 		dlfeat |= 1 // deallocated blocks read as zeroes

@@ -103,13 +103,9 @@ func (t *Target) applyInPlace(c inPlace) error {
 func (t *Target) revalidateNamespace(nqn string, nsid uint32) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, err := t.subsystemLocked(nqn)
+	s, ns, err := t.namespaceLocked(nqn, nsid)
 	if err != nil {
 		return err
-	}
-	ns := s.table().byID[nsid]
-	if ns == nil {
-		return fmt.Errorf("target: subsystem %s namespace %d: %w", nqn, nsid, ErrNotFound)
 	}
 	before := ns.nblocks.Load()
 	ns.revalidate()

@@ -519,13 +519,9 @@ func (t *Target) SetNamespaceEnabled(subsysNQN string, nsid uint32, enabled bool
 func (t *Target) NamespaceChanged(subsysNQN string, nsid uint32) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s, err := t.subsystemLocked(subsysNQN)
+	s, ns, err := t.namespaceLocked(subsysNQN, nsid)
 	if err != nil {
 		return err
-	}
-	ns := s.table().byID[nsid]
-	if ns == nil {
-		return fmt.Errorf("target: subsystem %s namespace %d: %w", subsysNQN, nsid, ErrNotFound)
 	}
 	ns.revalidate()
 	s.nsChangedLocked(nsid)
@@ -611,20 +607,11 @@ func (t *Target) UpdatePort(cfg PortConfig) error {
 	}
 	changed := p.cfg.Address != cfg.Address || p.cfg.TREQ != cfg.TREQ || !slices.Equal(p.cfg.Subsystems, cfg.Subsystems)
 	ana, _ := newANAStates(cfg.ANAGroups) // normalize checked them
-	anaChanged := *ana != *p.ana.Load()
 	p.cfg = cfg
 	if changed {
 		t.portChangedLocked(p)
 	}
-	if anaChanged {
-		p.ana.Store(ana)
-		t.anaChanged.Add(1)
-		for _, c := range p.controllersLocked() {
-			if !c.subsys.disc {
-				c.anaChanged()
-			}
-		}
-	}
+	t.setPortANALocked(p, ana)
 	t.mu.Unlock()
 	for _, c := range drop {
 		c.shutdown("subsystem no longer exported by the port")
@@ -768,6 +755,20 @@ func (t *Target) Close() error {
 }
 
 // subsystemLocked finds an NVM subsystem; t.mu must be held.
+// namespaceLocked returns namespace nsid of subsystem nqn, enabled or
+// not, and the subsystem (t.mu held).
+func (t *Target) namespaceLocked(nqn string, nsid uint32) (*Subsystem, *namespace, error) {
+	s, err := t.subsystemLocked(nqn)
+	if err != nil {
+		return nil, nil, err
+	}
+	ns := s.table().byID[nsid]
+	if ns == nil {
+		return nil, nil, fmt.Errorf("target: subsystem %s namespace %d: %w", nqn, nsid, ErrNotFound)
+	}
+	return s, ns, nil
+}
+
 func (t *Target) subsystemLocked(nqn string) (*Subsystem, error) {
 	s, ok := t.subsys[nqn]
 	if !ok {
