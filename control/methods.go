@@ -366,11 +366,8 @@ func (s *Service) portANAState(q *ANAStateParams) (any, *Error) {
 	if q.GrpID == 0 || q.GrpID > configfs.MaxANAGroups {
 		return nil, invalidParams("grpid %d: ANA groups are 1 to %d", q.GrpID, configfs.MaxANAGroups)
 	}
-	switch q.State {
-	case configfs.ANAOptimized, configfs.ANANonOptimized, configfs.ANAInaccessible, configfs.ANAPersistentLoss, configfs.ANAChange:
-	default:
-		return nil, invalidParams("state %q: want %s, %s, %s, %s or %s", q.State, configfs.ANAOptimized, configfs.ANANonOptimized,
-			configfs.ANAInaccessible, configfs.ANAPersistentLoss, configfs.ANAChange)
+	if !slices.Contains(configfs.ANAStates, q.State) {
+		return nil, invalidParams("state %q: want one of %s", q.State, strings.Join(configfs.ANAStates, ", "))
 	}
 	return s.then(func(t *configfs.Tree) error {
 		p, err := findPort(t, q.ID)

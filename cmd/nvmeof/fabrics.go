@@ -382,8 +382,13 @@ func disconnectRequest(c *cli.Context, e session.Entry, req session.Request) (*s
 // findPath returns the daemon holding the path named name (nvmeof0,
 // nvmeof0c1, ...; see session.PathState), if any.
 func findPath(c *cli.Context, runDir, name string) (session.Entry, *session.State, bool) {
-	name = strings.TrimPrefix(name, "/dev/")
 	live, _, _ := session.Scan(runDir)
+	return pathIn(c, live, name)
+}
+
+// pathIn is findPath among the daemons live.
+func pathIn(c *cli.Context, live []session.Entry, name string) (session.Entry, *session.State, bool) {
+	name = strings.TrimPrefix(name, "/dev/")
 	for _, e := range live {
 		st := liveState(c, e)
 		if st == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -60,17 +61,9 @@ func resolveDevice(c *cli.Context, runDir, dev string) (devTarget, error) {
 	}
 	// A path of a multipath daemon other than its first (nvmeof0c1):
 	// its own controller, as nvme-cli's commands on /dev/nvme1.
-	name := strings.TrimPrefix(dev, "/dev/")
-	for _, e := range live {
-		if e.Name == name {
-			break
-		}
-		if st := liveState(c, e); st != nil {
-			for _, p := range st.Paths {
-				if p.Name == name {
-					return devTarget{entry: e, state: st, path: name}, nil
-				}
-			}
+	if name := strings.TrimPrefix(dev, "/dev/"); !slices.ContainsFunc(live, func(e session.Entry) bool { return e.Name == name }) {
+		if e, st, ok := pathIn(c, live, name); ok {
+			return devTarget{entry: e, state: st, path: name}, nil
 		}
 	}
 	if name, nsid, ok := session.ParseDeviceName(dev); ok {
