@@ -137,14 +137,7 @@ func Diff(old, new *Tree) Changes {
 // anaEqual reports whether two ports give every ANA group the same
 // state: group 1 absent is group 1 optimized.
 func anaEqual(a, b *Port) bool {
-	for _, p := range [2]*Port{a, b} {
-		for _, g := range p.ANAGroups {
-			if a.ANAState(g.GrpID) != b.ANAState(g.GrpID) {
-				return false
-			}
-		}
-	}
-	return true
+	return slices.Equal(a.EffectiveANAGroups(), b.EffectiveANAGroups())
 }
 
 // equal compares two namespaces' configuration (not their source), with

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 
 	"github.com/hashicorp/hcl/v2"
@@ -587,11 +586,7 @@ func (t *Tree) NvmetcliJSON() ([]byte, error) {
 // nvmetcliANAGroups returns a port's ANA groups as `nvmetcli save` writes
 // them: in grpid order, with group 1, which every port has.
 func nvmetcliANAGroups(p *Port) []nvmetcliANAGroup {
-	gs := slices.Clone(p.ANAGroups)
-	if !slices.ContainsFunc(gs, func(g ANAGroup) bool { return g.GrpID == DefaultANAGroup }) {
-		gs = append(gs, ANAGroup{GrpID: DefaultANAGroup, State: ANAOptimized})
-	}
-	sortANAGroups(gs)
+	gs := p.EffectiveANAGroups()
 	out := make([]nvmetcliANAGroup, len(gs))
 	for i, g := range gs {
 		id := jsonInt(g.GrpID)

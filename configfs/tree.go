@@ -415,6 +415,18 @@ func (p *Port) ANAState(grpid uint32) string {
 	return ""
 }
 
+// EffectiveANAGroups returns the port's ANA groups as the port has them:
+// in grpid order, with DefaultANAGroup (optimized when ANAGroups leave it
+// out).
+func (p *Port) EffectiveANAGroups() []ANAGroup {
+	gs := slices.Clone(p.ANAGroups)
+	if !slices.ContainsFunc(gs, func(g ANAGroup) bool { return g.GrpID == DefaultANAGroup }) {
+		gs = append(gs, ANAGroup{GrpID: DefaultANAGroup, State: ANAOptimized})
+	}
+	sortANAGroups(gs)
+	return gs
+}
+
 // EffectiveANAGrpID is the namespace's ANA group: ANAGrpID, or
 // DefaultANAGroup when that is 0.
 func (ns *Namespace) EffectiveANAGrpID() uint32 {

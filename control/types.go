@@ -201,11 +201,9 @@ func portInfo(p *configfs.Port, portid uint16) Port {
 
 // anaGroups lists p's ANA group states, group 1 always.
 func anaGroups(p *configfs.Port) []ANAGroup {
-	out := []ANAGroup{{GrpID: configfs.DefaultANAGroup, State: p.ANAState(configfs.DefaultANAGroup)}}
-	for _, g := range p.ANAGroups {
-		if g.GrpID != configfs.DefaultANAGroup {
-			out = append(out, ANAGroup{GrpID: g.GrpID, State: g.State})
-		}
+	var out []ANAGroup
+	for _, g := range p.EffectiveANAGroups() {
+		out = append(out, ANAGroup{GrpID: g.GrpID, State: g.State})
 	}
 	return out
 }
