@@ -34,6 +34,18 @@ func (s ANAState) String() string {
 	return fmt.Sprintf("ANAState(0x%x)", uint8(s))
 }
 
+// ParseANAState returns the state String names ("optimized",
+// "non-optimized", "inaccessible", "persistent-loss", "change": Linux's
+// configfs ana_state values).
+func ParseANAState(s string) (ANAState, bool) {
+	for _, st := range []ANAState{ANAOptimized, ANANonOptimized, ANAInaccessible, ANAPersistentLoss, ANAChange} {
+		if st.String() == s {
+			return st, true
+		}
+	}
+	return 0, false
+}
+
 // ANALSPRGO is the Log Specific Parameter bit of Get Log Page (LID 0Ch)
 // asking for the group descriptors only: NNSIDS 0 and no NSID lists.
 const ANALSPRGO = 1 << 0

@@ -250,6 +250,9 @@ func TestANALog(t *testing.T) {
 		if s.String() != name {
 			t.Errorf("%d: %q", s, s.String())
 		}
+		if got, ok := nvme.ParseANAState(name); ok != (s != 5) || ok && got != s {
+			t.Errorf("ParseANAState(%q) = %v, %v", name, got, ok)
+		}
 	}
 }
 

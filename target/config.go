@@ -546,20 +546,11 @@ func onlyEnableDiffers(a, b *configfs.Namespace) bool {
 	return sameBackend(a, b) && a.Size == b.Size && a.Grow == b.Grow
 }
 
-// anaStateNames maps configfs ana_state values to states.
-var anaStateNames = map[string]nvme.ANAState{
-	configfs.ANAOptimized:      nvme.ANAOptimized,
-	configfs.ANANonOptimized:   nvme.ANANonOptimized,
-	configfs.ANAInaccessible:   nvme.ANAInaccessible,
-	configfs.ANAPersistentLoss: nvme.ANAPersistentLoss,
-	configfs.ANAChange:         nvme.ANAChange,
-}
-
 // anaGroupStates maps a configfs port's ANA groups.
 func anaGroupStates(p *configfs.Port) ([]ANAGroupState, error) {
 	var out []ANAGroupState
 	for _, g := range p.ANAGroups {
-		s, ok := anaStateNames[g.State]
+		s, ok := nvme.ParseANAState(g.State)
 		if !ok {
 			return nil, fmt.Errorf("target: port %s: ANA group %d: state %q: %w", p.ID, g.GrpID, g.State, ErrInvalid)
 		}
