@@ -17,6 +17,13 @@ import (
 // controller has no keep-alive timeout (Linux: KATO, else 120 s).
 const DefaultAuthTimeout = 120 * time.Second
 
+// DefaultAuthDeadline bounds the time a queue that must authenticate may
+// stay unauthenticated after its Connect (Options.AuthDeadline): a host
+// with the key authenticates at once (Linux nvmf_connect_admin_queue and
+// nvmf_connect_io_queue run the transaction right after the Connect), in
+// well under a second even with ffdhe8192 (docs/auth.md).
+const DefaultAuthDeadline = 10 * time.Second
+
 // Authentication Send/Receive parameter locations (error log).
 const (
 	locSPSP0 = 41
@@ -161,7 +168,7 @@ func (q *queue) connectAuthReqLocked(c *controller) uint16 {
 	}
 	a := &queueAuth{}
 	a.mu.Lock()
-	q.armAuthTimerLocked(a, c, c.authTimeoutLocked())
+	q.armAuthTimerLocked(a, c, min(c.authTimeoutLocked(), c.t.authDeadline()))
 	a.mu.Unlock()
 	q.auth.Store(a)
 	return fabrics.AuthReqATR // DW0 bit 17
@@ -184,6 +191,23 @@ func (q *queue) authBlocks(r *fabrics.Request) bool {
 	}
 	q.complete(r, dnr(fabrics.StatusAuthenticationRequired), locOpcode, 0)
 	return true
+}
+
+// authDeadline is how long a queue may stay unauthenticated after its
+// Connect.
+func (t *Target) authDeadline() time.Duration {
+	if d := t.opts.AuthDeadline; d > 0 {
+		return d
+	}
+	return DefaultAuthDeadline
+}
+
+// authOK reports whether the queue may act for its controller: it needs
+// no authentication or has authenticated. A queue that has not yet must
+// not affect the controller's other queues (issue 22).
+func (q *queue) authOK() bool {
+	a := q.auth.Load()
+	return a == nil || a.authenticated.Load()
 }
 
 // authTimeoutLocked is how long a transaction may take (c.mu held).
@@ -235,22 +259,25 @@ func (q *queue) authExpired(c *controller, a *queueAuth, gen uint64) {
 	a.gen++
 	ok := a.authenticated.Load()
 	a.mu.Unlock()
+	remote := q.tq.Remote().String()
 	if ok {
-		c.log.Warn("re-authentication timed out; transaction reset", "qid", q.qid)
+		c.log.Warn("re-authentication timed out; transaction reset", "qid", q.qid, "remote", remote)
 		return
 	}
 	c.subsys.stats.authFailed.Add(1)
-	c.log.Warn("authentication timed out; queue refused", "qid", q.qid, "timeout", c.authTimeout())
-	q.refuseAuth(c)
+	c.log.Warn("authentication timed out; queue refused", "qid", q.qid, "remote", remote)
+	q.refuseAuth(c, "authentication timed out")
 }
 
-// refuseAuth tears down a queue that did not authenticate in time: the
-// controller for the admin queue, the queue alone for an I/O queue. (A
-// failed transaction tears the controller down, as Linux
-// nvmet_ctrl_fatal_error.)
-func (q *queue) refuseAuth(c *controller) {
+// refuseAuth closes a queue whose authentication failed or did not end
+// in time: the controller with its admin queue, an I/O queue alone.
+// Linux nvmet_ctrl_fatal_error tears the whole controller down for a
+// failure on any queue; an I/O queue's peer may not be the host that
+// authenticated the admin queue, only one that knows its NQN and guessed
+// its controller ID (issue 22), and SPDK also closes the queue only.
+func (q *queue) refuseAuth(c *controller, reason string) {
 	if q.qid == 0 {
-		c.shutdown("authentication failed")
+		c.shutdown(reason)
 		return
 	}
 	c.ioQueueClosed(q)
@@ -311,15 +338,21 @@ func (c *controller) handleAuth(q *queue, r *fabrics.Request) {
 		clear(r.Data[n:])
 	}
 	ctl := a.ctl
-	failed := false
+	failed, lost := false, false
 	switch ctl.Outcome() {
 	case auth.Succeeded:
 		c.subsys.stats.authOK.Add(1)
 		a.stopTimerLocked()
 		a.ctl = nil
-		if !a.authenticated.Swap(true) || q.qid == 0 {
+		first := !a.authenticated.Swap(true)
+		if first && q.qid != 0 && !c.installIOQueue(q) {
+			// Another queue took the QID first: this one goes (the host
+			// connected it twice; a peer without the key never gets here).
+			failed, lost = true, true
+		} else if first || q.qid == 0 {
 			c.log.Info("queue authenticated", "qid", q.qid, "hash", ctl.Hash().String(),
-				"dhgroup", ctl.DHGroup().String(), "bidirectional", ctl.Bidirectional())
+				"dhgroup", ctl.DHGroup().String(), "bidirectional", ctl.Bidirectional(),
+				"remote", q.tq.Remote().String())
 		}
 	case auth.Failed:
 		c.subsys.stats.authFailed.Add(1)
@@ -332,20 +365,30 @@ func (c *controller) handleAuth(q *queue, r *fabrics.Request) {
 	}
 	a.mu.Unlock()
 	q.ok(r)
-	if failed {
+	if !failed {
+		return
+	}
+	remote := q.tq.Remote().String()
+	switch {
+	case lost:
+		c.log.Warn("queue authenticated after another took its QID; queue closed", "qid", q.qid, "remote", remote)
+	default:
 		var e *auth.Error
 		reason := "unknown"
 		if errors.As(ctl.Err(), &e) {
 			reason = e.Reason.String()
 		}
 		msg := "authentication failed; controller refused"
-		if e != nil && e.Remote { // the host's AUTH_Failure2: it refused the controller
-			msg = "authentication failed; the host refused the controller (wrong dhchap_ctrl_key?)"
+		if q.qid != 0 {
+			msg = "authentication failed; I/O queue closed, the controller's other queues stay"
 		}
-		c.log.Warn(msg, "qid", q.qid, "reason", reason, "err", ctl.Err())
-		// After the completion, as Disconnect: the host gets its answer.
-		go c.shutdown("authentication failed")
+		if e != nil && e.Remote { // the host's AUTH_Failure2: it refused the controller
+			msg += " (the host refused the controller: wrong dhchap_ctrl_key?)"
+		}
+		c.log.Warn(msg, "qid", q.qid, "remote", remote, "reason", reason, "err", ctl.Err())
 	}
+	// After the completion, as Disconnect: the host gets its answer.
+	go q.refuseAuth(c, "authentication failed")
 }
 
 // newAuthController starts a transaction with the host's configuration as
@@ -381,6 +424,7 @@ func (q *queue) authQueueClosed(c *controller) {
 	a.ctl = nil
 	a.mu.Unlock()
 	if !a.authenticated.Load() {
-		c.log.Warn("authentication failed: queue closed before the host authenticated (does it have a key?)", "qid", q.qid)
+		c.log.Warn("authentication failed: queue closed before the host authenticated (does it have a key?)",
+			"qid", q.qid, "remote", q.tq.Remote().String())
 	}
 }

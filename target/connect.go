@@ -73,7 +73,7 @@ func (q *queue) lookupSubsystemLocked(nqn string) *Subsystem {
 
 func (q *queue) connectAdmin(r *fabrics.Request, cmd fabrics.ConnectCommand, d fabrics.ConnectData) {
 	subnqn, hostnqn := d.SubNQN(), d.HostNQN()
-	log := q.log.With("subsys", subnqn, "host", hostnqn)
+	log := q.log.With("subsys", subnqn, "host", hostnqn, "remote", q.tq.Remote().String())
 	if d.CntlID() != fabrics.CntlIDDynamic {
 		log.Warn("admin Connect for a static controller ID", "cntlid", d.CntlID())
 		q.connectInvalid(r, fabrics.InvalidParam{InData: true, Offset: fabrics.ConnectDataOffCntlID})
@@ -102,12 +102,11 @@ func (q *queue) connectAdmin(r *fabrics.Request, cmd fabrics.ConnectCommand, d f
 		q.connectInvalid(r, fabrics.InvalidParam{Offset: fabrics.ConnectOffSQSize})
 		return
 	}
-	if n := len(s.ctrls); s.cfg.MaxControllers > 0 && n >= s.cfg.MaxControllers {
+	if status, dw0, why, kv := s.admitLocked(hostnqn, d.HostID()); !status.Status.Success() {
 		t.mu.Unlock()
-		// Linux has no such limit; its answer to a full controller ID
-		// range (nvmet_alloc_ctrl) is the one that fits.
-		log.Warn("Connect refused: the subsystem has its most controllers", "max_controllers", s.cfg.MaxControllers)
-		q.complete(r, dnr(fabrics.StatusConnectControllerBusy), noLoc, 0)
+		log.Warn(why, kv...)
+		nvme.CQE(r.CQE[:]).SetDW0(dw0)
+		q.complete(r, status, noLoc, 0)
 		return
 	}
 	cntlid, ok := s.allocCntlIDLocked()
@@ -194,7 +193,7 @@ func (c *controller) kind() string {
 
 func (q *queue) connectIO(r *fabrics.Request, cmd fabrics.ConnectCommand, d fabrics.ConnectData) {
 	subnqn, hostnqn, cntlid, qid := d.SubNQN(), d.HostNQN(), d.CntlID(), cmd.QID()
-	log := q.log.With("subsys", subnqn, "host", hostnqn, "cntlid", cntlid, "qid", qid)
+	log := q.log.With("subsys", subnqn, "host", hostnqn, "cntlid", cntlid, "qid", qid, "remote", q.tq.Remote().String())
 	t := q.t
 	t.mu.RLock()
 	s := q.lookupSubsystemLocked(subnqn)
@@ -239,6 +238,14 @@ func (q *queue) connectIO(r *fabrics.Request, cmd fabrics.ConnectCommand, d fabr
 		log.Warn("I/O queue already connected")
 		q.complete(r, dnr(nvme.StatusCommandSequenceError), locQID, 0)
 		return
+	case c.needAuth && len(c.pending) >= 2*int(c.grantedIOQueuesLocked()):
+		// Each host queue waits for its own transaction (twice the
+		// granted queues leaves the host room next to a peer without the
+		// key; AuthDeadline frees them).
+		c.mu.Unlock()
+		log.Warn("I/O Connect refused: too many queues waiting to authenticate", "pending", 2*int(c.grantedIOQueuesLocked()))
+		q.complete(r, st(fabrics.StatusConnectControllerBusy), noLoc, 0)
+		return
 	case sqsize > c.mqes:
 		c.mu.Unlock()
 		log.Warn("I/O Connect larger than MQES", "sqsize", sqsize, "mqes", c.mqes)
@@ -249,8 +256,12 @@ func (q *queue) connectIO(r *fabrics.Request, cmd fabrics.ConnectCommand, d fabr
 		q.size = uint32(sqsize) + 1
 		q.sqhdOff = cmd.CAttr()&connectAttrDisableSQFlow != 0
 		q.preallocate(q.tq.Depth())
-		c.queues[qid] = q
 		authreq = q.connectAuthReqLocked(c)
+		if authreq != 0 {
+			c.addPendingLocked(q) // its QID once it authenticates
+		} else {
+			c.queues[qid] = q
+		}
 		q.ctrl.Store(c)
 	}
 	c.mu.Unlock()

@@ -67,17 +67,21 @@ type controller struct {
 	traffic   atomic.Bool // a command since the keep-alive timer was armed (TBKAS)
 	vwc       atomic.Bool // volatile write cache enabled (Set Features 06h)
 
-	mu       sync.Mutex
-	dead     bool
-	cc       fabrics.CC
-	csts     fabrics.CSTS
-	kato     time.Duration // 0: keep-alive off
-	kaTimer  *time.Timer
-	kaLast   time.Time
-	queues   []*queue // by QID
-	grantedQ uint16   // I/O queues granted by Set Features 07h (0: not set)
-	aen      uint32   // Asynchronous Event Configuration
-	aenMask  uint32   // event kinds sent and not yet cleared by a log read
+	mu      sync.Mutex
+	dead    bool
+	cc      fabrics.CC
+	csts    fabrics.CSTS
+	kato    time.Duration // 0: keep-alive off
+	kaTimer *time.Timer
+	kaLast  time.Time
+	queues  []*queue // by QID: the admin queue, and I/O queues that need no authentication or have authenticated
+	// pending holds the I/O queues connected but not yet authenticated:
+	// they hold no QID, so a peer without the key that connects one
+	// keeps the host from nothing (installIOQueue).
+	pending  map[*queue]struct{}
+	grantedQ uint16 // I/O queues granted by Set Features 07h (0: not set)
+	aen      uint32 // Asynchronous Event Configuration
+	aenMask  uint32 // event kinds sent and not yet cleared by a log read
 	aers     []pendingAER
 	events   []uint32
 	changed  []uint32 // Changed Namespace List; nil with changedOverflow
@@ -199,6 +203,10 @@ func (c *controller) shutdown(reason string) {
 			qs = append(qs, q)
 		}
 	}
+	for q := range c.pending {
+		qs = append(qs, q)
+	}
+	c.pending = nil
 	aers := c.aers
 	c.aers = nil
 	c.mu.Unlock()
@@ -236,17 +244,59 @@ func (c *controller) fatal(reason string) {
 	c.shutdown(reason)
 }
 
-// ioQueueClosed forgets an I/O queue the transport closed.
-func (c *controller) ioQueueClosed(q *queue) {
+// ioQueueClosed forgets an I/O queue the transport closed. It reports
+// whether the queue held its QID (it was not waiting to authenticate).
+func (c *controller) ioQueueClosed(q *queue) bool {
 	c.mu.Lock()
-	if int(q.qid) < len(c.queues) && c.queues[q.qid] == q {
+	held := int(q.qid) < len(c.queues) && c.queues[q.qid] == q
+	if held {
 		c.queues[q.qid] = nil
 	}
+	delete(c.pending, q)
 	c.mu.Unlock()
-	c.log.Debug("I/O queue closed", "qid", q.qid)
+	c.log.Debug("I/O queue closed", "qid", q.qid, "held_qid", held)
+	return held
 }
 
-// ioQueuesLocked returns the connected I/O queues and forgets them.
+// addPendingLocked records an I/O queue that must authenticate before it
+// takes its QID (c.mu held).
+func (c *controller) addPendingLocked(q *queue) {
+	if c.pending == nil {
+		c.pending = map[*queue]struct{}{}
+	}
+	c.pending[q] = struct{}{}
+}
+
+// installIOQueue gives a pending I/O queue that has just authenticated
+// its QID. It fails when the controller is gone or another queue holds
+// the QID; the other pending queues of the QID are then closed: their
+// peers never authenticated for it.
+func (c *controller) installIOQueue(q *queue) bool {
+	c.mu.Lock()
+	if _, ok := c.pending[q]; !ok || c.dead || c.queues[q.qid] != nil {
+		c.mu.Unlock()
+		return false
+	}
+	delete(c.pending, q)
+	c.queues[q.qid] = q
+	var rivals []*queue
+	for p := range c.pending {
+		if p.qid == q.qid {
+			rivals = append(rivals, p)
+			delete(c.pending, p)
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range rivals {
+		c.log.Warn("unauthenticated I/O queue closed: the host authenticated its QID on another queue",
+			"qid", p.qid, "remote", p.tq.Remote().String())
+		p.tq.Close()
+	}
+	return true
+}
+
+// takeIOQueuesLocked returns the connected I/O queues, pending ones
+// included, and forgets them.
 func (c *controller) takeIOQueuesLocked() []*queue {
 	var qs []*queue
 	for i := 1; i < len(c.queues); i++ {
@@ -255,6 +305,10 @@ func (c *controller) takeIOQueuesLocked() []*queue {
 			c.queues[i] = nil
 		}
 	}
+	for q := range c.pending {
+		qs = append(qs, q)
+	}
+	c.pending = nil
 	return qs
 }
 

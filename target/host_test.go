@@ -229,7 +229,13 @@ func connectSQE(qid, sqsize uint16, kato uint32, cattr uint8, subnqn, hostnqn st
 	c.SetKATO(kato)
 	c.SetCAttr(cattr)
 	d := fabrics.NewConnectData()
-	d.SetHostID(testHostID)
+	// A Host ID is bound to one host NQN in a subsystem (admission.go):
+	// hosts other than testHostNQN have their NQN's UUID.
+	id := testHostID
+	if u, ok := fabrics.UUIDFromNQN(hostnqn); ok && hostnqn != testHostNQN {
+		id = u
+	}
+	d.SetHostID(id)
 	d.SetCntlID(cntlid)
 	_ = d.SetSubNQN(subnqn)
 	_ = d.SetHostNQN(hostnqn)

@@ -96,7 +96,10 @@ func (q *queue) HandleCommand(r *fabrics.Request) {
 		q.handleUnconnected(r)
 		return
 	}
-	c.touch()
+	if q.authOK() {
+		// Only a queue that may act for the controller keeps it alive.
+		c.touch()
+	}
 	if nvme.SQE(r.SQE[:]).Fuse() != nvme.FuseNone {
 		// No fused operations (Linux nvmet_req_init).
 		q.complete(r, dnr(nvme.StatusInvalidField), locFlags, 0)
@@ -137,13 +140,14 @@ func (q *queue) QueueClosed(err error) {
 		c.shutdown("admin queue closed")
 		return
 	}
-	c.ioQueueClosed(q)
-	if err != nil && !errors.Is(err, fabrics.ErrQueueClosed) {
+	held := c.ioQueueClosed(q)
+	if err != nil && !errors.Is(err, fabrics.ErrQueueClosed) && held {
 		// The transport lost the queue (a host gone, the RC retries
 		// exhausted): as Linux nvmet_rdma_error_comp, a fatal error of
 		// the controller, which goes with its other queues. Otherwise a
 		// host without keep-alive (KATO 0) that vanished would leave its
-		// controller and admin queue behind for good.
+		// controller and admin queue behind for good. Not for a queue
+		// that never authenticated: its peer may not be the host.
 		c.fatal(fmt.Sprintf("I/O queue %d lost: %v", q.qid, err))
 	}
 }
@@ -175,8 +179,12 @@ func (q *queue) complete(r *fabrics.Request, s nvme.Error, loc uint16, lba uint6
 		cqe.SetDNR(s.DNR)
 		if c := q.ctrl.Load(); c != nil {
 			c.subsys.stats.status[s.Status&0x7ff].Add(1)
-			c.logError(q.qid, r, cqe.StatusRaw(), loc, lba)
-			cqe.SetMore(true)
+			if q.qid == 0 || q.authOK() {
+				// An I/O queue not yet authenticated may be a peer
+				// without the key: it does not write the host's log.
+				c.logError(q.qid, r, cqe.StatusRaw(), loc, lba)
+				cqe.SetMore(true)
+			}
 		}
 	}
 	if q.trace {

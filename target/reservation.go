@@ -32,6 +32,7 @@ const resvLogSlots = 64
 type registrant struct {
 	host [16]byte
 	key  uint64
+	nqn  string // the host NQN that registered: the Host ID is bound to it (admission.go)
 }
 
 // resvView is an immutable snapshot of a held reservation, read without
@@ -213,8 +214,19 @@ func (p *reservations) unregisterKeyLocked(key uint64, self [16]byte, skipSelf b
 	return ev, found
 }
 
-// register runs Reservation Register for host.
-func (p *reservations) register(host [16]byte, cmd nvme.ReservationCommand, d nvme.ReservationData) (nvme.Error, uint16, []resvEvent) {
+// ownerOf returns the NQN a registrant with Host ID host registered with,
+// when it is not nqn (admission.go).
+func (p *reservations) ownerOf(host [16]byte, nqn string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i := p.find(host); i >= 0 && p.regs[i].nqn != "" && p.regs[i].nqn != nqn {
+		return p.regs[i].nqn, true
+	}
+	return "", false
+}
+
+// register runs Reservation Register for host, whose NQN is nqn.
+func (p *reservations) register(host [16]byte, nqn string, cmd nvme.ReservationCommand, d nvme.ReservationData) (nvme.Error, uint16, []resvEvent) {
 	cptpl := cmd.CPTPL()
 	if cptpl == 1 || cptpl == nvme.CPTPLSet && p.file == "" { // 01b reserved; 11b needs a file
 		return dnr(nvme.StatusInvalidField), locCDW10, nil
@@ -231,8 +243,11 @@ func (p *reservations) register(host [16]byte, cmd nvme.ReservationCommand, d nv
 			if p.regs[i].key != d.NRKEY() {
 				return dnr(nvme.StatusReservationConflict), noLoc, nil
 			}
+			if p.regs[i].nqn == "" {
+				p.regs[i].nqn = nqn // restored from a file that did not keep it
+			}
 		} else {
-			p.regs = append(p.regs, registrant{host: host, key: d.NRKEY()})
+			p.regs = append(p.regs, registrant{host: host, key: d.NRKEY(), nqn: nqn})
 		}
 	case nvme.ResvUnregister:
 		if i < 0 || !cmd.IEKEY() && p.regs[i].key != d.CRKEY() {
@@ -436,7 +451,7 @@ func (c *controller) reservationCommand(q *queue, r *fabrics.Request, ns *namesp
 	)
 	switch op {
 	case nvme.IOReservationRegister:
-		s, loc, ev = p.register(c.hostID, cmd, d)
+		s, loc, ev = p.register(c.hostID, c.hostNQN, cmd, d)
 	case nvme.IOReservationAcquire:
 		s, loc, ev = p.acquire(c.hostID, cmd, d)
 	default:

@@ -36,6 +36,9 @@ type resvFile struct {
 type resvFileEntry struct {
 	HostID string `json:"hostid"`
 	Key    uint64 `json:"rkey"`
+	// HostNQN is the NQN the Host ID is bound to (admission.go); files
+	// written before it was kept have none, which binds nothing.
+	HostNQN string `json:"hostnqn,omitempty"`
 }
 
 // resvSnapshot is the state to write, numbered so that a slower writer
@@ -73,7 +76,7 @@ func (p *reservations) loadFile() error {
 		if err != nil {
 			return fmt.Errorf("reservation file %s: registrant %q: %w", p.file, e.HostID, err)
 		}
-		p.regs = append(p.regs, registrant{host: id, key: e.Key})
+		p.regs = append(p.regs, registrant{host: id, key: e.Key, nqn: e.HostNQN})
 	}
 	if f.Type != 0 {
 		rt := nvme.ReservationType(f.Type)
@@ -96,7 +99,7 @@ func (p *reservations) snapshotLocked() *resvSnapshot {
 	f := resvFile{Version: resvFileVersion, PTPL: p.ptpl, Generation: p.gen}
 	if p.ptpl {
 		for _, r := range p.regs {
-			f.Registrants = append(f.Registrants, resvFileEntry{HostID: fabrics.FormatUUID(r.host), Key: r.key})
+			f.Registrants = append(f.Registrants, resvFileEntry{HostID: fabrics.FormatUUID(r.host), Key: r.key, HostNQN: r.nqn})
 		}
 		if p.held {
 			f.Type, f.Holder = uint8(p.rtype), fabrics.FormatUUID(p.holder)

@@ -165,7 +165,7 @@ func TestReservationAccessMatrix(t *testing.T) {
 		t.Run(tt.rtype.String(), func(t *testing.T) {
 			p := &reservations{}
 			for _, h := range [][16]byte{holder, reg} {
-				if s, _, _ := p.register(h, regCmd(nvme.ResvRegister, false, 0), resvData(0, 7)); !s.Status.Success() {
+				if s, _, _ := p.register(h, "", regCmd(nvme.ResvRegister, false, 0), resvData(0, 7)); !s.Status.Success() {
 					t.Fatalf("register: %v", s.Status)
 				}
 			}
@@ -256,7 +256,7 @@ func TestReservationRegister(t *testing.T) {
 		{"replace unregistered", nvme.ResvReplace, true, 0, 0, 1, nvme.StatusReservationConflict, 6, 0},
 	}
 	for _, s := range steps {
-		got, _, _ := p.register(hostA, regCmd(s.act, s.iekey, s.cptpl), resvData(s.crkey, s.new))
+		got, _, _ := p.register(hostA, "", regCmd(s.act, s.iekey, s.cptpl), resvData(s.crkey, s.new))
 		if got.Status != s.want {
 			t.Fatalf("%s: status %v, want %v", s.name, got.Status, s.want)
 		}
@@ -277,7 +277,7 @@ func TestReservationPreempt(t *testing.T) {
 	setup := func(t *testing.T, rtype nvme.ReservationType) *reservations {
 		p := &reservations{}
 		for i, h := range [][16]byte{hostA, hostB, hostC} {
-			if s, _, _ := p.register(h, regCmd(nvme.ResvRegister, false, 0), resvData(0, uint64(i+1))); !s.Status.Success() {
+			if s, _, _ := p.register(h, "", regCmd(nvme.ResvRegister, false, 0), resvData(0, uint64(i+1))); !s.Status.Success() {
 				t.Fatal(s.Status)
 			}
 		}
@@ -356,10 +356,10 @@ func TestReservationHolderUnregisters(t *testing.T) {
 		{nvme.ResvExclusiveAccessAllRegs, true, false},
 	} {
 		p := &reservations{}
-		p.register(hostA, regCmd(nvme.ResvRegister, false, 0), resvData(0, 1))
-		p.register(hostB, regCmd(nvme.ResvRegister, false, 0), resvData(0, 2))
+		p.register(hostA, "", regCmd(nvme.ResvRegister, false, 0), resvData(0, 1))
+		p.register(hostB, "", regCmd(nvme.ResvRegister, false, 0), resvData(0, 2))
 		p.acquire(hostA, acqCmd(nvme.ResvAcquire, tt.rtype), resvData(1, 0))
-		_, _, ev := p.register(hostA, regCmd(nvme.ResvUnregister, false, 0), resvData(1, 0))
+		_, _, ev := p.register(hostA, "", regCmd(nvme.ResvUnregister, false, 0), resvData(1, 0))
 		st := p.status()
 		if (st.Type != 0) != tt.held || (len(ev) == 1) != tt.released {
 			t.Errorf("%v: after unregister %+v events %+v, want held %v released %v", tt.rtype, st, ev, tt.held, tt.released)

@@ -31,6 +31,14 @@ const (
 	// (Linux NVME_CNTLID_MIN, NVME_CNTLID_MAX).
 	DefaultCntlIDMin = 1
 	DefaultCntlIDMax = 0xffef
+	// DefaultMaxControllers bounds a subsystem's controllers when its
+	// configuration sets no bound (Linux and SPDK have none but the
+	// controller ID range; docs/target-limits.md).
+	DefaultMaxControllers = 1024
+	// DefaultMaxControllersPerHost bounds the controllers one host NQN
+	// has at once in one subsystem (the discovery subsystem included):
+	// a host has one per path, and a few more while it reconnects.
+	DefaultMaxControllersPerHost = 16
 	// DefaultModel is the model number of subsystems that set none.
 	DefaultModel = "nvmeof"
 	// DefaultFirmwareRevision is the firmware revision reported when the
@@ -67,6 +75,13 @@ type Options struct {
 	// authenticated by then is refused. 0 means the controller's KATO, or
 	// DefaultAuthTimeout without one (Linux).
 	AuthTimeout time.Duration
+	// AuthDeadline bounds the time from a queue's Connect to the end of
+	// its first authentication, when it must authenticate: a queue still
+	// unauthenticated then is closed (an admin queue with its
+	// controller), so that a peer without the key holds nothing for
+	// long. The shorter of it and AuthTimeout applies. 0 means
+	// DefaultAuthDeadline.
+	AuthDeadline time.Duration
 	// HealthPollInterval is how often backends with health data are read
 	// for SMART / Health critical-warning events while a controller has
 	// them enabled (healthaen.go); 0 means DefaultHealthPollInterval, a
@@ -176,9 +191,13 @@ type SubsystemConfig struct {
 	MaxIOQueues int
 	// MaxControllers bounds the controllers the subsystem has at once;
 	// an admin Connect beyond it fails with Connect Controller Busy, as
-	// one beyond the controller ID range does. 0 means no bound but the
-	// range.
+	// one beyond the controller ID range does. 0 means
+	// DefaultMaxControllers.
 	MaxControllers int
+	// MaxControllersPerHost bounds the controllers one host NQN has at
+	// once in the subsystem (Connect Controller Busy beyond it). 0 means
+	// DefaultMaxControllersPerHost.
+	MaxControllersPerHost int
 }
 
 // NamespaceConfig describes a namespace of a subsystem.
@@ -304,6 +323,9 @@ func (c *SubsystemConfig) normalize() error {
 	}
 	if c.MaxControllers < 0 {
 		return fmt.Errorf("subsystem %s: %d controllers: %w", c.NQN, c.MaxControllers, ErrInvalid)
+	}
+	if c.MaxControllersPerHost < 0 {
+		return fmt.Errorf("subsystem %s: %d controllers per host: %w", c.NQN, c.MaxControllersPerHost, ErrInvalid)
 	}
 	for _, h := range c.AllowedHosts {
 		if err := validHostNQN(h); err != nil {
