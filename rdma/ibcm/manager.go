@@ -374,6 +374,9 @@ func (m *Manager) Listen(port uint16) (rdma.Listener, error) {
 	if m.listeners[port] != nil {
 		return nil, fmt.Errorf("ibcm: listen on port %d: %w", port, rdma.ErrBusy)
 	}
+	if m.opts.LocalIDPrefix != 0 {
+		return nil, fmt.Errorf("ibcm: listen on port %d: a shared device only initiates connections: %w", port, rdma.ErrInvalidArgument)
+	}
 	l := &listener{m: m, port: port, ready: make(chan struct{}, 1), closedCh: make(chan struct{})}
 	m.listeners[port] = l
 	m.log.Debug("listening", "port", port, "service_id", fmt.Sprintf("%#016x", wire.ServiceID(port)))
@@ -440,6 +443,9 @@ func (m *Manager) Destroy() error {
 func (m *Manager) newLocalID() uint32 {
 	for {
 		id := rand.Uint32()
+		if p := m.opts.LocalIDPrefix; p != 0 {
+			id = uint32(p)<<24 | id&0xffffff
+		}
 		if id != 0 && m.byLocalID[id] == nil {
 			return id
 		}

@@ -73,6 +73,13 @@ type Options struct {
 	// ib_cm's cm_req_handler builds the AV from the REQ's path. 0: the
 	// default, TOS 0.
 	TrafficClass uint8
+	// LocalIDPrefix, if not 0, is the top byte of every local
+	// communication ID, which peers echo as the remote communication ID
+	// of their REP, REJ, MRA, DREQ and DREP: a shared soft device's slot
+	// (rdma/soft), by which those MADs are steered to it. A manager with
+	// a prefix only initiates connections: Listen fails, since a REQ
+	// carries no ID of ours to steer by.
+	LocalIDPrefix uint8
 }
 
 func (o Options) withDefaults() Options {

@@ -108,6 +108,20 @@ type Config struct {
 	// (QPAttr.AH.TrafficClass, a UD work request's AH) decides what its
 	// datagrams carry (tos.go).
 	TrafficClass uint8
+	// Share opens the device as one of several soft devices, in this
+	// process or others, that hold the same address and UDP port, each
+	// receiving the packets of its own QPs (share_linux.go): as rdma_rxe
+	// is one device for every QP of a netdev, so every connection of a
+	// host can use its one address. A shared device only initiates
+	// connections (its connection manager cannot listen). It needs
+	// CAP_BPF and CAP_NET_ADMIN (root) to load its steering program,
+	// except in raw mode; ErrShareUnsupported says it could not.
+	// A device opened without Share cannot join shared ones, nor they
+	// it (EADDRINUSE either way). UDPPort -1 cannot be shared.
+	Share bool
+	// ShareDir is where shared devices keep their lock and map files
+	// (default DefaultShareDir).
+	ShareDir string
 }
 
 // DefaultMinRNRTimer is the default Config.MinRNRTimer (RNR timer code 14).
@@ -191,6 +205,8 @@ func Open(cfg Config) (*Device, error) {
 		return nil, fmt.Errorf("soft: address %v: need a unicast address: %w", a, rdma.ErrInvalidArgument)
 	case cfg.UDPPort < -1 || cfg.UDPPort > 0xffff || cfg.PeerUDPPort < 0 || cfg.PeerUDPPort > 0xffff:
 		return nil, fmt.Errorf("soft: UDP ports %d and %d: %w", cfg.UDPPort, cfg.PeerUDPPort, rdma.ErrInvalidArgument)
+	case cfg.Share && cfg.UDPPort == -1:
+		return nil, fmt.Errorf("soft: a shared device needs a known UDP port: %w", rdma.ErrInvalidArgument)
 	}
 	// QP numbers start at a random point so that stray packets of an
 	// earlier device on the same address rarely find a QP.
@@ -256,7 +272,23 @@ func Open(cfg Config) (*Device, error) {
 	}
 	d.SetFaults(cfg.SendFaults, cfg.RecvFaults)
 	d.txPool.New = func() any { return newTxBatch(d) }
-	s, err := openSockets(cfg.Addr, bind, d.cfg.RecvBuffer, !d.cfg.DisableGSO, d.cfg.RecvQueues)
+	var share *shareGroup
+	if cfg.Share {
+		g, err := joinShare(cfg.ShareDir, cfg.Addr, bind)
+		if err != nil {
+			return nil, err
+		}
+		share = g
+		d.nextQPN = g.qpnBase() | (firstQPN + rand.Uint32N(1<<shareQPNBits-firstQPN))
+	}
+	s, err := openSockets(cfg.Addr, bind, d.cfg.RecvBuffer, !d.cfg.DisableGSO, d.cfg.RecvQueues, share)
+	if share != nil {
+		if err != nil {
+			share.leave()
+		} else {
+			share.joined()
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +310,11 @@ func Open(cfg Config) (*Device, error) {
 // differ.
 func (d *Device) mrSeed() [4]byte {
 	if !d.v6 {
-		return d.addr4
+		s := d.addr4
+		if g := d.socks.share; g != nil {
+			s[1] ^= g.slot // shared devices of one address differ
+		}
+		return s
 	}
 	var s [4]byte
 	for i, b := range d.addr16 {
@@ -286,6 +322,9 @@ func (d *Device) mrSeed() [4]byte {
 	}
 	s[2] ^= byte(d.port >> 8)
 	s[3] ^= byte(d.port)
+	if g := d.socks.share; g != nil {
+		s[1] ^= g.slot
+	}
 	return s
 }
 
@@ -370,7 +409,11 @@ func (d *Device) Attr() rdma.DeviceAttr {
 // destroyed by Close. The QPs it connects get Config.MinRNRTimer.
 func (d *Device) ConnManager() (rdma.ConnManager, error) {
 	d.cmOnce.Do(func() {
-		m, err := ibcm.New(d, ibcm.Options{Logger: d.cfg.Logger, MinRNRTimer: rnrTimerCode(d.cfg.MinRNRTimer), TrafficClass: d.cfg.TrafficClass})
+		opts := ibcm.Options{Logger: d.cfg.Logger, MinRNRTimer: rnrTimerCode(d.cfg.MinRNRTimer), TrafficClass: d.cfg.TrafficClass}
+		if g := d.socks.share; g != nil {
+			opts.LocalIDPrefix = g.slot
+		}
+		m, err := ibcm.New(d, opts)
 		if err != nil {
 			d.cmErr = fmt.Errorf("soft: %s: connection manager: %w", d.name, err)
 			return
@@ -446,7 +489,13 @@ func (d *Device) Close() error {
 		qps = append(qps, q)
 	}
 	d.mu.Unlock()
-	d.socks.close()
+	if g := d.socks.share; g != nil {
+		g.beginLeave()
+		d.socks.close()
+		g.leave()
+	} else {
+		d.socks.close()
+	}
 	d.rxDone.Wait()
 	for _, q := range qps {
 		q.mu.Lock()
@@ -499,11 +548,21 @@ func (d *Device) registerQP(q *qp) error {
 		d.qps[1] = q
 		return nil
 	}
+	lo, hi := uint32(firstQPN), uint32(wire.QPNMask)
+	if g := d.socks.share; g != nil {
+		lo, hi = g.qpnBase()|firstQPN, g.qpnBase()|(1<<shareQPNBits-1)
+		if len(d.qps)*shareKeys > int(hi-lo)*len(d.socks.recv) {
+			return fmt.Errorf("soft: %s: every QP number of a shared device is in use: %w", d.name, rdma.ErrBusy)
+		}
+	}
 	for {
 		n := d.nextQPN
-		d.nextQPN = (d.nextQPN + 1) & wire.QPNMask
-		if d.nextQPN < firstQPN {
-			d.nextQPN = firstQPN
+		d.nextQPN++
+		if d.nextQPN > hi || d.nextQPN < lo {
+			d.nextQPN = lo
+		}
+		if d.socks.share != nil && !shareQPNOK(n, len(d.socks.recv)) {
+			continue
 		}
 		if d.qps[n] == nil {
 			q.qpn = n

@@ -123,6 +123,9 @@ type sockets struct {
 	// with UDP GSO.
 	gsoMode bool
 	gso     gsoCounters
+	// share is the device's place among the shared devices of its
+	// address (nil: the device binds the port alone).
+	share *shareGroup
 
 	// Source port sockets (sport.go), by port.
 	srcMu  sync.Mutex
@@ -148,12 +151,16 @@ func (s *sockets) localPort() uint16 {
 // UDP_GRO if gso is set); with queues receive sockets (at least 1).
 // rcvbuf sets the receive buffer of each receiving socket
 // (SO_RCVBUFFORCE, falling back to SO_RCVBUF).
-func openSockets(addr netip.Addr, port uint16, rcvbuf int, gso bool, queues int) (*sockets, error) {
+//
+// With share (a shared device, share_linux.go) every socket binds with
+// SO_REUSEPORT, and the first device of the address checks that nothing
+// else holds the port.
+func openSockets(addr netip.Addr, port uint16, rcvbuf int, gso bool, queues int, share *shareGroup) (*sockets, error) {
 	queues = max(queues, 1)
-	s := &sockets{loopback: addr.IsLoopback(), v6: addr.Is6()}
+	s := &sockets{loopback: addr.IsLoopback(), v6: addr.Is6(), share: share}
 	s.gsoMode = gso && (s.loopback || s.v6)
-	reuse := queues > 1 && s.udpRecv()
-	if reuse {
+	reuse := share != nil || queues > 1 && s.udpRecv()
+	if reuse && (share == nil || !share.others) {
 		// SO_REUSEPORT would let a second device on the address join
 		// the group instead of failing with EADDRINUSE: bind the port
 		// once without it first (and learn it, if port is 0).
@@ -192,7 +199,12 @@ func openSockets(addr netip.Addr, port uint16, rcvbuf int, gso bool, queues int)
 			}
 			s.recv = append(s.recv, rc)
 		}
-		if err := s.steer(queues); err != nil {
+		if share != nil {
+			err = share.steerShared(s.recv)
+		} else {
+			err = s.steer(queues)
+		}
+		if err != nil {
 			s.close()
 			return nil, err
 		}
@@ -312,6 +324,9 @@ func (s *sockets) openRaw(addr netip.Addr, port uint16, rcvbuf, i, n int) error 
 	s.recv = append(s.recv, rc)
 	a4 := addr.As4()
 	filter := rawFilterQueue(binary.BigEndian.Uint32(a4[:]), port, i, n)
+	if s.share != nil {
+		filter = rawFilterShared(binary.BigEndian.Uint32(a4[:]), port, s.share.slot, i)
+	}
 	var serr error
 	err = rc.Control(func(fd uintptr) {
 		prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
@@ -371,6 +386,9 @@ const (
 	bpfJeq    = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
 	bpfJset   = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
 	bpfRet    = unix.BPF_RET | unix.BPF_K
+	bpfRsh    = unix.BPF_ALU | unix.BPF_RSH | unix.BPF_K
+	bpfStM    = unix.BPF_ST
+	bpfLdM    = unix.BPF_LD | unix.BPF_MEM
 )
 
 var dropAll = []unix.SockFilter{{Code: bpfRet, K: 0}}

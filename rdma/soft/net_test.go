@@ -25,7 +25,7 @@ func captureAt(t *testing.T, addr [4]byte) func() []byte {
 	var s *sockets
 	var err error
 	for deadline := time.Now().Add(60 * time.Second); ; {
-		s, err = openSockets(netip.AddrFrom4(addr), wire.UDPPort, 1<<20, false, 1)
+		s, err = openSockets(netip.AddrFrom4(addr), wire.UDPPort, 1<<20, false, 1, nil)
 		if !errors.Is(err, syscall.EADDRINUSE) || !retryInUse(t, deadline) {
 			break
 		}
