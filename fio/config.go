@@ -190,7 +190,7 @@ func connect(ctx context.Context, cfg Config) (*conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		dev, err := rdmaDevice(provider.Config{Provider: cfg.Provider, Device: cfg.Device, Addr: ha, Logger: cfg.Logger.Named("rdma")})
+		dev, err := rdmaDevice(provider.Config{Provider: cfg.Provider, Device: cfg.Device, Addr: ha, Share: true, Logger: cfg.Logger.Named("rdma")})
 		if err != nil {
 			return nil, err
 		}

@@ -189,21 +189,24 @@ func interfaceOf(a netip.Addr) string {
 	return "IF"
 }
 
-// openSoft opens a soft RoCE device on the first free address of cands.
-// The connections it initiates carry traffic class tos (--tos; 0: none).
+// openSoft opens a soft RoCE device on the first free address of cands,
+// shared with the other soft devices on it (one per connection daemon or
+// fio process: rdma/soft's Config.Share) where this process may load the
+// steering program, else alone. The connections it initiates carry
+// traffic class tos (--tos; 0: none).
 func openSoft(cands []netip.Addr, tos uint8, log hclog.Logger) (rdma.Device, error) {
 	var last error
 	for _, a := range cands {
-		dev, err := soft.Open(soft.Config{Addr: a, TrafficClass: tos})
+		dev, err := provider.Open(provider.Config{Provider: provider.Soft, Addr: a, TOS: tos, SetTOS: tos != 0, Share: true, Logger: log.Named("soft")})
 		if err == nil {
-			log.Debug("soft RoCE device opened", "addr", a)
+			log.Debug("soft RoCE device opened", "addr", a, "shared", dev.(*soft.Device).Shared())
 			return dev, nil
 		}
 		switch {
 		case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES):
 			return nil, fmt.Errorf("opening the soft RoCE device on %s: %w", a, errNeedRoot)
 		case errors.Is(err, syscall.EADDRINUSE):
-			last = fmt.Errorf("host address %s is taken: UDP port 4791 there is bound by another soft RoCE device or by the kernel's rdma_rxe (one RoCE device per address; pass -w with another local address, or unload rdma_rxe)", a)
+			last = fmt.Errorf("host address %s is taken: UDP port 4791 there is bound by a soft RoCE device that does not share it (nvmetd, or an nvmeof without the privilege to share) or by the kernel's rdma_rxe (pass -w with another local address, or unload rdma_rxe)", a)
 			continue
 		case errors.Is(err, syscall.EADDRNOTAVAIL):
 			return nil, fmt.Errorf("host address %s is not an address of this machine", a)

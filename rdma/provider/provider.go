@@ -90,6 +90,16 @@ type Config struct {
 	// ACKTimeout, when not 0, is the ibverbs local ACK timeout code
 	// (4.096 µs × 2^code). soft ignores it.
 	ACKTimeout uint8
+	// Share opens a soft device that shares its address with the other
+	// soft devices that do (soft.Config.Share), so that every connection
+	// daemon and fio process of a host uses the host's one address, as
+	// every QP uses rdma_rxe's one device. Where that cannot be done
+	// (soft.ErrShareUnsupported: no privilege to load the steering
+	// program) it opens an unshared device, as without Share. ibverbs
+	// devices are shared by the kernel: it ignores Share.
+	Share bool
+	// ShareDir is soft.Config.ShareDir (tests; "" for the default).
+	ShareDir string
 }
 
 // Check reports whether a provider name and device name are acceptable in
@@ -166,11 +176,16 @@ func Open(cfg Config) (rdma.Device, error) {
 		}
 		return dev, nil
 	default:
-		scfg := soft.Config{Addr: cfg.Addr, MTU: cfg.MTU, Pcap: cfg.Pcap, Logger: log}
+		scfg := soft.Config{Addr: cfg.Addr, MTU: cfg.MTU, Pcap: cfg.Pcap, Logger: log, Share: cfg.Share, ShareDir: cfg.ShareDir}
 		if cfg.SetTOS {
 			scfg.TrafficClass = cfg.TOS
 		}
 		dev, err := soft.Open(scfg)
+		if errors.Is(err, soft.ErrShareUnsupported) {
+			log.Debug("soft RoCE device not shared", "addr", cfg.Addr, "error", err)
+			scfg.Share = false
+			dev, err = soft.Open(scfg)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("soft RoCE device on %s: %w", cfg.Addr, err)
 		}

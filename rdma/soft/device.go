@@ -334,6 +334,10 @@ func (d *Device) sameFamily(g rdma.GID) bool {
 	return g.Addr().Is4() != d.v6
 }
 
+// Shared reports whether the device shares its address and port with
+// other soft devices (Config.Share).
+func (d *Device) Shared() bool { return d.socks.share != nil }
+
 // UDPPort returns the UDP port the device is bound to (4791 unless
 // Config.UDPPort).
 func (d *Device) UDPPort() int { return int(d.port) }
