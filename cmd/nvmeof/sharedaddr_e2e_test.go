@@ -214,5 +214,3 @@ func mountsBelow(dir string) []string {
 	}
 	return out
 }
-
-
