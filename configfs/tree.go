@@ -208,7 +208,7 @@ type Subsystem struct {
 	// host's queues per controller); 0: the target's 128.
 	QIDMax int
 	// MaxControllers bounds the subsystem's controllers (nvmetd HCL
-	// only; Linux has no such attribute); 0: none but the cntlid range.
+	// only; Linux has no such attribute); 0: the target's 1024.
 	MaxControllers int
 	// AllowedHosts lists host NQNs (allowed_hosts/ symlinks into hosts/).
 	AllowedHosts []string

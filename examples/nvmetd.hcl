@@ -184,7 +184,7 @@ subsystem "nqn.2026-11.io.nvmeof:disk0" {
   # qid_max = 128
 
   # max_controllers: controllers of this subsystem at once (nvmetd only).
-  # Default: no limit but the cntlid range.
+  # Default: 1024 (and 16 per host NQN).
   # max_controllers = 16
 
   # A namespace. The label is its NSID, 1..4294967294.
