@@ -290,7 +290,9 @@ func (c *controller) installIOQueue(q *queue) bool {
 	for _, p := range rivals {
 		c.log.Warn("unauthenticated I/O queue closed: the host authenticated its QID on another queue",
 			"qid", p.qid, "remote", p.tq.Remote().String())
-		p.tq.Close()
+		// Not on this goroutine: it serves q's authentication, and a
+		// transport's Close may wait for teardown work of its own.
+		go p.tq.Close()
 	}
 	return true
 }
