@@ -69,6 +69,10 @@ type Service struct {
 	// is not the daemon's configuration yet: a change would be lost, a
 	// config.save to a file would write an empty configuration.
 	applied bool
+	// testHookChanged, if set, runs after a change is applied and the
+	// lock released, before the method answers (tests: a change racing
+	// another).
+	testHookChanged func()
 
 	lnMu   sync.Mutex
 	ln     *listener
@@ -120,19 +124,21 @@ func (s *Service) Tree() *configfs.Tree {
 }
 
 // change applies what edit does to a copy of the running tree: validated
-// as a configuration file, then applied all or nothing.
-func (s *Service) change(edit func(t *configfs.Tree) error) error {
+// as a configuration file, then applied all or nothing. Once applied, res
+// answers with the lock still held: a change that came next (ns.del after
+// ns.add) must not turn the answer into "gone".
+func (s *Service) change(edit func(t *configfs.Tree) error, res result) (any, *Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.applied {
-		return errNotStarted()
+		return nil, errNotStarted()
 	}
 	tree := s.Tree()
 	if err := edit(tree); err != nil {
-		return err
+		return nil, asError(err)
 	}
 	if err := s.opts.Loader.Validate(tree); err != nil {
-		return configError(CodeInvalidConfig, "invalid configuration", err)
+		return nil, configError(CodeInvalidConfig, "invalid configuration", err)
 	}
 	err := s.srv.Apply(tree)
 	var na *target.NotAppliedError
@@ -141,11 +147,11 @@ func (s *Service) change(edit func(t *configfs.Tree) error) error {
 	}
 	switch {
 	case err == nil:
-		return nil
+		return res()
 	case errors.As(err, &na):
-		return configError(CodeNotApplied, "not applied, nothing changed", err)
+		return nil, configError(CodeNotApplied, "not applied, nothing changed", err)
 	default:
-		return configError(CodePartlyApplied, "partly applied", err)
+		return nil, configError(CodePartlyApplied, "partly applied", err)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -120,12 +119,14 @@ type result func() (any, *Error)
 func deleted() (any, *Error) { return true, nil }
 
 // then applies edit to a copy of the running configuration (s.change:
-// validated, then applied all or nothing) and answers with res.
+// validated, then applied all or nothing) and answers with res, read
+// before another change can run: the answer describes what was applied.
 func (s *Service) then(edit func(t *configfs.Tree) error, res result) (any, *Error) {
-	if err := s.change(edit); err != nil {
-		return nil, asError(err)
+	out, err := s.change(edit, res)
+	if s.testHookChanged != nil {
+		s.testHookChanged()
 	}
-	return res()
+	return out, err
 }
 
 // required refuses an empty key member.
@@ -168,119 +169,6 @@ func findSubsystems(t *configfs.Tree, nqns []string) error {
 		}
 	}
 	return nil
-}
-
-// --- config ---
-
-// SaveParams are config.save's params.
-type SaveParams struct {
-	// Format is "hcl" (the default) or "json" (nvmetcli's).
-	Format string `json:"format,omitempty"`
-	// Path, if set, is where the daemon writes the configuration
-	// (replaced atomically, mode 0600).
-	Path string `json:"path,omitempty"`
-}
-
-// SaveResult is config.save's result.
-type SaveResult struct {
-	Format string `json:"format"`
-	Config string `json:"config"`
-	Path   string `json:"path,omitempty"`
-	// Warnings name what the format cannot hold (nvmetcli JSON has no
-	// log_level and no place for some nvmetd attributes).
-	Warnings []string `json:"warnings,omitempty"`
-}
-
-// jsonLosses loads the nvmetcli JSON saved of tree back and names what
-// differs: what the format does not hold.
-func jsonLosses(tree *configfs.Tree, js []byte) []string {
-	back, err := configfs.ParseNvmetcliJSON(js, "saved.json")
-	if err != nil {
-		return []string{"the saved JSON does not load back: " + err.Error()}
-	}
-	ch := configfs.Diff(tree, back)
-	var out []string
-	if ch.LogLevel {
-		out = append(out, "log_level is not saved (nvmetcli JSON has none)")
-	}
-	for _, p := range ch.Ports {
-		out = append(out, "ports/"+p.ID+": attributes nvmetcli JSON does not hold are not saved (data_pool_size, srq_size)")
-	}
-	for _, s := range ch.Subsystems {
-		out = append(out, "subsystems/"+s.NQN+": attributes nvmetcli JSON does not hold are not saved (max_controllers)")
-	}
-	for _, l := range [][]string{ch.PortsAdded, ch.PortsRemoved, ch.SubsystemsAdded, ch.SubsystemsRemoved, ch.HostsAdded, ch.HostsRemoved, ch.HostsChanged} {
-		for _, n := range l {
-			out = append(out, n+": differs once saved as nvmetcli JSON")
-		}
-	}
-	return out
-}
-
-func (s *Service) configSave(p *SaveParams) (any, *Error) {
-	if p.Path != "" {
-		// The tree written and the count of unsaved changes agree.
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if !s.applied {
-			return nil, errNotStarted()
-		}
-	}
-	tree := s.Tree()
-	var out []byte
-	var res SaveResult
-	switch p.Format {
-	case "", "hcl":
-		p.Format = "hcl"
-		out = tree.HCL()
-	case "json":
-		b, err := tree.NvmetcliJSON()
-		if err != nil {
-			return nil, errorf(CodeInternal, "nvmetcli JSON: %v", err)
-		}
-		out = b
-		res.Warnings = jsonLosses(tree, b)
-	default:
-		return nil, invalidParams("format %q: want hcl or json", p.Format)
-	}
-	res.Format, res.Config = p.Format, string(out)
-	if p.Path != "" {
-		if !filepath.IsAbs(p.Path) {
-			return nil, invalidParams("path %q: give an absolute path (the daemon's working directory is not the client's)", p.Path)
-		}
-		if err := writeAtomic(p.Path, out); err != nil {
-			return nil, errorf(CodeIO, "writing %s: %v", p.Path, err)
-		}
-		s.unsaved = 0
-		res.Path = p.Path
-	}
-	return res, nil
-}
-
-// writeAtomic writes data to path through a temporary file and a rename.
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o600)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }
 
 // --- ports ---
