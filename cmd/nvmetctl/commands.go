@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -487,7 +485,11 @@ func ctrlCmd() *cli.Command {
 
 func configCmd() *cli.Command {
 	return group("config", "save the running configuration",
-		&cli.Command{Name: "save", Usage: "print the running configuration, or write it to FILE", ArgsUsage: "[FILE]",
+		&cli.Command{Name: "save", Usage: "print the running configuration, or have nvmetd write it to FILE", ArgsUsage: "[FILE]",
+			Description: "With FILE, nvmetd itself writes it (config.save with a path: a regular file,\n" +
+				"replaced atomically and synced, mode 0600) and counts the changes as saved, so a\n" +
+				"reload does not warn of them. FILE is made absolute here; it names a file of the\n" +
+				"daemon's file system.",
 			Flags: []cli.Flag{&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "hcl", Usage: "hcl or json (nvmetcli's)"}},
 			Action: func(c *cli.Context) error {
 				a, err := args(c, "[FILE]")
@@ -499,48 +501,33 @@ func configCmd() *cli.Command {
 				default:
 					return usagef("--format %q: want hcl or json", c.String("format"))
 				}
-				var res control.SaveResult
-				if err := call(c, "config.save", map[string]any{"format": c.String("format")}, &res); err != nil {
-					return err
-				}
-				if a[0] == "" {
-					if jsonOut(c) {
-						return printJSON(c, res)
+				p := map[string]any{"format": c.String("format")}
+				if a[0] != "" {
+					// The daemon writes it: its unsaved-change count is
+					// reset only then, and it writes as config.save does.
+					p["path"] = a[0]
+					if err := absPath(p, "path"); err != nil {
+						return err
 					}
-					_, err := fmt.Fprint(c.App.Writer, res.Config)
-					return err
 				}
-				if err := writeFile(a[0], []byte(res.Config)); err != nil {
+				var res control.SaveResult
+				if err := call(c, "config.save", p, &res); err != nil {
 					return err
 				}
 				if jsonOut(c) {
-					res.Path = a[0]
 					return printJSON(c, res)
 				}
-				say(c, "configuration saved to %s", a[0])
+				if a[0] == "" {
+					_, err := fmt.Fprint(c.App.Writer, res.Config)
+					return err
+				}
+				for _, w := range res.Warnings {
+					fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", w)
+				}
+				say(c, "configuration saved to %s", res.Path)
 				return nil
 			}},
 	)
-}
-
-// writeFile replaces path with data through a temporary file (mode 0600:
-// the configuration may hold DH-HMAC-CHAP secrets).
-func writeFile(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
 }
 
 // --- rpc ---

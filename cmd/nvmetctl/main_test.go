@@ -20,6 +20,14 @@ const nqn = "nqn.2026-11.io.nvmeof:ctl"
 // socket in dir, and returns the socket.
 func serve(t *testing.T, dir string) string {
 	t.Helper()
+	sock, _, _ := serveWith(t, dir, control.Options{})
+	return sock
+}
+
+// serveWith is serve with the control API's options; it also returns the
+// service and the configuration it applied.
+func serveWith(t *testing.T, dir string, opts control.Options) (string, *control.Service, *configfs.Tree) {
+	t.Helper()
 	tree, err := configfs.ParseHCL([]byte(`
 port "lp" {
   transport = "loop"
@@ -38,7 +46,7 @@ subsystem "`+nqn+`" {
 	}
 	srv := server.New(server.Options{LoopNetwork: loop.NewNetwork()})
 	t.Cleanup(func() { srv.Close() })
-	svc := control.New(srv, control.Options{})
+	svc := control.New(srv, opts)
 	if err := svc.Apply(tree); err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +56,7 @@ subsystem "`+nqn+`" {
 	}
 	go svc.Serve()
 	t.Cleanup(func() { svc.Close() })
-	return sock
+	return sock, svc, tree
 }
 
 // TestCommands runs nvmetctl commands in order against one daemon: their
