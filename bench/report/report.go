@@ -374,10 +374,14 @@ type Ratios struct {
 	Nvmeof  *float64 `json:"nvmeof_over_ceiling"`
 }
 
-// Job is one job file's results on both sides.
+// Job is one job file's results on both sides, over one topology.
 type Job struct {
 	Name string `json:"name"`
 	File string `json:"file"`
+	// Topology names the network path both sides ran over (a
+	// Report.Topologies entry); empty reads as TopologyLoopback (results
+	// written before there were several).
+	Topology string `json:"topology,omitempty"`
 	// Nbdkit and Nvmeof are nil when that side did not run the job; with
 	// several rounds they are the medians of NbdkitRounds and
 	// NvmeofRounds, each round's own figures.
@@ -392,6 +396,10 @@ type Job struct {
 type Goal struct {
 	Name string `json:"name"`
 	Job  string `json:"job"`
+	// Topology is the network path the goal was judged on (the goals are
+	// judged on each topology against nbdkit over the same one); empty
+	// for goals not about a link (allocations).
+	Topology string `json:"topology,omitempty"`
 	// Pass is nil when the goal could not be judged: a side was not
 	// measured, or the goal does not apply (NotApplicable, why in
 	// Measured).
@@ -442,13 +450,20 @@ type Report struct {
 	// Sizes of the memory backends, as given to them ("1G").
 	MemSize  string         `json:"mem_size"`
 	Ceilings ceiling.Result `json:"ceilings"`
-	Jobs     []Job          `json:"jobs"`
-	// NvmeofSkipped says why the nvmeof side did not run, if it did not.
+	// Jobs are the job files' results, each over one topology: job by
+	// job, the topologies in run order.
+	Jobs []Job `json:"jobs"`
+	// Topologies are the network paths of the run, in order; a topology
+	// that could not be set up is listed with Skipped and has no jobs.
+	Topologies []Topology `json:"topologies,omitempty"`
+	// NvmeofSkipped says why the nvmeof side did not run on loopback, if
+	// it did not (each topology's Topology.NvmeofSkipped says it for all).
 	NvmeofSkipped string `json:"nvmeof_skipped,omitempty"`
-	// NvmeofTarget describes the target the nvmeof side ran against.
+	// NvmeofTarget describes the target the nvmeof side ran against on
+	// loopback (see Topologies for the others).
 	NvmeofTarget string `json:"nvmeof_target,omitempty"`
-	// SyscallSource and DatagramSource say how system calls and datagrams
-	// were counted, or why they were not.
+	// SyscallSource says how system calls were counted, or why they were
+	// not; DatagramSource the same of datagrams on loopback.
 	SyscallSource  string `json:"syscall_source,omitempty"`
 	DatagramSource string `json:"datagram_source,omitempty"`
 	// LoadStart and LoadEnd are the machine's 1-minute load average when
@@ -468,6 +483,50 @@ type Report struct {
 	// counts the goals judged FAIL.
 	GoalsJudged bool `json:"goals_judged"`
 	GoalsMissed int  `json:"goals_missed"`
+}
+
+// TopologyLoopback is the topology of the original benchmark: both sides
+// on the host's loopback (the nvmeof side in a network namespace of its
+// own). The ceilings are measured on loopback, so only its jobs are
+// compared with them.
+const TopologyLoopback = "loopback"
+
+// Topology is one network path the jobs ran over.
+type Topology struct {
+	// Name labels the topology's rows ("loopback", "veth4", "veth6").
+	Name string `json:"name"`
+	// Link describes the path: interfaces, addresses, namespaces.
+	Link string `json:"link"`
+	// Skipped says why the topology did not run, if it did not.
+	Skipped string `json:"skipped,omitempty"`
+	// NbdkitTarget and NvmeofTarget describe the servers; NvmeofSkipped
+	// says why the nvmeof side did not run over this topology.
+	NbdkitTarget  string `json:"nbdkit_target,omitempty"`
+	NvmeofTarget  string `json:"nvmeof_target,omitempty"`
+	NvmeofSkipped string `json:"nvmeof_skipped,omitempty"`
+	// DatagramSource says how the nvmeof side's datagrams were counted.
+	DatagramSource string `json:"datagram_source,omitempty"`
+}
+
+// TopologyOf returns the topology j ran over (TopologyLoopback when
+// unnamed).
+func (j Job) TopologyOf() string {
+	if j.Topology == "" {
+		return TopologyLoopback
+	}
+	return j.Topology
+}
+
+// topologyNames returns the topologies the jobs ran over, in order of
+// first appearance.
+func (r *Report) topologyNames() []string {
+	var names []string
+	for _, j := range r.Jobs {
+		if t := j.TopologyOf(); !slices.Contains(names, t) {
+			names = append(names, t)
+		}
+	}
+	return names
 }
 
 func ptr(v float64) *float64 { return &v }
@@ -491,13 +550,16 @@ func (r *Report) Compute() {
 			ref = j.Nvmeof
 		}
 		j.Ratios.Ceiling = CeilingKind(*ref)
-		if m := j.Nbdkit; m != nil && m.Error == "" {
+		// The ceilings are loopback's: other links are not compared
+		// with them.
+		loop := j.TopologyOf() == TopologyLoopback
+		if m := j.Nbdkit; loop && m != nil && m.Error == "" {
 			if v, ok := VsCeiling(*m, j.Ratios.Ceiling, r.Ceilings); ok {
 				j.Ratios.Nbdkit = ptr(v)
 			}
 		}
 		if m := j.Nvmeof; m != nil && m.Error == "" {
-			if v, ok := VsCeiling(*m, j.Ratios.Ceiling, r.Ceilings); ok {
+			if v, ok := VsCeiling(*m, j.Ratios.Ceiling, r.Ceilings); loop && ok {
 				j.Ratios.Nvmeof = ptr(v)
 			}
 			if n := j.Nbdkit; n != nil && n.Error == "" {
@@ -530,10 +592,21 @@ func (r *Report) Compute() {
 // everything runs: their goals are not judged.
 const ModeSmoke = "smoke"
 
-// Job returns the job named name, or nil.
+// Job returns the first job named name (over the first topology that ran
+// it), or nil.
 func (r *Report) Job(name string) *Job {
 	for i := range r.Jobs {
 		if r.Jobs[i].Name == name {
+			return &r.Jobs[i]
+		}
+	}
+	return nil
+}
+
+// JobOn returns the job named name over topology, or nil.
+func (r *Report) JobOn(topology, name string) *Job {
+	for i := range r.Jobs {
+		if r.Jobs[i].Name == name && r.Jobs[i].TopologyOf() == topology {
 			return &r.Jobs[i]
 		}
 	}
@@ -567,9 +640,9 @@ func ok(m *Metrics) bool { return m != nil && m.Error == "" }
 
 // ratioGoal judges nvmeof's figure of job against nbdkit's: value picks
 // the figure, better says whether a ratio passes, format writes a value.
-func (r *Report) ratioGoal(name, job string, threshold float64, value func(*Metrics) float64, pass func(ratio float64) bool, format func(float64) string) Goal {
-	g := Goal{Name: name, Job: job, Measured: nvmeofNotMeasured, Reference: nbdkitNotMeasured}
-	j := r.Job(job)
+func (r *Report) ratioGoal(topo, name, job string, threshold float64, value func(*Metrics) float64, pass func(ratio float64) bool, format func(float64) string) Goal {
+	g := Goal{Name: name, Job: job, Topology: topo, Measured: nvmeofNotMeasured, Reference: nbdkitNotMeasured}
+	j := r.JobOn(topo, job)
 	if j == nil {
 		return g
 	}
@@ -589,9 +662,9 @@ func (r *Report) ratioGoal(name, job string, threshold float64, value func(*Metr
 
 // scalingGoal judges how nvmeof's figure grows from job one to job two
 // (two fio jobs, two connections), where nbdkit's grows by the goal too.
-func (r *Report) scalingGoal(name, one, two string, value func(*Metrics) float64, format func(float64) string) Goal {
-	g := Goal{Name: name, Job: two, Measured: nvmeofNotMeasured, Reference: nbdkitNotMeasured}
-	j1, j2 := r.Job(one), r.Job(two)
+func (r *Report) scalingGoal(topo, name, one, two string, value func(*Metrics) float64, format func(float64) string) Goal {
+	g := Goal{Name: name, Job: two, Topology: topo, Measured: nvmeofNotMeasured, Reference: nbdkitNotMeasured}
+	j1, j2 := r.JobOn(topo, one), r.JobOn(topo, two)
 	if j1 == nil || j2 == nil {
 		return g
 	}
@@ -638,17 +711,26 @@ func (r *Report) goals() []Goal {
 	fmtIOPS := func(v float64) string { return si(v) + " IOPS" }
 	fmtMBps := func(v float64) string { return fmt.Sprintf("%.0f MB/s", v) }
 	fmtP50 := func(v float64) string { return fmt.Sprintf("p50 %.1f µs", v) }
-	goals := []Goal{
-		r.ratioGoal(fmt.Sprintf("4K random read QD32 IOPS ≥ %.1f× nbdkit", GoalQD32IOPSRatio), JobRandRead4kQD32, GoalQD32IOPSRatio,
-			iops, func(x float64) bool { return x >= GoalQD32IOPSRatio }, fmtIOPS),
-		r.ratioGoal(fmt.Sprintf("128K sequential read throughput ≥ %.1f× nbdkit", GoalSeqReadRatio), JobSeqRead128kQD8, GoalSeqReadRatio,
-			mbps, func(x float64) bool { return x >= GoalSeqReadRatio }, fmtMBps),
-		r.ratioGoal(fmt.Sprintf("4K random read QD1 p50 latency ≤ %.1f× nbdkit's", GoalQD1P50Ratio), JobRandRead4kQD1, GoalQD1P50Ratio,
-			p50, func(x float64) bool { return x <= GoalQD1P50Ratio }, fmtP50),
-		r.scalingGoal(fmt.Sprintf("4K random read QD32, two jobs ≥ %.1f× one job (where nbdkit's are)", GoalTwoJobScaling),
-			JobRandRead4kQD32, JobRandRead4kQD32Two, iops, fmtIOPS),
-		r.scalingGoal(fmt.Sprintf("128K sequential read, two jobs ≥ %.1f× one job (where nbdkit's are)", GoalTwoJobScaling),
-			JobSeqRead128kQD8, JobSeqRead128kQD8Two, mbps, fmtMBps),
+	// The goals are judged on each topology, against nbdkit over the
+	// same one (loopback only when there are no jobs yet).
+	topos := r.topologyNames()
+	if len(topos) == 0 {
+		topos = []string{TopologyLoopback}
+	}
+	var goals []Goal
+	for _, t := range topos {
+		goals = append(goals,
+			r.ratioGoal(t, fmt.Sprintf("4K random read QD32 IOPS ≥ %.1f× nbdkit", GoalQD32IOPSRatio), JobRandRead4kQD32, GoalQD32IOPSRatio,
+				iops, func(x float64) bool { return x >= GoalQD32IOPSRatio }, fmtIOPS),
+			r.ratioGoal(t, fmt.Sprintf("128K sequential read throughput ≥ %.1f× nbdkit", GoalSeqReadRatio), JobSeqRead128kQD8, GoalSeqReadRatio,
+				mbps, func(x float64) bool { return x >= GoalSeqReadRatio }, fmtMBps),
+			r.ratioGoal(t, fmt.Sprintf("4K random read QD1 p50 latency ≤ %.1f× nbdkit's", GoalQD1P50Ratio), JobRandRead4kQD1, GoalQD1P50Ratio,
+				p50, func(x float64) bool { return x <= GoalQD1P50Ratio }, fmtP50),
+			r.scalingGoal(t, fmt.Sprintf("4K random read QD32, two jobs ≥ %.1f× one job (where nbdkit's are)", GoalTwoJobScaling),
+				JobRandRead4kQD32, JobRandRead4kQD32Two, iops, fmtIOPS),
+			r.scalingGoal(t, fmt.Sprintf("128K sequential read, two jobs ≥ %.1f× one job (where nbdkit's are)", GoalTwoJobScaling),
+				JobSeqRead128kQD8, JobSeqRead128kQD8Two, mbps, fmtMBps),
+		)
 	}
 	if len(r.Allocs) > 0 || r.AllocsError != "" {
 		g := Goal{Name: GoalAllocsBenchLabel, Job: "go test -bench", Measured: "not measured: " + r.AllocsError, Reference: r.AllocsCommand}

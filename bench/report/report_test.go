@@ -397,7 +397,7 @@ func TestTable(t *testing.T) {
 	}
 	get := func(job, side string) []string {
 		for i, row := range rows {
-			if row[1] == side && (row[0] == job || (side == SideNvmeof && rows[i-1][0] == job)) {
+			if row[colSide] == side && (row[colJob] == job || (side == SideNvmeof && rows[i-1][colJob] == job)) {
 				return row
 			}
 		}
@@ -504,5 +504,118 @@ func TestChart(t *testing.T) {
 	}
 	if s := img.Bounds().Size(); s.X != ch.Width || s.Y != ch.Height {
 		t.Errorf("PNG %v, want %d×%d", s, ch.Width, ch.Height)
+	}
+}
+
+// sampleTopologies is sample's jobs over loopback and over veth4, where
+// nvmeof is half as fast and the QD32 job failed on nbdkit.
+func sampleTopologies() *Report {
+	r := sample()
+	var jobs []Job
+	for _, j := range r.Jobs {
+		j.Topology = TopologyLoopback
+		jobs = append(jobs, j)
+		v := j
+		v.Topology = "veth4"
+		if j.Nvmeof != nil && j.Nvmeof.Error == "" {
+			m := *j.Nvmeof
+			m.IOPS, m.MBps, m.P50us = m.IOPS/2, m.MBps/2, m.P50us*2
+			v.Nvmeof = &m
+		}
+		if j.Name == JobRandRead4kQD32 {
+			v.Nbdkit = &Metrics{Error: "fio: connection refused"}
+		}
+		jobs = append(jobs, v)
+	}
+	r.Jobs = jobs
+	r.Topologies = []Topology{
+		{Name: TopologyLoopback, Link: "loopback", NvmeofTarget: "nvmetd on 127.0.0.1"},
+		{Name: "veth4", Link: "veth pair, MTU 9000, 192.0.2.1 and 192.0.2.2", NbdkitTarget: "nbdkit on 192.0.2.1:10809",
+			NvmeofTarget: "nvmetd on 192.0.2.1", DatagramSource: "both namespaces' Udp counters"},
+		{Name: "veth6", Skipped: "not root"},
+	}
+	return r
+}
+
+// TestTopologies: each topology's rows are labelled, ratios are against
+// nbdkit over the same link, the ceilings compare with loopback's rows
+// only, and the goals are judged per topology.
+func TestTopologies(t *testing.T) {
+	r := sampleTopologies()
+	r.Compute()
+	if got := r.topologyNames(); len(got) != 2 || got[0] != TopologyLoopback || got[1] != "veth4" {
+		t.Fatalf("topologies %q", got)
+	}
+	loop, veth := r.JobOn(TopologyLoopback, JobRandRead4kQD1), r.JobOn("veth4", JobRandRead4kQD1)
+	if loop == nil || veth == nil || loop == veth {
+		t.Fatalf("JobOn: %v %v", loop, veth)
+	}
+	if v := loop.Ratios.IOPS; v == nil || !near(*v, 2) {
+		t.Errorf("loopback IOPS ratio %v, want 2", v)
+	}
+	if v := veth.Ratios.IOPS; v == nil || !near(*v, 1) {
+		t.Errorf("veth4 IOPS ratio %v, want 1 (nvmeof halved, against veth4's nbdkit)", v)
+	}
+	if loop.Ratios.Nbdkit == nil || veth.Ratios.Nbdkit != nil || veth.Ratios.Nvmeof != nil {
+		t.Errorf("ceiling ratios: loopback %v, veth4 %v %v (want loopback only)", loop.Ratios.Nbdkit, veth.Ratios.Nbdkit, veth.Ratios.Nvmeof)
+	}
+	if v := r.JobOn("veth4", JobRandRead4kQD32).Ratios.IOPS; v != nil {
+		t.Errorf("ratio %v against a failed nbdkit", *v)
+	}
+	// Five goals per topology: loopback's as in TestCompute; veth4's QD32
+	// is not measured (nbdkit failed), seqread 1245/1441: FAIL, QD1 p50
+	// 30/30 µs: PASS.
+	if len(r.Goals) != 10 {
+		t.Fatalf("%d goals", len(r.Goals))
+	}
+	for i, want := range []string{"PASS", "PASS", "PASS", "FAIL", "N/A", "NOT MEASURED", "FAIL", "PASS"} {
+		g := r.Goals[i]
+		topo := TopologyLoopback
+		if i >= 5 {
+			topo = "veth4"
+		}
+		if g.Status() != want || g.Topology != topo {
+			t.Errorf("goal %d %q on %s: %s, want %s on %s (%s)", i, g.Name, g.Topology, g.Status(), want, topo, g.Measured)
+		}
+	}
+
+	rows := r.Table()
+	var links []string
+	for _, row := range rows[4:] {
+		if len(row) != numCols {
+			t.Fatalf("row %q has %d cells", row, len(row))
+		}
+		if row[colSide] == SideNbdkit {
+			links = append(links, row[colJob]+"/"+row[colLink])
+		} else if row[colLink] != "" || row[colJob] != "" {
+			t.Errorf("nvmeof row %q: job and link are on the nbdkit row", row)
+		}
+	}
+	if len(links) != 12 || links[0] != JobRandRead4kQD1+"/loopback" || links[1] != JobRandRead4kQD1+"/veth4" {
+		t.Errorf("rows: %q", links)
+	}
+	var b bytes.Buffer
+	if err := r.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"veth6: not run: not root", "veth4: veth pair, MTU 9000", "nbdkit: nbdkit on 192.0.2.1:10809",
+		"dgrams/IO: both namespaces' Udp counters", "[veth4] 128K sequential read"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	js, err := r.MarshalIndent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"topology": "veth4"`, `"skipped": "not root"`} {
+		if !strings.Contains(string(js), want) {
+			t.Errorf("JSON lacks %s", want)
+		}
+	}
+	ch := r.Chart()
+	if len(ch.Panels[0].Groups) != 12 || ch.Panels[0].Groups[1].Label != "randread\n4k qd1\nveth4" || ch.Width < 1800 {
+		t.Errorf("chart: %d groups, label %q, width %d", len(ch.Panels[0].Groups), ch.Panels[0].Groups[1].Label, ch.Width)
 	}
 }

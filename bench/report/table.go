@@ -14,7 +14,8 @@ const dash = "—"
 
 // Columns of Table's rows.
 const (
-	colJob = iota
+	colJob  = iota
+	colLink // the topology
 	colSide
 	colIOPS
 	colMBps
@@ -29,17 +30,19 @@ const (
 )
 
 // Table returns the report's rows: a header, the three ceilings, then each
-// job's nbdkit and nvmeof rows. Every row has numCols cells.
+// job's nbdkit and nvmeof rows, over each topology in turn (job by job).
+// The job's name and topology are on its nbdkit row. Every row has numCols
+// cells.
 func (r *Report) Table() [][]string {
 	ctxsw := !r.syscallsCounted()
 	calls := "syscalls/IO"
 	if ctxsw {
 		calls = "ctxsw/IO"
 	}
-	rows := [][]string{{"job", "side", "IOPS", "MB/s", "p50 µs", "p99 µs", "CPU µs/IO", "fio+server", calls, "dgrams/IO", "nvmeof/nbdkit"}}
+	rows := [][]string{{"job", "link", "side", "IOPS", "MB/s", "p50 µs", "p99 µs", "CPU µs/IO", "fio+server", calls, "dgrams/IO", "nvmeof/nbdkit"}}
 	c := r.Ceilings
 	ceilRow := func(name string) []string {
-		return []string{name, "udp", dash, dash, dash, dash, dash, "", "", "", ""}
+		return []string{name, TopologyLoopback, "udp", dash, dash, dash, dash, dash, "", "", "", ""}
 	}
 	// The ceilings' CPU: per datagram (GSO: per 4 KiB segment), sender
 	// and receiver together.
@@ -74,7 +77,9 @@ func (r *Report) Table() [][]string {
 	rows = append(rows, pp, dg, gso)
 
 	for _, j := range r.Jobs {
-		rows = append(rows, sideRow(j.Name, SideNbdkit, j.Nbdkit, "", ctxsw))
+		nbd := sideRow(j.Name, SideNbdkit, j.Nbdkit, "", ctxsw)
+		nbd[colLink] = j.TopologyOf()
+		rows = append(rows, nbd)
 		var vs []string
 		if v := j.Ratios.IOPS; v != nil {
 			vs = append(vs, fmt.Sprintf("IOPS %.2f×", *v))
@@ -111,7 +116,7 @@ func (r *Report) syscallsCounted() bool {
 // sideRow is one side's row of a job; with ctxsw, the calls column holds
 // context switches instead of system calls.
 func sideRow(name, side string, m *Metrics, vs string, ctxsw bool) []string {
-	row := []string{name, side, dash, dash, dash, dash, dash, "", "", "", vs}
+	row := []string{name, "", side, dash, dash, dash, dash, dash, "", "", "", vs}
 	switch {
 	case m == nil:
 		row[colVs] = "not run"
@@ -206,19 +211,24 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if !r.syscallsCounted() {
 		b.WriteString("ctxsw/IO, shown instead: context switches per I/O, fio (all threads, from wait4) + server (its threads' /proc/PID/task/TID/status).\n")
 	}
-	fmt.Fprintf(&b, "dgrams/IO (nvmeof): UDP datagrams sent per I/O, both ends, %s.\n", orUnknown(r.DatagramSource))
+	if len(r.Topologies) == 0 {
+		fmt.Fprintf(&b, "dgrams/IO (nvmeof): UDP datagrams sent per I/O, both ends, %s.\n", orUnknown(r.DatagramSource))
+	}
 	if l := max(r.Ceilings.Datagram.Loss(), r.Ceilings.GSO.Loss()); l > 0.2 {
 		fmt.Fprintf(&b, "WARNING: the receiver lost up to %.0f %% of the ceilings' datagrams (other work on the machine?): ratios to them are unreliable.\n", l*100)
 	}
 	if r.LoadStart >= 0 && r.LoadEnd >= 0 && (r.LoadStart != 0 || r.LoadEnd != 0) {
 		fmt.Fprintf(&b, "Load average (1 min) %.2f at the start, %.2f at the end, on %d CPUs.\n", r.LoadStart, r.LoadEnd, r.CPUs)
 	}
-	if r.NvmeofTarget != "" {
-		fmt.Fprintf(&b, "nvmeof target: %s.\n", r.NvmeofTarget)
+	if len(r.Topologies) == 0 {
+		if r.NvmeofTarget != "" {
+			fmt.Fprintf(&b, "nvmeof target: %s.\n", r.NvmeofTarget)
+		}
+		if r.NvmeofSkipped != "" {
+			fmt.Fprintf(&b, "nvmeof: not run: %s\n", r.NvmeofSkipped)
+		}
 	}
-	if r.NvmeofSkipped != "" {
-		fmt.Fprintf(&b, "nvmeof: not run: %s\n", r.NvmeofSkipped)
-	}
+	r.writeTopologies(&b)
 	if len(r.Allocs) > 0 || r.AllocsError != "" {
 		fmt.Fprintf(&b, "\nGo benchmarks of the I/O path (%s)\n", r.AllocsCommand)
 		if r.AllocsError != "" {
@@ -238,7 +248,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	if r.GoalsJudged {
-		b.WriteString("\ngoals (against nbdkit measured in this run; memory backends, loopback)\n")
+		b.WriteString("\ngoals (against nbdkit measured in this run over the same link; memory backends)\n")
 	} else {
 		fmt.Fprintf(&b, "\ngoals: NOT JUDGED on a smoke run (%g s per job, %s: too short to measure); figures for the record only\n",
 			r.RuntimeS, plural(max(r.Rounds, 1), "round"))
@@ -248,13 +258,45 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if !r.GoalsJudged {
 			status = "not judged"
 		}
-		fmt.Fprintf(&b, "  %-12s %s: %s (%s)\n", status, g.Name, g.Measured, g.Reference)
+		link := ""
+		if g.Topology != "" {
+			link = "[" + g.Topology + "] "
+		}
+		fmt.Fprintf(&b, "  %-12s %s%s: %s (%s)\n", status, link, g.Name, g.Measured, g.Reference)
 	}
 	_, err := io.WriteString(w, b.String())
 	if err != nil {
 		return fmt.Errorf("report: write table: %w", err)
 	}
 	return nil
+}
+
+// writeTopologies writes, for each topology, its link, servers and how
+// its datagrams were counted, or why it did not run.
+func (r *Report) writeTopologies(b *strings.Builder) {
+	if len(r.Topologies) == 0 {
+		return
+	}
+	b.WriteString("links (each side's ratios are against nbdkit over the same link; dgrams/IO of nvmeof: UDP datagrams sent per I/O, both ends):\n")
+	for _, t := range r.Topologies {
+		if t.Skipped != "" {
+			fmt.Fprintf(b, "  %s: not run: %s\n", t.Name, t.Skipped)
+			continue
+		}
+		fmt.Fprintf(b, "  %s: %s.\n", t.Name, t.Link)
+		if t.NbdkitTarget != "" {
+			fmt.Fprintf(b, "    nbdkit: %s.\n", t.NbdkitTarget)
+		}
+		if t.NvmeofTarget != "" {
+			fmt.Fprintf(b, "    nvmeof: %s.\n", t.NvmeofTarget)
+		}
+		if t.NvmeofSkipped != "" {
+			fmt.Fprintf(b, "    nvmeof: not run: %s\n", t.NvmeofSkipped)
+		}
+		if t.DatagramSource != "" {
+			fmt.Fprintf(b, "    dgrams/IO: %s.\n", t.DatagramSource)
+		}
+	}
 }
 
 // GoalsLine is the last line of the output: how many goals were missed,
@@ -331,12 +373,16 @@ func writeAligned(b *strings.Builder, rows [][]string, right map[int]bool) {
 // Chart returns the report as a bar chart: one group per job, an IOPS panel
 // and an MB/s panel, nbdkit and nvmeof side by side, the ceilings as lines.
 func (r *Report) Chart() chart.Chart {
+	topos := r.topologyNames()
+	if len(topos) == 0 {
+		topos = []string{TopologyLoopback}
+	}
 	nvName := "nvmeof, fio external engine"
-	if r.NvmeofSkipped != "" {
+	if r.NvmeofSkipped != "" && len(topos) == 1 {
 		nvName += " (not run)"
 	}
 	ch := chart.Chart{
-		Title: "nvmeof vs nbdkit: fio jobs on loopback, memory backends",
+		Title: "nvmeof vs nbdkit: fio jobs on " + strings.Join(topos, ", ") + ", memory backends",
 		Subtitle: fmt.Sprintf("%s · %s · kernel %s · %d CPUs · %s · %g s per job%s",
 			r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Host, r.Kernel, r.CPUs, r.Fio, r.RuntimeS, medianOf(r.Rounds)),
 		XLabel: "fio job (examples/fio/NAME.fio): pattern, block size, queue depth",
@@ -344,7 +390,8 @@ func (r *Report) Chart() chart.Chart {
 			{Name: "nbdkit memory + fio nbd engine", Color: chart.Blue},
 			{Name: nvName, Color: chart.Orange},
 		},
-		Width:  1800,
+		// Wider with more groups (a job over each topology).
+		Width:  max(1800, 1800*len(r.Jobs)/14),
 		Height: 1600,
 	}
 	iops := chart.Panel{Title: "IOPS (higher is better)", YLabel: "I/Os per second"}
@@ -361,8 +408,7 @@ func (r *Report) Chart() chart.Chart {
 		return f(m)
 	}
 	for _, j := range r.Jobs {
-		label := strings.Replace(strings.Replace(j.Name, "-", "\n", 1), "-verify", "\nverify", 1)
-		label = strings.ReplaceAll(label, "-", " ")
+		label := jobLabel(j, len(topos) > 1)
 		iops.Groups = append(iops.Groups, chart.Group{Label: label, Values: []float64{
 			val(j.Nbdkit, func(m *Metrics) float64 { return m.IOPS }),
 			val(j.Nvmeof, func(m *Metrics) float64 { return m.IOPS }),
@@ -379,8 +425,7 @@ func (r *Report) Chart() chart.Chart {
 		return fmt.Sprintf("%.1f", v)
 	}}
 	for _, j := range r.Jobs {
-		label := strings.Replace(strings.Replace(j.Name, "-", "\n", 1), "-verify", "\nverify", 1)
-		label = strings.ReplaceAll(label, "-", " ")
+		label := jobLabel(j, len(topos) > 1)
 		cpuVal := func(m *Metrics) float64 {
 			if !ok(m) || m.CPUusPerIO <= 0 {
 				return math.NaN()
@@ -397,10 +442,30 @@ func (r *Report) Chart() chart.Chart {
 	}
 	ch.Panels = []chart.Panel{iops, mb, cpuPanel}
 	if r.NvmeofSkipped != "" {
-		ch.Notes = append(ch.Notes, "nvmeof not run: "+cut(r.NvmeofSkipped, 120))
+		ch.Notes = append(ch.Notes, "nvmeof not run on loopback: "+cut(r.NvmeofSkipped, 120))
+	}
+	for _, t := range r.Topologies {
+		switch {
+		case t.Skipped != "":
+			ch.Notes = append(ch.Notes, t.Name+" not run: "+cut(t.Skipped, 120))
+		case t.NvmeofSkipped != "" && t.Name != TopologyLoopback:
+			ch.Notes = append(ch.Notes, "nvmeof not run on "+t.Name+": "+cut(t.NvmeofSkipped, 120))
+		}
 	}
 	if m := r.Ceilings.PingPong.Median; m > 0 {
 		ch.Notes = append(ch.Notes, fmt.Sprintf("UDP 64 B ping-pong RTT: p50 %.1f µs, p99 %.1f µs", float64(m)/1e3, float64(r.Ceilings.PingPong.P99)/1e3))
 	}
 	return ch
+}
+
+// jobLabel is a job's label under its bar group: the name on two lines
+// ("randread\n4k qd1"), "verify" on its own line, and with topologies the
+// topology last.
+func jobLabel(j Job, topology bool) string {
+	label := strings.Replace(strings.Replace(j.Name, "-", "\n", 1), "-verify", "\nverify", 1)
+	label = strings.ReplaceAll(label, "-", " ")
+	if topology {
+		label += "\n" + j.TopologyOf()
+	}
+	return label
 }
