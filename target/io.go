@@ -249,7 +249,11 @@ func (c *ioCmd) finish(err error, s nvme.Error) {
 		if s.Status == nvme.StatusUnrecoveredReadError || s.Status == nvme.StatusWriteFault {
 			ns.stats.mediaErrors.Add(1)
 		}
-		q.log.Debug("backend error", "nsid", ns.nsid, "op", c.op.String(), "slba", c.slba, "err", err)
+		off := c.off
+		if c.op == nvme.IODatasetManagement {
+			off = int64(c.slba << ns.bsShift) // the failed range's
+		}
+		ns.mon.Error(c.op.String(), off, c.n, err)
 	} else if !s.Status.Success() {
 		loc = locSLBA
 	}

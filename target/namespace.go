@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/nvmeof/nvmeof/target/bdev"
 )
 
@@ -52,6 +54,10 @@ type namespace struct {
 	async bdev.Async
 	// pr: persistent reservations (reservation.go); nil when disabled.
 	pr *reservations
+	// log names the namespace; mon logs its backend's errors and
+	// watches for an unlinked backing file and a lost reservation file.
+	log hclog.Logger
+	mon *bdev.Monitor
 }
 
 const nsDead = 1 << 62
@@ -91,6 +97,7 @@ func newNamespace(t *Target, subsys string, cfg NamespaceConfig) (*namespace, er
 		eui64:   cfg.EUI64,
 		ro:      cfg.ReadOnly,
 		drained: make(chan struct{}),
+		log:     t.log.With("subsys", subsys, "nsid", cfg.NSID),
 	}
 	switch g := cfg.ANAGrpID; {
 	case g == 0:
@@ -133,11 +140,16 @@ func newNamespace(t *Target, subsys string, cfg NamespaceConfig) (*namespace, er
 	if cfg.Reservations {
 		ns.pr = &reservations{file: cfg.ReservationFile}
 		if cfg.ReservationFile != "" {
-			if err := ns.pr.loadFile(); err != nil {
+			if err := ns.pr.loadFile(ns.log); err != nil {
 				return nil, fmt.Errorf("target: subsystem %s namespace %d: %w", subsys, cfg.NSID, err)
 			}
 		}
 	}
+	var check func()
+	if ns.pr != nil && ns.pr.file != "" {
+		check = ns.checkReservationFile
+	}
+	ns.mon = bdev.NewMonitor(cfg.Device, ns.log, bdev.MonitorOptions{Check: check})
 	ns.enabled.Store(!cfg.Disabled)
 	ns.pool.start(ns, t.workers)
 	return ns, nil
@@ -201,7 +213,10 @@ func (ns *namespace) destroy() error {
 	return nil
 }
 
-func (ns *namespace) stopWorkers() { ns.pool.stop() }
+func (ns *namespace) stopWorkers() {
+	ns.pool.stop()
+	ns.mon.Close()
+}
 
 // ioPool is a namespace's fixed set of goroutines running backend I/O
 // from a FIFO that grows as needed, so that submitting never blocks the

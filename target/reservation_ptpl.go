@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
 )
@@ -48,11 +50,13 @@ type resvSnapshot struct {
 	data []byte
 }
 
-// loadFile reads the reservation file; a missing file is an empty state.
-// Registrations come back only when PTPL was on.
-func (p *reservations) loadFile() error {
+// loadFile reads the reservation file; a missing file is an empty state,
+// noted in the log (a first start, or a file lost: nothing tells them
+// apart here). Registrations come back only when PTPL was on.
+func (p *reservations) loadFile(log hclog.Logger) error {
 	b, err := os.ReadFile(p.file)
 	if errors.Is(err, fs.ErrNotExist) {
+		log.Info("reservation file not found: no registrations persisted", "file", p.file)
 		return nil
 	}
 	if err != nil {
@@ -145,6 +149,34 @@ func (p *reservations) save(s *resvSnapshot) error {
 	}
 	p.saved = s.seq
 	return nil
+}
+
+// checkReservationFile writes the reservation file again, with a warning,
+// when it has gone while PTPL is on: the state in memory is intact, but
+// the next restart would silently start without it. The namespace's
+// monitor runs it periodically.
+func (ns *namespace) checkReservationFile() {
+	p := ns.pr
+	p.saveMu.Lock() // no save in progress: its rename would recreate the file
+	_, err := os.Stat(p.file)
+	saved := p.saved
+	p.saveMu.Unlock()
+	if !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	p.mu.Lock()
+	if !p.ptpl || p.seq != saved {
+		// PTPL off: nothing to keep; or a newer state is on its way
+		// to the file.
+		p.mu.Unlock()
+		return
+	}
+	snap := p.snapshotLocked()
+	p.mu.Unlock()
+	ns.log.Warn("reservation file missing while persist through power loss is on: writing it again", "file", p.file)
+	if err := p.save(snap); err != nil {
+		ns.log.Error("reservation state not persisted", "err", err)
+	}
 }
 
 // finishSaved completes r with s once snap is on disk (at once without

@@ -114,6 +114,10 @@ type StatusCount struct {
 type NamespaceStats struct {
 	NSID    uint32
 	Enabled bool
+	// BackendErrors counts the backend's I/O errors (bdev.Monitor), and
+	// BackendUnlinked is set once its backing file is seen unlinked.
+	BackendErrors   uint64
+	BackendUnlinked bool
 	// Ops holds one entry per I/O opcode the target runs (Read, Write,
 	// Flush, Write Zeroes, Dataset Management, Compare), zero or not.
 	Ops []OpStats
@@ -205,7 +209,8 @@ func (s *Subsystem) snapshot(ctrls []*controller) SubsystemStats {
 }
 
 func (ns *namespace) ioSnapshot() NamespaceStats {
-	n := NamespaceStats{NSID: ns.nsid, Enabled: ns.enabled.Load(), Ops: make([]OpStats, iostats.OpSlots)}
+	n := NamespaceStats{NSID: ns.nsid, Enabled: ns.enabled.Load(), Ops: make([]OpStats, iostats.OpSlots),
+		BackendErrors: ns.mon.Errors(), BackendUnlinked: ns.mon.Unlinked()}
 	for i := range ns.io.ops {
 		o, s := &ns.io.ops[i], &n.Ops[i]
 		s.Opcode = iostats.Opcodes[i]
