@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,12 @@ func (c *Client) Call(method string, params, result any) error {
 		c.c.SetDeadline(time.Now().Add(c.Timeout))
 	}
 	if _, err := c.c.Write(append(b, '\n')); err != nil {
+		// A daemon that refuses the connection (busy, or not this
+		// user) answers and closes it before reading: its answer says
+		// why, "broken pipe" does not.
+		if rerr := c.refusal(); rerr != nil {
+			return rerr
+		}
 		return fmt.Errorf("control: sending %s: %w", method, err)
 	}
 	line, err := readLine(c.r, c.maxResponse)
@@ -63,6 +70,26 @@ func (c *Client) Call(method string, params, result any) error {
 	if err != nil {
 		return fmt.Errorf("control: reading the answer to %s: %w", method, err)
 	}
+	return c.decode(method, line, result)
+}
+
+// refusal returns the error a daemon answered before closing the
+// connection, if it did (it is in the socket's receive queue already).
+func (c *Client) refusal() error {
+	c.c.SetReadDeadline(time.Now().Add(time.Second))
+	line, err := readLine(c.r, c.maxResponse)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil
+	}
+	var e *Error
+	if errors.As(c.decode("", line, nil), &e) {
+		return e
+	}
+	return nil
+}
+
+// decode decodes a response line: its error, or its result into result.
+func (c *Client) decode(method string, line []byte, result any) error {
 	var resp struct {
 		Response
 		Error *struct {

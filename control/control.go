@@ -36,10 +36,15 @@ const (
 	// ReadTimeout bounds the wait for a whole request line, and for the
 	// next one on an idle connection.
 	ReadTimeout = 30 * time.Second
+	// FirstRequestTimeout bounds the wait for the first request line of a
+	// new connection (a client connects to send one at once).
+	FirstRequestTimeout = 5 * time.Second
 	// WriteTimeout bounds writing a response.
 	WriteTimeout = 30 * time.Second
-	// MaxConns bounds the connections served at once; more are answered
-	// with an error and closed.
+	// MaxConns bounds the connections served at once. A new one past it
+	// takes the slot of the connection idle longest (waiting for a
+	// request); when every one has a request under way it is answered
+	// with CodeBusy and closed.
 	MaxConns = 32
 )
 
@@ -51,6 +56,9 @@ type Options struct {
 	Loader configfs.Loader
 	// ReadTimeout overrides the package's ReadTimeout (tests).
 	ReadTimeout time.Duration
+	// FirstRequestTimeout overrides the package's FirstRequestTimeout
+	// (tests); it is never longer than ReadTimeout.
+	FirstRequestTimeout time.Duration
 }
 
 // Service is the control API of a running server.
@@ -74,6 +82,9 @@ type Service struct {
 	// another).
 	testHookChanged func()
 
+	// refusals logs refused connections, rate-limited.
+	refusals *rateLog
+
 	lnMu   sync.Mutex
 	ln     *listener
 	conns  map[*conn]struct{}
@@ -89,7 +100,13 @@ func New(srv *server.Server, opts Options) *Service {
 	if opts.ReadTimeout <= 0 {
 		opts.ReadTimeout = ReadTimeout
 	}
-	return &Service{srv: srv, log: opts.Logger.Named("control"), opts: opts, conns: map[*conn]struct{}{}}
+	if opts.FirstRequestTimeout <= 0 {
+		opts.FirstRequestTimeout = FirstRequestTimeout
+	}
+	opts.FirstRequestTimeout = min(opts.FirstRequestTimeout, opts.ReadTimeout)
+	log := opts.Logger.Named("control")
+	return &Service{srv: srv, log: log, opts: opts, conns: map[*conn]struct{}{},
+		refusals: newRateLog(log, refusalLogBurst, refusalLogInterval, "control connections refused, not logged")}
 }
 
 // Apply applies tree to the server (server.Server.Apply), serialized with

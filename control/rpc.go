@@ -40,6 +40,9 @@ const (
 	CodeRefused = -32005
 	// CodeIO: config.save could not write its file.
 	CodeIO = -32006
+	// CodeBusy: every connection slot has a request under way; the
+	// connection is closed. Try again (nvmetctl does, for a while).
+	CodeBusy = -32007
 )
 
 // Version is the JSON-RPC version every request and response carries.

@@ -25,6 +25,8 @@ type listener struct {
 	path string
 	// accept is ln.AcceptUnix (a test makes it fail).
 	accept func() (*net.UnixConn, error)
+	// peer is peerAllowed (a test refuses every peer).
+	peer func(*net.UnixConn) error
 }
 
 // ErrSocketInUse is Listen's error when another process answers on the
@@ -63,7 +65,7 @@ func (s *Service) Listen(path string) error {
 		ln.Close()
 		return errors.New("control: closed or listening already")
 	}
-	s.ln = &listener{ln: ln, path: path, accept: ln.AcceptUnix}
+	s.ln = &listener{ln: ln, path: path, accept: ln.AcceptUnix, peer: peerAllowed}
 	// Logged here, not in Serve's goroutine: clients may connect from
 	// now on (the backlog holds them), and the line comes before the
 	// daemon's "serving" lines, always.
@@ -142,23 +144,23 @@ func (s *Service) Serve() error {
 			continue
 		}
 		backoff = 0
-		c := &conn{s: s, nc: nc}
-		if err := peerAllowed(nc); err != nil {
-			s.log.Warn("control connection refused", "error", err)
+		c := &conn{s: s, nc: nc, idle: true, idleSince: time.Now()}
+		if err := l.peer(nc); err != nil {
+			s.refusals.Warn("control connection refused", "error", err)
 			c.reply(nil, nil, errorf(CodeInternal, "%v", err))
 			nc.Close()
 			continue
 		}
 		s.lnMu.Lock()
-		switch {
-		case s.closed:
+		if s.closed {
 			s.lnMu.Unlock()
 			nc.Close()
 			continue
-		case len(s.conns) >= MaxConns:
+		}
+		if len(s.conns) >= MaxConns && !s.evictIdleLocked() {
 			s.lnMu.Unlock()
-			s.log.Warn("control connection refused: too many", "max", MaxConns)
-			c.reply(nil, nil, errorf(CodeInternal, "too many control connections (%d): try again", MaxConns))
+			s.refusals.Warn("control connection refused: every connection has a request under way", "max", MaxConns)
+			c.reply(nil, nil, errorf(CodeBusy, "busy: too many control connections (%d) with requests under way: try again", MaxConns))
 			nc.Close()
 			continue
 		}
@@ -173,6 +175,27 @@ func (s *Service) Serve() error {
 			s.lnMu.Unlock()
 		}()
 	}
+}
+
+// evictIdleLocked closes the connection idle longest (waiting for a
+// request, none under way) to make room for a new one: idle connections
+// must not lock clients out until they time out. False when every
+// connection has a request under way. lnMu held.
+func (s *Service) evictIdleLocked() bool {
+	var oldest *conn
+	for c := range s.conns {
+		if c.idle && !c.evicted && (oldest == nil || c.idleSince.Before(oldest.idleSince)) {
+			oldest = c
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	oldest.evicted = true
+	delete(s.conns, oldest)
+	oldest.nc.Close() // its serve returns: its read fails
+	s.log.Debug("idle control connection closed for a new one", "idle", time.Since(oldest.idleSince).Round(time.Millisecond))
+	return true
 }
 
 // Close stops serving: the socket is removed and open connections closed
@@ -194,6 +217,7 @@ func (s *Service) Close() error {
 		err = l.ln.Close() // removes the socket file
 	}
 	s.wg.Wait()
+	s.refusals.Flush()
 	return err
 }
 
@@ -201,14 +225,48 @@ func (s *Service) Close() error {
 type conn struct {
 	s  *Service
 	nc *net.UnixConn
+
+	// Under s.lnMu: idle while waiting for the first byte of a request
+	// (since idleSince); evicted once closed for a new connection.
+	idle      bool
+	idleSince time.Time
+	evicted   bool
+}
+
+// setIdle marks c waiting for a request, or not; false when c was
+// evicted meanwhile.
+func (c *conn) setIdle(idle bool) bool {
+	c.s.lnMu.Lock()
+	defer c.s.lnMu.Unlock()
+	if idle && !c.idle {
+		c.idleSince = time.Now()
+	}
+	c.idle = idle
+	return !c.evicted
 }
 
 // serve reads requests one line each and answers them in order.
 func (c *conn) serve() {
 	defer c.nc.Close()
 	r := bufio.NewReaderSize(c.nc, 64<<10)
-	for {
-		c.nc.SetReadDeadline(time.Now().Add(c.s.opts.ReadTimeout))
+	// A client connects to send a request: a new connection gets a
+	// shorter wait for it than one between requests.
+	for timeout := c.s.opts.FirstRequestTimeout; ; timeout = c.s.opts.ReadTimeout {
+		c.nc.SetReadDeadline(time.Now().Add(timeout))
+		if !c.setIdle(true) {
+			return
+		}
+		_, err := r.Peek(1) // idle, evictable, until a request begins
+		if !c.setIdle(false) {
+			return
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				c.s.log.Debug("control connection closed: idle", "timeout", timeout)
+			}
+			return
+		}
 		line, err := readLine(r, MaxRequestSize)
 		if errors.Is(err, errTooLarge) {
 			c.reply(nil, nil, errorf(CodeInvalidRequest, "request larger than %d bytes", MaxRequestSize))
@@ -224,7 +282,7 @@ func (c *conn) serve() {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				c.s.log.Debug("control connection closed: idle or too slow", "timeout", c.s.opts.ReadTimeout)
+				c.s.log.Debug("control connection closed: request too slow", "timeout", timeout)
 			}
 			return
 		}

@@ -7,12 +7,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -51,6 +53,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "socket", Aliases: []string{"s"}, Value: control.DefaultSocket, EnvVars: []string{"NVMETD_CONTROL_SOCKET"}, Usage: "nvmetd's control socket `PATH`"},
 			&cli.StringFlag{Name: "output-format", Aliases: []string{"o"}, Value: "normal", Usage: "output `FORMAT`: normal or json"},
+			&cli.DurationFlag{Name: "wait", Value: defaultWait, Usage: "while nvmetd is busy (every control connection has a request under way), try again for up to `DURATION` (0: not at all)"},
 		},
 		Before: func(c *cli.Context) error {
 			switch f := c.String("output-format"); f {
@@ -67,9 +70,34 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 }
 
-// call connects to the socket and runs method.
+// defaultWait is how long nvmetctl tries again while nvmetd is busy.
+const defaultWait = 10 * time.Second
+
+// call connects to the socket and runs method. While the daemon answers
+// that it is busy (it refused the connection before reading the request,
+// so nothing ran), it tries again with a growing pause, for --wait at
+// most.
 func call(c *cli.Context, method string, params, result any) error {
-	cl, err := control.Dial(c.String("socket"))
+	deadline := time.Now().Add(c.Duration("wait"))
+	pause := 20 * time.Millisecond
+	for {
+		err := callOnce(c.String("socket"), method, params, result)
+		var re *control.Error
+		if !errors.As(err, &re) || re.Code != control.CodeBusy {
+			return err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("nvmetd is busy (tried for %v; --wait sets how long): %w", c.Duration("wait"), err)
+		}
+		time.Sleep(min(pause, left))
+		pause = min(2*pause, time.Second)
+	}
+}
+
+// callOnce runs method on a new connection.
+func callOnce(socket, method string, params, result any) error {
+	cl, err := control.Dial(socket)
 	if err != nil {
 		return err
 	}
