@@ -65,21 +65,24 @@ type Config struct {
 	UDPPort, PeerUDPPort int
 	// DisableGSO turns off GSO mode. By default a device whose address is
 	// in 127.0.0.0/8 runs in GSO mode (gso.go): it sends runs of
-	// equal-size packets to loopback destinations as UDP GSO
-	// super-datagrams (with the UDP checksum on, which GSO needs) and
-	// receives through its UDP socket with UDP_GRO, rebuilding each
-	// packet's IP header for the ICRC as a soft device in GSO mode sends
-	// it; it needs no CAP_NET_RAW. Every RoCEv2 sender on lo must then be
-	// such a device: the packets of another one (rdma_rxe bound to lo)
-	// fail the ICRC. With DisableGSO, and on any other address, a device
-	// sends one datagram per packet without UDP checksum and receives
-	// through a raw socket (CAP_NET_RAW), as towards Linux rxe peers; it
-	// cannot take GSO sends, so its soft peers on lo need DisableGSO too.
-	// An IPv6 device always receives through its UDP socket (no raw
-	// socket, no privilege: see net_linux.go); DisableGSO turns off its
-	// UDP_GRO and its GSO sends to ::1. Unlike raw mode it still takes
-	// its peers' GSO sends: the kernel segments them for a socket without
-	// UDP_GRO.
+	// equal-size packets as UDP GSO super-datagrams (with the UDP
+	// checksum on, which GSO needs) and receives through its UDP socket
+	// with UDP_GRO, rebuilding each packet's IP header for the ICRC as a
+	// soft device sends it; it needs no CAP_NET_RAW. Every RoCEv2 sender
+	// on lo must then be such a device: the packets of another one
+	// (rdma_rxe bound to lo) fail the ICRC. An IPv4 device on any other
+	// address runs in udp4 mode (net_linux.go): GSO mode for datagrams
+	// with IP ID 0, which soft senders send, and a raw socket
+	// (CAP_NET_RAW) for the others, rdma_rxe's, checked against the
+	// header they came with. With DisableGSO an IPv4 device sends one
+	// datagram per packet without UDP checksum and receives through a
+	// raw socket only, as rxe does; it cannot take GSO sends that reach
+	// it whole (over lo or a veth), so its soft peers there need
+	// DisableGSO too. An IPv6 device always receives through its UDP
+	// socket (no raw socket, no privilege: see net_linux.go);
+	// DisableGSO turns off its UDP_GRO and its GSO sends. Unlike raw mode
+	// it still takes its peers' GSO sends: the kernel segments them for
+	// a socket without UDP_GRO.
 	DisableGSO bool
 	// RecvQueues is the number of receive queues: sockets each read by
 	// its own goroutine, which spreads a device's receive and completion
@@ -299,7 +302,7 @@ func Open(cfg Config) (*Device, error) {
 	d.rxqs = make([]atomic.Pointer[rxQueue], len(s.recv))
 	for i, rc := range s.recv {
 		d.rxDone.Add(1)
-		go d.rxLoop(rc, i)
+		go d.rxLoop(rc, i, s.udpQueue(i))
 	}
 	return d, nil
 }

@@ -6,13 +6,15 @@ import (
 	"github.com/nvmeof/nvmeof/rdma/wire"
 )
 
-// UDP GSO and GRO between soft devices on loopback.
+// UDP GSO and GRO between soft devices.
 //
 // A device whose address is in 127.0.0.0/8 (unless Config.DisableGSO)
-// runs in GSO mode:
+// runs in GSO mode; an IPv4 device on another address in udp4 mode,
+// which is GSO mode for the packets of soft senders (IP ID 0) and raw
+// mode for the others (net_linux.go); an IPv6 device in udp6 mode:
 //
 //   - Sending, any run of two or more consecutive packets of one length
-//     to one loopback destination (the last may be shorter; at most
+//     to one destination (the last may be shorter; at most
 //     gsoMaxSegments packets and gsoMaxPayload bytes) leaves as one UDP
 //     GSO send (UDP_SEGMENT, segment size = the first packet's length).
 //     Packet k of the run carries the ICRC computed for IP ID k.
@@ -88,6 +90,7 @@ type gsoCounters struct {
 	supers   atomic.Uint64 // super-datagrams received and split
 	recvSegs atomic.Uint64 // packets split out of them
 	disabled atomic.Bool   // the kernel refused a GSO send: send one packet per datagram
+	fixedID  atomic.Uint64 // packets of GRO-merged datagrams that verified with the first packet's IP ID
 }
 
 // gsoSplitter cuts a UDP payload received in GSO mode into packets and

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -27,9 +28,8 @@ import (
 // set and IP ID 0 (ip_select_ident gives ID 0 to DF datagrams of
 // unconnected sockets): the ICRC can be computed before sending.
 //
-// An IPv4 device on another address than 127.0.0.0/8, or with
-// Config.DisableGSO (raw mode; the wire format of rxe, whose peers it
-// must serve):
+// An IPv4 device with Config.DisableGSO (raw mode; the wire format of
+// rxe, exactly):
 //
 //   - The UDP checksum is disabled (SO_NO_CHECK), as rxe sends it; the
 //     ICRC is the end-to-end check. One datagram per packet.
@@ -62,6 +62,27 @@ import (
 //     checked as user nobody with no capabilities). If the kernel refuses
 //     UDP_GRO (before Linux 5.0), the device opens in raw mode.
 
+// An IPv4 device on any other address without DisableGSO (udp4 mode:
+// GSO mode between machines, next to raw mode for rxe's packets):
+//
+//   - Sending as in GSO mode: runs of packets to any destination leave
+//     as UDP GSO sends with the UDP checksum on (a NIC or the stack
+//     segments them before the wire, giving segment k IP ID k; between
+//     network namespaces a veth hands the receiver the send whole).
+//   - Receiving: the UDP sockets, with UDP_GRO as in GSO mode and a
+//     filter that takes only datagrams whose IP ID is 0 (read through
+//     SKF_NET_OFF): those of soft devices, whose headers the receiver
+//     rebuilds (gso.go). GRO may merge a flow of equal DF datagrams with
+//     a fixed ID as well as counting IDs, so packet k > 0 of a merged
+//     datagram that fails the ICRC with ID k is checked again with ID 0.
+//   - One raw socket more (the last receive queue, CAP_NET_RAW) takes
+//     the datagrams whose IP ID is not 0, rxe's, with the header they
+//     came with, as in raw mode. A datagram goes to one path or the
+//     other, never both. A GRO merge that starts after the first packet
+//     of a GSO send (ID not 0, several packets in one datagram) cannot be
+//     split there: its ICRC fails, and the requester's retransmission
+//     recovers.
+
 // A device on an IPv6 address (udp6 mode; any address, loopback or not):
 //
 //   - One UDP socket bound to [addr]:4791 does everything. An IPv6 header
@@ -86,12 +107,12 @@ import (
 //     IPV6_AUTOFLOWLABEL off, so packets leave with flow label 0 as rxe's
 //     do (the ICRC masks it either way).
 //   - UDP_GRO on the socket unless Config.DisableGSO: a GSO send (from a
-//     soft device on ::1) arrives whole with its segment size, and is cut
-//     and checked per segment as in GSO mode; nothing about the sender is
-//     assumed, since no IPv6 field differs between segments but the
-//     lengths. GSO sends go to ::1 only (tx.go gsoRun), where the kernel
-//     hands them to the receiver whole; towards other hosts one datagram
-//     per packet, as towards rxe.
+//     soft device on ::1 or across a veth) or a GRO merge arrives whole
+//     with its segment size, and is cut and checked per segment as in GSO
+//     mode; nothing about the sender is assumed, since no IPv6 field
+//     differs between segments but the lengths. GSO sends go to any
+//     destination (tx.go gsoRun): the kernel segments them for a
+//     receiver without UDP_GRO (rxe), a NIC or the stack before the wire.
 
 // Receive queues (Config.RecvQueues; rx.go and progress.go serve them): a
 // device may read through several sockets, each served by its own
@@ -126,6 +147,17 @@ type sockets struct {
 	// share is the device's place among the shared devices of its
 	// address (nil: the device binds the port alone).
 	share *shareGroup
+	// assist: udp4 mode, an IPv4 device off loopback in GSO mode. Its
+	// UDP sockets take the datagrams with IP ID 0 (every soft device
+	// sends those, GSO runs included: gso.go), and one raw socket, receive
+	// queue assistQueue, the others (rdma_rxe's, whose IDs the ICRC covers
+	// and a UDP socket does not show).
+	assist      bool
+	assistQueue int
+	// netns is the network namespace the sockets were opened in, where
+	// sockets opened later go too (inNetns, sport.go).
+	netns              *os.File
+	netnsDev, netnsIno uint64
 
 	// Source port sockets (sport.go), by port.
 	srcMu  sync.Mutex
@@ -157,8 +189,10 @@ func (s *sockets) localPort() uint16 {
 // else holds the port.
 func openSockets(addr netip.Addr, port uint16, rcvbuf int, gso bool, queues int, share *shareGroup) (*sockets, error) {
 	queues = max(queues, 1)
-	s := &sockets{loopback: addr.IsLoopback(), v6: addr.Is6(), share: share}
-	s.gsoMode = gso && (s.loopback || s.v6)
+	s := &sockets{loopback: addr.IsLoopback(), v6: addr.Is6(), share: share, assistQueue: -1}
+	s.gsoMode = gso
+	s.assist = gso && !s.v6 && !s.loopback
+	s.openNetns()
 	reuse := share != nil || queues > 1 && s.udpRecv()
 	if reuse && (share == nil || !share.others) {
 		// SO_REUSEPORT would let a second device on the address join
@@ -182,7 +216,7 @@ func openSockets(addr netip.Addr, port uint16, rcvbuf int, gso bool, queues int,
 	if s.udpRecv() {
 		s.recv = append(s.recv, s.udpRC)
 		if !reuse {
-			return s, nil
+			return s, s.openAssist(addr, rcvbuf)
 		}
 		port = s.localPort()
 		for i := 1; i < queues; i++ {
@@ -208,7 +242,7 @@ func openSockets(addr netip.Addr, port uint16, rcvbuf int, gso bool, queues int,
 			s.close()
 			return nil, err
 		}
-		return s, nil
+		return s, s.openAssist(addr, rcvbuf)
 	}
 	for i := 0; i < queues; i++ {
 		if err := s.openRaw(addr, s.localPort(), rcvbuf, i, queues); err != nil {
@@ -218,6 +252,27 @@ func openSockets(addr netip.Addr, port uint16, rcvbuf int, gso bool, queues int,
 	}
 	return s, nil
 }
+
+// openAssist opens the raw socket of udp4 mode (an IPv4 device off
+// loopback in GSO mode), which takes the datagrams whose IP ID is not 0,
+// as its last receive queue; nothing for other devices. It closes every
+// socket on failure.
+func (s *sockets) openAssist(addr netip.Addr, rcvbuf int) error {
+	if !s.assist || !s.gsoMode {
+		s.assist = false
+		return nil
+	}
+	if err := s.openRaw(addr, s.localPort(), rcvbuf, -1, 1); err != nil {
+		s.close()
+		return err
+	}
+	s.assistQueue = len(s.recv) - 1
+	return nil
+}
+
+// udpQueue reports whether receive queue i reads a UDP socket (GSO mode,
+// IPv6) rather than a raw socket.
+func (s *sockets) udpQueue(i int) bool { return s.udpRecv() && i != s.assistQueue }
 
 // probePort binds addr:port without SO_REUSEPORT and lets it go,
 // returning the port bound.
@@ -261,6 +316,10 @@ func (s *sockets) listenUDP(addr netip.Addr, port uint16, rcvbuf int, reuse bool
 			}
 			if s.gsoMode && unix.SetsockoptInt(int(fd), unix.IPPROTO_UDP, unix.UDP_GRO, 1) == nil {
 				setRcvbuf(fd, rcvbuf)
+				if s.assist {
+					serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER,
+						&unix.SockFprog{Len: uint16(len(zeroIDOnly)), Filter: &zeroIDOnly[0]})
+				}
 				return
 			}
 			s.gsoMode = false
@@ -323,10 +382,14 @@ func (s *sockets) openRaw(addr netip.Addr, port uint16, rcvbuf, i, n int) error 
 	}
 	s.recv = append(s.recv, rc)
 	a4 := addr.As4()
-	filter := rawFilterQueue(binary.BigEndian.Uint32(a4[:]), port, i, n)
+	spec := rawFilterSpec{dst: binary.BigEndian.Uint32(a4[:]), port: port, queue: i, queues: n}
 	if s.share != nil {
-		filter = rawFilterShared(binary.BigEndian.Uint32(a4[:]), port, s.share.slot, i)
+		spec.slot = s.share.slot
 	}
+	if i < 0 {
+		spec.nonZeroID = true // the assist socket of udp4 mode
+	}
+	filter := rawFilter(spec)
 	var serr error
 	err = rc.Control(func(fd uintptr) {
 		prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
@@ -370,6 +433,9 @@ func (s *sockets) close() {
 		s.udp.Close()
 	}
 	s.closeSources()
+	if s.netns != nil {
+		s.netns.Close()
+	}
 }
 
 // Classic BPF opcodes (linux/filter.h).
@@ -387,47 +453,26 @@ const (
 	bpfJset   = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
 	bpfRet    = unix.BPF_RET | unix.BPF_K
 	bpfRsh    = unix.BPF_ALU | unix.BPF_RSH | unix.BPF_K
+	bpfJa     = unix.BPF_JMP | unix.BPF_JA
 	bpfStM    = unix.BPF_ST
 	bpfLdM    = unix.BPF_LD | unix.BPF_MEM
 )
 
 var dropAll = []unix.SockFilter{{Code: bpfRet, K: 0}}
 
-// rawFilterQueue returns the filter of raw socket i of n: IPv4 protocol
-// UDP, not a fragment, destination address dst, UDP destination port
-// port, and with n > 1 the BTH's destination QP number mod n equal to i.
-// A raw socket's filter sees the packet from the IP header on.
-func rawFilterQueue(dst uint32, port uint16, i, n int) []unix.SockFilter {
-	f := []unix.SockFilter{
-		{Code: bpfLdAbsB, K: 9},         // A = protocol
-		{Code: bpfJeq, K: 17},           // UDP?
-		{Code: bpfLdAbsH, K: 6},         // A = flags | fragment offset
-		{Code: bpfJset, K: 0x1fff},      // a fragment after the first?
-		{Code: bpfLdAbsW, K: 16},        // A = destination address
-		{Code: bpfJeq, K: dst},          //
-		{Code: bpfLdxMSH, K: 0},         // X = IP header length
-		{Code: bpfLdIndH, K: 2},         // A = UDP destination port
-		{Code: bpfJeq, K: uint32(port)}, //
-	}
-	if n > 1 {
-		f = append(f,
-			unix.SockFilter{Code: bpfLdIndW, K: wire.UDPHeaderLen + 4}, // A = BTH word 1: reserved, destination QP
-			unix.SockFilter{Code: bpfAnd, K: wire.QPNMask},
-			unix.SockFilter{Code: bpfMod, K: uint32(n)},
-			unix.SockFilter{Code: bpfJeq, K: uint32(i)})
-	}
-	f = append(f, unix.SockFilter{Code: bpfRet, K: 0x40000}, unix.SockFilter{Code: bpfRet, K: 0}) // accept, drop
-	drop := len(f) - 1
-	for j := range f {
-		switch f[j].Code {
-		case bpfJeq: // go on if equal, else drop
-			f[j].Jt, f[j].Jf = 0, uint8(drop-j-1)
-		case bpfJset: // drop if set
-			f[j].Jt, f[j].Jf = uint8(drop-j-1), 0
-		}
-	}
-	return f
+// zeroIDOnly is the filter of a udp4 mode UDP socket: datagrams whose IP
+// ID is 0 (read through SKF_NET_OFF, the network header), which every
+// soft sender's are; the raw socket takes the others.
+var zeroIDOnly = []unix.SockFilter{
+	{Code: bpfLdAbsH, K: skfNetOff + 4},
+	{Code: bpfJeq, K: 0, Jt: 0, Jf: 1},
+	{Code: bpfRet, K: 0x40000},
+	{Code: bpfRet, K: 0},
 }
+
+// skfNetOff is SKF_NET_OFF (-0x100000) as a uint32: classic BPF loads at
+// this offset plus k read byte k of the network header.
+const skfNetOff = 0xfff00000
 
 // reuseportProg returns the program that picks, among the n sockets of a
 // reuseport group, the one for a datagram: its destination QP number mod

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -200,7 +202,11 @@ func (s *sockets) openSource(addr netip.Addr, port uint16) (*srcSock, error) {
 	if v6 {
 		network = "udp6"
 	}
-	pc, err := lc.ListenPacket(context.Background(), network, netip.AddrPortFrom(addr, port).String())
+	var pc net.PacketConn
+	err := s.inNetns(func() (err error) {
+		pc, err = lc.ListenPacket(context.Background(), network, netip.AddrPortFrom(addr, port).String())
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("soft: source port socket %s: %w", netip.AddrPortFrom(addr, port), err)
 	}
@@ -210,6 +216,52 @@ func (s *sockets) openSource(addr netip.Addr, port uint16) (*srcSock, error) {
 		return nil, fmt.Errorf("soft: source port socket %s: %w", netip.AddrPortFrom(addr, port), err)
 	}
 	return c, nil
+}
+
+// inNetns runs f, which opens a socket, in the network namespace the
+// device's sockets were opened in: on the calling thread if it is there
+// (as in any process that stays in one namespace), else on a thread that
+// enters it and ends with f. A source port socket opened in another
+// namespace would send from another host.
+func (s *sockets) inNetns(f func() error) error {
+	if s.netns == nil {
+		return f()
+	}
+	runtime.LockOSThread()
+	var st unix.Stat_t
+	if unix.Stat("/proc/thread-self/ns/net", &st) != nil || (st.Dev == s.netnsDev && st.Ino == s.netnsIno) {
+		defer runtime.UnlockOSThread()
+		return f()
+	}
+	runtime.UnlockOSThread()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if err := unix.Setns(int(s.netns.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("soft: entering the device's network namespace: %w", err)
+			return
+		}
+		errc <- f()
+	}()
+	return <-errc
+}
+
+// openNetns records the network namespace of the calling thread, where
+// the device's sockets are opened, for inNetns (nothing if it cannot be
+// read: then later sockets open wherever the caller is).
+func (s *sockets) openNetns() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	f, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		f.Close()
+		return
+	}
+	s.netns, s.netnsDev, s.netnsIno = f, st.Dev, st.Ino
 }
 
 // setSendOptions sets what every sending socket of a device needs: no

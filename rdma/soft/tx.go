@@ -380,7 +380,7 @@ func (t *txBatch) applyFaults(f *faults) int {
 // fault injector go alone.
 func (t *txBatch) gsoRun(i, k int) int {
 	p := t.out[i]
-	if t.alone[i] || (p.dst[12] != 127 && !t.dev.v6) || (t.dev.v6 && p.dst != ipv6Loopback) {
+	if t.alone[i] {
 		return 1
 	}
 	s, total, run := p.n, p.n, 1
