@@ -349,21 +349,9 @@ type pd struct {
 	pd   *C.struct_ibv_pd
 	mu   sync.Mutex
 	dead bool
-}
-
-// RegMR implements rdma.PD.
-func (p *pd) RegMR(buf []byte, access rdma.Access) (rdma.MR, error) {
-	if len(buf) == 0 {
-		return nil, fmt.Errorf("ibverbs: register empty buffer: %w", rdma.ErrInvalidArgument)
-	}
-	if access&(rdma.AccessRemoteWrite|rdma.AccessRemoteAtomic) != 0 && access&rdma.AccessLocalWrite == 0 {
-		return nil, fmt.Errorf("ibverbs: register with %v: remote write needs LocalWrite: %w", access, rdma.ErrInvalidArgument)
-	}
-	m, err := C.ibv_reg_mr(p.pd, unsafe.Pointer(&buf[0]), C.size_t(len(buf)), C.int(access))
-	if m == nil {
-		return nil, fmt.Errorf("ibverbs: ibv_reg_mr %d bytes: %w", len(buf), errnoErr(err))
-	}
-	return &mr{mr: m, buf: buf, access: access}, nil
+	// mrs are the regions registered and not yet deregistered: they hold
+	// their buffers' pins (mr.go).
+	mrs map[*mr]struct{}
 }
 
 var _ rdma.MWAllocator = (*pd)(nil)
@@ -393,67 +381,6 @@ func (p *pd) Dealloc() error {
 		return fmt.Errorf("ibverbs: ibv_dealloc_pd: %w", errnoErr(syscall.Errno(r)))
 	}
 	p.dead = true
-	return nil
-}
-
-// mr is a memory region registered with ibv_reg_mr.
-type mr struct {
-	mr     *C.struct_ibv_mr
-	buf    []byte
-	access rdma.Access
-	mu     sync.Mutex
-	dead   bool
-}
-
-// LKey implements rdma.MR.
-func (m *mr) LKey() uint32 { return uint32(m.mr.lkey) }
-
-// RKey implements rdma.MR.
-func (m *mr) RKey() uint32 { return uint32(m.mr.rkey) }
-
-// Addr implements rdma.MR: the buffer's virtual address.
-func (m *mr) Addr() uint64 { return uint64(uintptr(m.mr.addr)) }
-
-// Len implements rdma.MR.
-func (m *mr) Len() int { return len(m.buf) }
-
-// Bytes implements rdma.MR.
-func (m *mr) Bytes() []byte { return m.buf }
-
-// Access implements rdma.MR.
-func (m *mr) Access() rdma.Access { return m.access }
-
-// RKeyValid implements rdma.MR: a plain registration's rkey stays valid
-// until it is deregistered.
-func (m *mr) RKeyValid() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return !m.dead && m.access&(rdma.AccessRemoteRead|rdma.AccessRemoteWrite|rdma.AccessRemoteAtomic) != 0
-}
-
-// Invalidate implements rdma.MR: a region from ibv_reg_mr cannot be
-// invalidated (that takes a memory window or a fast-registration MR).
-func (m *mr) Invalidate() error {
-	return fmt.Errorf("ibverbs: invalidate a plain registration: %w", rdma.ErrNotSupported)
-}
-
-// Rekey implements rdma.MR; see Invalidate.
-func (m *mr) Rekey() (uint32, error) {
-	return 0, fmt.Errorf("ibverbs: rekey a plain registration: %w", rdma.ErrNotSupported)
-}
-
-// Deregister implements rdma.MR.
-func (m *mr) Deregister() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.dead {
-		return nil
-	}
-	if r := C.ibv_dereg_mr(m.mr); r != 0 {
-		return fmt.Errorf("ibverbs: ibv_dereg_mr: %w", errnoErr(syscall.Errno(r)))
-	}
-	m.dead = true
-	m.buf = nil
 	return nil
 }
 

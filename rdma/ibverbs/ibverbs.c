@@ -207,3 +207,7 @@ int nv_conn_param(struct rdma_conn_param *p, const void *priv, int len, uint8_t 
 
 uint8_t nv_port_num(struct rdma_cm_id *id) { return id->port_num; }
 const char *nv_cm_dev_name(struct rdma_cm_id *id) { return id->verbs ? ibv_get_device_name(id->verbs->device) : ""; }
+
+// nv_keep does nothing with p: Go calls it to have cgo's pointer check
+// (GODEBUG=cgocheck=1) judge whether C may keep p (pincheck.go).
+void nv_keep(void *p) { (void)p; }

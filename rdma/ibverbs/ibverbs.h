@@ -65,5 +65,6 @@ int nv_bind_addr(struct rdma_cm_id *id, struct sockaddr_storage *a);
 int nv_conn_param(struct rdma_conn_param *p, const void *priv, int len, uint8_t rr, uint8_t id, uint8_t fc, uint8_t retry, uint8_t rnr, uint32_t qpn);
 uint8_t nv_port_num(struct rdma_cm_id *id);
 const char *nv_cm_dev_name(struct rdma_cm_id *id);
+void nv_keep(void *p);
 
 #endif
