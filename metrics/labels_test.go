@@ -25,7 +25,7 @@ func TestInvalidUTF8HostNQN(t *testing.T) {
 		Controllers: []target.ControllerStats{{CntlID: 1, HostNQN: bad, Port: 1, Queues: []target.QueueStats{{QID: 0, Size: 32}}}},
 	}}}}
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(NewTargetCollector(src)); err != nil {
+	if err := reg.Register(NewTargetCollectorWith(src, TargetOptions{HostNQN: true})); err != nil {
 		t.Fatal(err)
 	}
 	mfs, err := reg.Gather()

@@ -32,7 +32,17 @@ type RDMACollector struct {
 	// SysfsRoot is the sysfs class directory (DefaultSysfsRoot when
 	// empty); a test points it at a copy.
 	SysfsRoot string
+	// MaxQPs bounds the live QPs of a soft device that have series of
+	// their own (nvmeof_rdma_qp_*), the first by QP number; the others
+	// are counted in nvmeof_rdma_qps_not_exported. 0: DefaultMaxQPs;
+	// negative: no per-QP series (nvmetd's default: its hosts create
+	// the QPs).
+	MaxQPs int
 }
+
+// DefaultMaxQPs is RDMACollector's bound on QPs with series of their own
+// when MaxQPs is 0: a connection daemon's own queues fit well under it.
+const DefaultMaxQPs = 256
 
 var (
 	rdmaLabels = []string{"device", "provider"}
@@ -148,7 +158,11 @@ func (c *RDMACollector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(sc.desc, prometheus.CounterValue, float64(sc.get(&st)), name, "soft")
 			}
 			if q, ok := d.(softQPStatser); ok {
-				qps = collectQPs(ch, name, q, qps)
+				limit := c.MaxQPs
+				if limit == 0 {
+					limit = DefaultMaxQPs
+				}
+				qps = collectQPs(ch, name, q, qps, limit)
 			}
 			continue
 		}

@@ -49,6 +49,8 @@ var (
 
 	qpInfo = prometheus.NewDesc("nvmeof_rdma_qp_info", "One series per live soft RDMA QP: its type, state and peer QP number.",
 		[]string{"device", "qpn", "peer", "peer_qpn", "type", "state"}, nil)
+	qpsNotExported = prometheus.NewDesc("nvmeof_rdma_qps_not_exported", "Live QPs of a soft RDMA device without series of their own (per-QP series off, or past their bound).",
+		[]string{"device"}, nil)
 )
 
 // describeQPs sends the per-QP descriptions.
@@ -57,14 +59,17 @@ func describeQPs(ch chan<- *prometheus.Desc) {
 		ch <- c.desc
 	}
 	ch <- qpInfo
+	ch <- qpsNotExported
 }
 
-// collectQPs exports the counters of the soft device's live QPs (a
-// destroyed QP's series go with it, so the set is bounded by the queues
-// open). buf is reused between the devices of one scrape.
-func collectQPs(ch chan<- prometheus.Metric, name string, d softQPStatser, buf []soft.QPStats) []soft.QPStats {
+// collectQPs exports the counters of the first limit of the soft device's
+// live QPs (a destroyed QP's series go with it) and counts the others;
+// limit < 0 exports none. buf is reused between the devices of one scrape.
+func collectQPs(ch chan<- prometheus.Metric, name string, d softQPStatser, buf []soft.QPStats, limit int) []soft.QPStats {
 	buf = d.QPStats(buf)
-	for i := range buf {
+	n := min(len(buf), max(limit, 0))
+	ch <- prometheus.MustNewConstMetric(qpsNotExported, prometheus.GaugeValue, float64(len(buf)-n), name)
+	for i := range n {
 		s := &buf[i]
 		qpn := strconv.FormatUint(uint64(s.QPN), 10)
 		peer, peerQPN := "", ""

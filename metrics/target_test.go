@@ -132,10 +132,11 @@ func wantValue(t *testing.T, fams map[string]*dto.MetricFamily, name string, lab
 }
 
 // TestTargetMetrics runs I/O of known count and size through an
-// in-process target and checks that the scraped counters agree exactly.
+// in-process target and checks that the scraped counters agree exactly
+// (every series on: per queue, with the host NQN).
 func TestTargetMetrics(t *testing.T) {
 	lt := newLoopTarget(t)
-	reg, err := NewRegistry(NewTargetCollector(lt.tgt))
+	reg, err := NewRegistry(NewTargetCollectorWith(lt.tgt, TargetOptions{PerQueue: true, HostNQN: true}))
 	must(t, err)
 	h := Handler(reg, false)
 
@@ -178,6 +179,8 @@ func TestTargetMetrics(t *testing.T) {
 			wantValue(t, fams, "nvmeof_target_controller_info", map[string]string{"subnqn": testNQN, "cntlid": cntlid, "hostnqn": testHost}, 1)
 			wantValue(t, fams, "nvmeof_target_controller_inflight_commands", map[string]string{"subnqn": testNQN, "cntlid": cntlid}, 0)
 			wantValue(t, fams, "nvmeof_target_controller_io_queues", map[string]string{"subnqn": testNQN, "cntlid": cntlid}, float64(lt.ctrl.NumIOQueues()))
+			wantValue(t, fams, "nvmeof_target_queue_inflight_commands", map[string]string{"subnqn": testNQN, "cntlid": cntlid, "qid": "1"}, 0)
+			wantValue(t, fams, "nvmeof_target_controllers_not_exported", map[string]string{"subnqn": testNQN}, 0)
 		})
 	}
 

@@ -81,7 +81,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.BoolFlag{Name: "print-default", Usage: "print the embedded default configuration and exit"},
 			&cli.StringFlag{Name: "pcap", Usage: "write every RoCEv2 packet of the first soft device to `FILE` (pcap)"},
 			&cli.BoolFlag{Name: "poll", Usage: "busy-poll the completion queues of ibverbs devices (one poller per device, as SPDK's reactors: lower latency for a busy core)"},
-			metricsAddressFlag, pprofFlag, // metrics.go
+			metricsAddressFlag, pprofFlag, metricsPerQueueFlag, metricsHostNQNFlag, metricsMaxCtrlsFlag, // metrics.go
 			controlFlag,
 			smartDriveDBFlag, // smart.go
 		},

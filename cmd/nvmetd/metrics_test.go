@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/nvmeof/nvmeof/metrics"
 )
 
 // TestMetricsEndpoint: --metrics-address serves the target's and the
@@ -70,5 +74,31 @@ subsystem "`+nqn+`" {
 	code, _, errs := runNvmetd(t, dir, "--config", cfg, "--metrics-address", "127.79.2.6")
 	if code != 1 || !strings.Contains(errs, "metrics: listen on 127.79.2.6") {
 		t.Errorf("bad --metrics-address: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestMetricsOptions: by default nvmetd exports no per-queue or per-QP
+// series, no host NQN, and per-controller series for at most
+// metrics.DefaultMaxControllers controllers; the flags turn them on.
+func TestMetricsOptions(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		want   metrics.TargetOptions
+		maxQPs int
+	}{
+		{nil, metrics.TargetOptions{MaxControllers: metrics.DefaultMaxControllers}, -1},
+		{[]string{"--metrics-per-queue", "--metrics-hostnqn", "--metrics-max-controllers", "10"}, metrics.TargetOptions{PerQueue: true, HostNQN: true, MaxControllers: 10}, metrics.DefaultMaxQPs},
+		{[]string{"--metrics-max-controllers", "0"}, metrics.TargetOptions{MaxControllers: -1}, -1},
+	} {
+		var got metrics.TargetOptions
+		var maxQPs int
+		app := &cli.App{Flags: []cli.Flag{metricsPerQueueFlag, metricsHostNQNFlag, metricsMaxCtrlsFlag},
+			Action: func(c *cli.Context) error { got, maxQPs = metricsOptions(c); return nil }}
+		if err := app.Run(append([]string{"nvmetd"}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want || maxQPs != tc.maxQPs {
+			t.Errorf("%q: %+v, %d QPs; want %+v, %d", tc.args, got, maxQPs, tc.want, tc.maxQPs)
+		}
 	}
 }
