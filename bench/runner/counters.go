@@ -215,6 +215,64 @@ func parseSNMPUDP(text string) (in, out float64, err error) {
 	return 0, 0, errors.New("udp counters: no Udp lines")
 }
 
+// udpCounts sums the UDP InDatagrams and OutDatagrams counters of the
+// network namespaces of pids (0: the runner's), with the Udp6 ones of
+// /proc/PID/net/snmp6 when v6 (IPv4 and IPv6 counters are separate).
+func udpCounts(pids []int, v6 bool) (in, out float64, err error) {
+	if len(pids) == 0 {
+		pids = []int{0}
+	}
+	for _, pid := range pids {
+		i, o, err := snmpUDP(pid)
+		if err != nil {
+			return 0, 0, err
+		}
+		in, out = in+i, out+o
+		if !v6 {
+			continue
+		}
+		path := "/proc/net/snmp6"
+		if pid > 0 {
+			path = filepath.Join("/proc", strconv.Itoa(pid), "net", "snmp6")
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return 0, 0, fmt.Errorf("udp6 counters: %w", err)
+		}
+		i, o, err = parseSNMP6UDP(string(b))
+		if err != nil {
+			return 0, 0, err
+		}
+		in, out = in+i, out+o
+	}
+	return in, out, nil
+}
+
+// parseSNMP6UDP reads Udp6InDatagrams and Udp6OutDatagrams from the text
+// of /proc/net/snmp6: one "name value" pair a line.
+func parseSNMP6UDP(text string) (in, out float64, err error) {
+	in, out = -1, -1
+	for _, l := range strings.Split(text, "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 || (f[0] != "Udp6InDatagrams" && f[0] != "Udp6OutDatagrams") {
+			continue
+		}
+		v, perr := strconv.ParseFloat(f[1], 64)
+		if perr != nil {
+			return 0, 0, fmt.Errorf("udp6 counters: %s: %w", f[0], perr)
+		}
+		if f[0] == "Udp6InDatagrams" {
+			in = v
+		} else {
+			out = v
+		}
+	}
+	if in < 0 || out < 0 {
+		return 0, 0, errors.New("udp6 counters: no Udp6InDatagrams or Udp6OutDatagrams")
+	}
+	return in, out, nil
+}
+
 // cut cuts s to its first line and n bytes.
 func cut(s string, n int) string {
 	s = strings.TrimSpace(s)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -266,11 +267,14 @@ func nsenterPrefix(pid int) []string {
 	return []string{"nsenter", "--net=/proc/" + strconv.Itoa(pid) + "/ns/net", "--"}
 }
 
-// startNvmetd writes the config, starts nvmetd (in a network namespace of
-// its own with n.Netns, under perf stat when c counts system calls) and
-// waits until it logs that it listens on n.Port. The caller stops it.
-func (c Config) startNvmetd(ctx context.Context, n NvmeofConfig) (*Server, error) {
-	cfgPath := filepath.Join(c.WorkDir, "nvmetd.hcl")
+// startNvmetd writes the config, starts nvmetd under ns (a command that
+// puts it in a network namespace: netnsPrefix, nsenterPrefix; nil: the
+// runner's), under perf stat when c counts system calls, and waits until
+// it logs that it listens on n.Port. Its config, log and perf output are
+// named nvmetd{tag}.*, so that several can run at once. The caller stops
+// it.
+func (c Config) startNvmetd(ctx context.Context, n NvmeofConfig, tag string, ns []string) (*Server, error) {
+	cfgPath := filepath.Join(c.WorkDir, "nvmetd"+tag+".hcl")
 	if err := os.WriteFile(cfgPath, []byte(n.NvmetdConfig(c.MemSize)), 0o644); err != nil {
 		return nil, fmt.Errorf("nvmetd config: %w", err)
 	}
@@ -278,18 +282,15 @@ func (c Config) startNvmetd(ctx context.Context, n NvmeofConfig) (*Server, error
 	for _, a := range n.NvmetdArgs {
 		argv = append(argv, strings.ReplaceAll(a, "{config}", cfgPath))
 	}
-	var w serverWrap
-	if n.Netns {
-		w.Prefix = append(w.Prefix, netnsPrefix...)
-	}
+	w := serverWrap{Prefix: slices.Clone(ns)}
 	if c.countSyscalls {
-		w.PerfOut = filepath.Join(c.WorkDir, "perf-nvmetd.csv")
+		w.PerfOut = filepath.Join(c.WorkDir, "perf-nvmetd"+tag+".csv")
 		w.Prefix = append(append(w.Prefix, c.perfBin()), perfStatArgs(w.PerfOut, perfInterval)...)
 		// perf does not pass its own death on: nvmetd gets SIGTERM when
 		// perf, its parent, dies.
 		w.Prefix = append(w.Prefix, "setpriv", "--pdeathsig", "TERM", "--")
 	}
-	srv, err := startServer("nvmetd", argv, filepath.Join(c.WorkDir, "nvmetd.log"), w)
+	srv, err := startServer("nvmetd", argv, filepath.Join(c.WorkDir, "nvmetd"+tag+".log"), w)
 	if err != nil {
 		return nil, err
 	}
@@ -369,33 +370,27 @@ func (c Config) setupNvmeof(ctx context.Context, r *report.Report) (s *side, sto
 			n.Address, n.HostAddress = t, h
 		}
 	}
-	s = &side{name: report.SideNvmeof, engine: n.EngineArgs(), datagrams: true}
+	s = &side{name: report.SideNvmeof, engine: n.EngineArgs(), datagrams: true, dgramSrc: srcHostSNMP}
 	target := fmt.Sprintf("rdma %s:%d, subsystem %s, host %s", n.Address, n.Port, n.NQN, n.HostAddress)
 	if n.Nvmetd != "" {
-		srv, err := c.startNvmetd(ctx, n)
+		var ns []string
+		if n.Netns {
+			ns = netnsPrefix
+		}
+		srv, err := c.startNvmetd(ctx, n, "", ns)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, stop, "", err
 			}
 			return nil, stop, "nvmetd did not start: " + err.Error(), nil
 		}
-		stop = func() {
-			t0 := time.Now()
-			serr := srv.Stop()
-			how := "exited"
-			if srv.Killed {
-				how = fmt.Sprintf("did not exit within %v of SIGTERM: killed", srv.Grace)
-			}
-			c.logf("   nvmetd pid %d %s (%v)", srv.PID, how, time.Since(t0).Round(time.Millisecond))
-			if serr != nil {
-				c.logf("   %v", serr)
-			}
-		}
+		stop = c.stopper(srv)
 		s.server = srv
 		target = fmt.Sprintf("nvmetd %s, memory namespace %s, %s", n.Nvmetd, c.MemSize, target)
 		if n.Netns {
 			s.wrap = nsenterPrefix(srv.PID)
-			s.netnsPID = srv.PID
+			s.netnsPIDs = []int{srv.PID}
+			s.dgramSrc = srcNetnsSNMP
 			target += ", in a network namespace of its own (fio joins it)"
 		}
 	} else {
@@ -405,4 +400,21 @@ func (c Config) setupNvmeof(ctx context.Context, r *report.Report) (s *side, sto
 	c.logf("   target: %s", target)
 	c.logf("   engine: %s", strings.Join(s.engine, " "))
 	return s, stop, "", nil
+}
+
+// stopper returns a function that stops srv by its PID (SIGTERM, then
+// SIGKILL after its Grace) and logs how it went.
+func (c Config) stopper(srv *Server) func() {
+	return func() {
+		t0 := time.Now()
+		serr := srv.Stop()
+		how := "exited"
+		if srv.Killed {
+			how = fmt.Sprintf("did not exit within %v of SIGTERM: killed", srv.Grace)
+		}
+		c.logf("   %s pid %d %s (%v)", srv.Name, srv.PID, how, time.Since(t0).Round(time.Millisecond))
+		if serr != nil {
+			c.logf("   %v", serr)
+		}
+	}
 }

@@ -369,25 +369,10 @@ const nbdkitTCPAddr = "127.0.0.1"
 // foreground, so the PID is nbdkit's own, and it exits by itself when its
 // parent (the runner, or perf under it) dies.
 func StartNbdkit(ctx context.Context, nbdkit, dir, size string, unixSocket bool, w serverWrap) (*Nbdkit, error) {
-	if nbdkit == "" {
-		nbdkit = "nbdkit"
-	}
-	// start runs nbdkit listening as listen says and waits for ready.
-	start := func(listen []string, ready func() bool) (*Server, error) {
-		argv := append(append([]string{nbdkit, "-f", "--exit-with-parent"}, listen...), "memory", size)
-		s, err := startServer("nbdkit", argv, filepath.Join(dir, "nbdkit.log"), w)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.waitFor(ctx, 10*time.Second, ready); err != nil {
-			_ = s.Stop()
-			return nil, err
-		}
-		return s, nil
-	}
+	logPath := filepath.Join(dir, "nbdkit.log")
 	if unixSocket {
 		sock := filepath.Join(dir, "nbdkit.sock")
-		s, err := start([]string{"-U", sock}, func() bool {
+		s, err := startNbdkit(ctx, nbdkit, logPath, size, []string{"-U", sock}, w, func() bool {
 			fi, err := os.Stat(sock)
 			return err == nil && fi.Mode()&os.ModeSocket != 0
 		})
@@ -404,20 +389,49 @@ func StartNbdkit(ctx context.Context, nbdkit, dir, size string, unixSocket bool,
 		if port, err = freeTCPPort(nbdkitTCPAddr); err != nil {
 			return nil, err
 		}
-		addr := net.JoinHostPort(nbdkitTCPAddr, strconv.Itoa(port))
-		var s *Server
-		s, err = start([]string{"-i", nbdkitTCPAddr, "-p", strconv.Itoa(port)}, func() bool {
+		var n *Nbdkit
+		n, err = startNbdkitTCP(ctx, nbdkit, logPath, size, nbdkitTCPAddr, port, w, func(addr string) error {
 			c, err := net.DialTimeout("tcp", addr, time.Second)
 			if err == nil {
 				c.Close()
 			}
-			return err == nil
+			return err
 		})
 		if err == nil {
-			return &Nbdkit{Server: s, Addr: addr}, nil
+			return n, nil
 		}
 	}
 	return nil, err
+}
+
+// startNbdkitTCP starts nbdkit (as StartNbdkit does) listening on TCP
+// host:port, and waits until dial connects to it.
+func startNbdkitTCP(ctx context.Context, nbdkit, logPath, size, host string, port int, w serverWrap, dial func(addr string) error) (*Nbdkit, error) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	s, err := startNbdkit(ctx, nbdkit, logPath, size, []string{"-i", host, "-p", strconv.Itoa(port)}, w,
+		func() bool { return dial(addr) == nil })
+	if err != nil {
+		return nil, err
+	}
+	return &Nbdkit{Server: s, Addr: addr}, nil
+}
+
+// startNbdkit runs nbdkit serving memory of size, listening as listen
+// says, and waits for ready.
+func startNbdkit(ctx context.Context, nbdkit, logPath, size string, listen []string, w serverWrap, ready func() bool) (*Server, error) {
+	if nbdkit == "" {
+		nbdkit = "nbdkit"
+	}
+	argv := append(append([]string{nbdkit, "-f", "--exit-with-parent"}, listen...), "memory", size)
+	s, err := startServer("nbdkit", argv, logPath, w)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.waitFor(ctx, 10*time.Second, ready); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	return s, nil
 }
 
 // freeTCPPort returns a TCP port of host that was free a moment ago.

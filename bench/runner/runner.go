@@ -58,6 +58,10 @@ type Config struct {
 	NbdkitUnix bool
 	// Nvmeof configures the nvmeof side (the hook).
 	Nvmeof NvmeofConfig
+	// Topologies are the network paths both sides run over, each with
+	// its own servers (TopologyLoopback, TopologyVeth4, TopologyVeth6;
+	// see topology.go); empty: DefaultTopologies(Mode).
+	Topologies []string
 	// Rounds is how many times every job runs on each side (default:
 	// 3, smoke 1). Rounds interleave: round by round, job by job, one side
 	// then the other, the side going first alternating by round, both
@@ -217,17 +221,22 @@ func ListJobs(dir string, only []string) ([]JobFile, error) {
 	return jobs, nil
 }
 
-// side is a target the jobs run against: engine options for fio, the
-// server whose CPU time counts (nil when unknown), the command fio runs
-// under (nsenter into the server's network namespace), and whether UDP
-// datagrams count (in netnsPID's network namespace, or the host's when 0).
+// side is a target the jobs run against over one topology: engine options
+// for fio, the server whose CPU time counts (nil when unknown), the command
+// fio runs under (nsenter into a network namespace), and whether UDP
+// datagrams count: those of the network namespaces of netnsPIDs (none: the
+// runner's), Udp6 too with udp6, dgramSrc naming the source.
 type side struct {
 	name      string
+	topology  string
+	label     string // name, with the topology when there are several
 	engine    []string
 	server    *Server
 	wrap      []string
-	netnsPID  int
 	datagrams bool
+	netnsPIDs []int
+	udp6      bool
+	dgramSrc  string
 }
 
 // Short names of the counts' sources, in each Metrics (the report says
@@ -236,6 +245,7 @@ const (
 	srcPerf      = "perf stat -e " + SyscallEvent
 	srcNetnsSNMP = "/proc/PID/net/snmp Udp, own network namespace"
 	srcHostSNMP  = "/proc/net/snmp Udp, host-wide"
+	srcVethSNMP  = "/proc/PID/net/snmp Udp + snmp6 Udp6, both namespaces of the veth pair"
 )
 
 // runJob runs one job file against s and returns its metrics; a failure is
@@ -250,7 +260,7 @@ func (c Config) runJob(ctx context.Context, s *side, j JobFile, round int) *repo
 		Extra: []string{"group_reporting=0"}, Dir: c.WorkDir, Wrap: s.wrap}
 	perfOut := ""
 	if c.countSyscalls {
-		perfOut = filepath.Join(c.WorkDir, fmt.Sprintf("perf-fio-%s-%s-%d.csv", s.name, j.Name, round))
+		perfOut = filepath.Join(c.WorkDir, fmt.Sprintf("perf-fio-%s-%s-%s-%d.csv", s.topology, s.name, j.Name, round))
 		cmd.Wrap = append(append(append([]string(nil), s.wrap...), c.perfBin()), perfStatArgs(perfOut, 0)...)
 		// fio gets SIGKILL when perf, its parent, dies (a timeout).
 		cmd.Wrap = append(cmd.Wrap, "setpriv", "--pdeathsig", "KILL", "--")
@@ -266,7 +276,7 @@ func (c Config) runJob(ctx context.Context, s *side, j JobFile, round int) *repo
 	}
 	in0, out0, snmpErr := -1.0, -1.0, error(nil)
 	if s.datagrams {
-		in0, out0, snmpErr = snmpUDP(s.netnsPID)
+		in0, out0, snmpErr = udpCounts(s.netnsPIDs, s.udp6)
 	}
 	// Each job of a file is bounded by the run time, except a verify
 	// job's read-back phase; leave generous room.
@@ -291,12 +301,9 @@ func (c Config) runJob(ctx context.Context, s *side, j JobFile, round int) *repo
 		}
 	}
 	if s.datagrams && snmpErr == nil {
-		if in1, out1, err := snmpUDP(s.netnsPID); err == nil {
+		if in1, out1, err := udpCounts(s.netnsPIDs, s.udp6); err == nil {
 			counts.DatagramsIn, counts.DatagramsOut = in1-in0, out1-out0
-			counts.DatagramSource = srcHostSNMP
-			if s.netnsPID > 0 {
-				counts.DatagramSource = srcNetnsSNMP
-			}
+			counts.DatagramSource = s.dgramSrc
 		}
 	}
 	if perfOut != "" {
@@ -331,7 +338,7 @@ func (c Config) runJob(ctx context.Context, s *side, j JobFile, round int) *repo
 	}
 	if err != nil {
 		m.Error = err.Error()
-		c.logf("   %-29s %s: %v", name, s.name, err)
+		c.logf("   %-29s %s: %v", name, s.label, err)
 		return m
 	}
 	extra := ""
@@ -343,7 +350,7 @@ func (c Config) runJob(ctx context.Context, s *side, j JobFile, round int) *repo
 	}
 	extra += "  ctxsw/IO " + perIO(m.FioCtxSwitchesPerIO) + "+" + perIO(m.ServerCtxSwitchesPerIO)
 	c.logf("   %-29s %s: %8.0f IOPS %8.1f MB/s  p50 %7.1f µs  p99 %8.1f µs  CPU %.1f µs/IO (fio %.1f + server %.1f)%s",
-		name, s.name, m.IOPS, m.MBps, m.P50us, m.P99us, m.CPUusPerIO, m.FioCPUusPerIO, m.ServerCPUusPerIO, extra)
+		name, s.label, m.IOPS, m.MBps, m.P50us, m.P99us, m.CPUusPerIO, m.FioCPUusPerIO, m.ServerCPUusPerIO, extra)
 	return m
 }
 
@@ -375,13 +382,13 @@ func (c Config) prefill(ctx context.Context, s *side) error {
 	defer cancel()
 	res, err := fio.Run(pctx, cmd)
 	if err != nil {
-		return fmt.Errorf("prefill %s: %w", s.name, err)
+		return fmt.Errorf("prefill %s: %w", s.label, err)
 	}
 	var bytes int64
 	for i := range res.Output.Jobs {
 		bytes += res.Output.Jobs[i].Bytes()
 	}
-	c.logf("   prefill %s: %d MiB in %v (%.0f MB/s)", s.name, bytes>>20, res.Wall.Round(time.Millisecond),
+	c.logf("   prefill %s: %d MiB in %v (%.0f MB/s)", s.label, bytes>>20, res.Wall.Round(time.Millisecond),
 		float64(bytes)/res.Wall.Seconds()/1e6)
 	return nil
 }
@@ -430,9 +437,16 @@ func Run(ctx context.Context, c Config) (*report.Report, error) {
 	if !c.SkipNbdkit {
 		r.Nbdkit = nbdkitVersion(ctx, c.Nbdkit)
 	}
-	for _, j := range jobs {
-		r.Jobs = append(r.Jobs, report.Job{Name: j.Name, File: j.Path})
+	topos := c.Topologies
+	if len(topos) == 0 {
+		topos = DefaultTopologies(c.Mode)
 	}
+	for _, t := range topos {
+		if !slices.Contains(AllTopologies, t) {
+			return nil, fmt.Errorf("bench: topology %q: want one of %s", t, strings.Join(AllTopologies, ", "))
+		}
+	}
+	c.Topologies = topos
 
 	r.Rounds = c.rounds()
 	if c.Syscalls {
@@ -476,18 +490,108 @@ func Run(ctx context.Context, c Config) (*report.Report, error) {
 	return r, nil
 }
 
-// runServers starts nbdkit and the nvmeof side, prefills both, runs the
-// rounds into r and stops the servers.
+// runServers sets up each topology in turn (its link and servers; one
+// that cannot be set up is skipped, why in the report), prefills every
+// side, runs the rounds into r and stops everything it started.
 func (c Config) runServers(ctx context.Context, jobs []JobFile, r *report.Report) error {
-	// Both servers stay up for the whole run, so that the jobs can
+	// All servers stay up for the whole run, so that the jobs can
 	// interleave.
+	var sides []*side
+	var ran []string
+	var link *vethLink
+	var linkErr error
+	defer func() {
+		if link != nil {
+			link.close(c)
+		}
+	}()
+	for _, topo := range c.Topologies {
+		var (
+			ss   []*side
+			stop func()
+			info report.Topology
+			err  error
+		)
+		if topo == TopologyLoopback {
+			ss, stop, info, err = c.setupLoopback(ctx, r)
+		} else {
+			// veth4 and veth6 share the link, made once.
+			if link == nil && linkErr == nil {
+				link, linkErr = c.newVethLink(ctx)
+				if linkErr != nil && ctx.Err() != nil {
+					return linkErr
+				}
+			}
+			if linkErr != nil {
+				c.logf("== %s: not run: %v", topo, linkErr)
+				r.Topologies = append(r.Topologies, report.Topology{Name: topo, Link: vethDescription(topo), Skipped: linkErr.Error()})
+				continue
+			}
+			ss, stop, info, err = c.setupVeth(ctx, topo, link)
+		}
+		// Deferred in the loop: everything stops at the end of the run,
+		// the servers before the link.
+		defer stop()
+		if err != nil {
+			return err
+		}
+		r.Topologies = append(r.Topologies, info)
+		if info.Skipped != "" {
+			c.logf("   %s: not run: %s", topo, info.Skipped)
+			continue
+		}
+		sides = append(sides, ss...)
+		ran = append(ran, topo)
+	}
+	labelSides(sides, len(c.Topologies) > 1)
+	r.Jobs = topologyJobs(jobs, ran)
+	return c.runRounds(ctx, sides, jobs, r)
+}
+
+// labelSides names each side for the log: its name, with its topology
+// ("nvmeof@veth4") when the run has several.
+func labelSides(sides []*side, several bool) {
+	for _, s := range sides {
+		s.label = s.name
+		if several {
+			s.label = s.name + "@" + s.topology
+		}
+	}
+}
+
+// topologyJobs returns the report's jobs: one per job file and topology
+// that ran, job by job (a job's topologies next to each other in the
+// table).
+func topologyJobs(jobs []JobFile, topologies []string) []report.Job {
+	var out []report.Job
+	for _, j := range jobs {
+		for _, t := range topologies {
+			out = append(out, report.Job{Name: j.Name, File: j.Path, Topology: t})
+		}
+	}
+	return out
+}
+
+// setupLoopback starts the loopback topology's servers: nbdkit on the
+// host's loopback, the nvmeof side in a network namespace of its own (see
+// NvmeofConfig), and prefills both. It returns the sides, a function that
+// stops the servers, and the topology's description; an error only when
+// the context is done or nbdkit fails.
+func (c Config) setupLoopback(ctx context.Context, r *report.Report) ([]*side, func(), report.Topology, error) {
+	info := report.Topology{Name: TopologyLoopback, Link: "the host's loopback (lo); the nvmeof side in a network namespace of its own, on its lo"}
+	var stops []func()
+	stop := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
 	var sides []*side
 	if !c.SkipNbdkit {
 		how := "TCP on loopback"
 		if c.NbdkitUnix {
 			how = "Unix socket"
 		}
-		c.logf("== nbdkit memory %s, fio nbd engine over %s", c.MemSize, how)
+		c.logf("== loopback: nbdkit memory %s, fio nbd engine over %s", c.MemSize, how)
 		var w serverWrap
 		if c.countSyscalls {
 			w.PerfOut = filepath.Join(c.WorkDir, "perf-nbdkit.csv")
@@ -495,30 +599,28 @@ func (c Config) runServers(ctx context.Context, jobs []JobFile, r *report.Report
 		}
 		nbd, err := StartNbdkit(ctx, c.Nbdkit, c.WorkDir, c.MemSize, c.NbdkitUnix, w)
 		if err != nil {
-			return err
+			return nil, stop, info, err
 		}
-		defer func() {
-			if err := nbd.Stop(); err != nil {
-				c.logf("   %v", err)
-			}
-		}()
-		s := &side{name: report.SideNbdkit, engine: nbd.Engine(), server: nbd.Server}
+		stops = append(stops, c.stopper(nbd.Server))
+		info.NbdkitTarget = fmt.Sprintf("nbdkit memory %s (pid %d), %s", c.MemSize, nbd.PID, nbd.URI())
+		s := &side{name: report.SideNbdkit, topology: TopologyLoopback, label: report.SideNbdkit, engine: nbd.Engine(), server: nbd.Server}
 		if err := c.prefill(ctx, s); err != nil {
-			return err
+			return nil, stop, info, err
 		}
 		sides = append(sides, s)
 	}
 
-	c.logf("== nvmeof: nvmetd memory %s, fio engine %s", c.MemSize, c.Nvmeof.Engine)
-	nv, stop, skip, err := c.setupNvmeof(ctx, r)
-	defer stop()
+	c.logf("== loopback: nvmeof: nvmetd memory %s, fio engine %s", c.MemSize, c.Nvmeof.Engine)
+	nv, nstop, skip, err := c.setupNvmeof(ctx, r)
+	stops = append(stops, nstop)
 	if err != nil {
-		return err
+		return nil, stop, info, err
 	}
 	if skip == "" {
+		nv.topology, nv.label = TopologyLoopback, nv.name
 		if err := c.prefill(ctx, nv); err != nil {
 			if ctx.Err() != nil {
-				return err
+				return nil, stop, info, err
 			}
 			skip = "nvmeof: " + err.Error()
 		}
@@ -529,7 +631,7 @@ func (c Config) runServers(ctx context.Context, jobs []JobFile, r *report.Report
 	} else {
 		sides = append(sides, nv)
 		r.DatagramSource = "not counted"
-		if nv.netnsPID > 0 {
+		if len(nv.netnsPIDs) > 0 {
 			r.DatagramSource = "from the Udp OutDatagrams counter of the nvmeof side's own network namespace " +
 				"(/proc/PID/net/snmp; nvmetd and fio alone in it; a GSO send of several packets counts once)"
 		} else {
@@ -537,24 +639,30 @@ func (c Config) runServers(ctx context.Context, jobs []JobFile, r *report.Report
 				"other loopback traffic on the machine counts too (a GSO send of several packets counts once)"
 		}
 	}
-
-	return c.runRounds(ctx, sides, jobs, r)
+	info.NvmeofTarget, info.NvmeofSkipped, info.DatagramSource = r.NvmeofTarget, r.NvmeofSkipped, r.DatagramSource
+	return sides, stop, info, nil
 }
 
 // runRounds runs every job on every side, c.rounds() times, interleaved:
-// round by round, job by job, the sides one after the other, the side that
-// goes first alternating by round. Only a canceled context stops it early;
+// round by round, job by job, the sides one after the other (each
+// topology's nbdkit and nvmeof, topology by topology), their order
+// reversed every other round. r.Jobs holds a job per job file and
+// topology. Only a canceled context stops it early;
 // once a server has exited, its side's remaining jobs are recorded as failed
 // without running fio.
 func (c Config) runRounds(ctx context.Context, sides []*side, jobs []JobFile, r *report.Report) error {
 	n := c.rounds()
 	c.logf("== jobs: %d rounds of %d jobs on %d sides, %v per job", n, len(jobs), len(sides), c.runtime())
+	index := make(map[[2]string]int, len(r.Jobs))
+	for i, j := range r.Jobs {
+		index[[2]string{j.TopologyOf(), j.Name}] = i
+	}
 	for round := range n {
 		order := slices.Clone(sides)
 		if round%2 == 1 {
 			slices.Reverse(order)
 		}
-		for i, j := range jobs {
+		for _, j := range jobs {
 			for _, s := range order {
 				if err := ctx.Err(); err != nil {
 					return fmt.Errorf("bench: %w", err)
@@ -562,11 +670,15 @@ func (c Config) runRounds(ctx context.Context, sides []*side, jobs []JobFile, r 
 				var m *report.Metrics
 				if s.server != nil && s.server.exited() {
 					msg := fmt.Sprintf("%s (pid %d) exited during the run: %v%s", s.server.Name, s.server.PID, s.server.err, s.server.logTail())
-					c.logf("   %-29s %s: %s", j.Name, s.name, msg)
+					c.logf("   %-29s %s: %s", j.Name, s.label, msg)
 					m = &report.Metrics{Error: msg}
 					m.SetCounts(report.NoCounts)
 				} else {
 					m = c.runJob(ctx, s, j, round)
+				}
+				i, found := index[[2]string{s.topology, j.Name}]
+				if !found {
+					return fmt.Errorf("bench: no row for job %s over %s", j.Name, s.topology)
 				}
 				job := &r.Jobs[i]
 				if s.name == report.SideNbdkit {

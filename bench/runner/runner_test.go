@@ -211,7 +211,11 @@ func TestStartNvmetd(t *testing.T) {
 		n.Port = pickPort()
 		n.Grace = 300 * time.Millisecond
 		c := Config{WorkDir: t.TempDir(), MemSize: "64M"}
-		srv, err := c.startNvmetd(context.Background(), n)
+		var ns []string
+		if n.Netns {
+			ns = netnsPrefix
+		}
+		srv, err := c.startNvmetd(context.Background(), n, "", ns)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +256,7 @@ func TestStartNvmetd(t *testing.T) {
 	}
 	n.NvmetdArgs = []string{"--config", other}
 	c := Config{WorkDir: t.TempDir(), MemSize: "64M"}
-	if _, err := c.startNvmetd(context.Background(), n); err == nil || !strings.Contains(err.Error(), "not ready") {
+	if _, err := c.startNvmetd(context.Background(), n, "", nil); err == nil || !strings.Contains(err.Error(), "not ready") {
 		t.Errorf("startNvmetd listening on another port: %v", err)
 	}
 }

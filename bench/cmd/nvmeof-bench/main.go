@@ -1,14 +1,17 @@
-// Command nvmeof-bench measures, in one run on loopback, the UDP ceilings,
+// Command nvmeof-bench measures, in one run, the UDP ceilings on loopback,
 // fio through nbdkit's memory plugin, and fio through our NVMe-oF engine
-// against nvmetd (when that engine is built), in interleaved rounds, and
-// prints one table with the medians and ratios, CPU, system calls and
+// against nvmetd (when that engine is built), over one or more topologies
+// (loopback; veth4 and veth6: two network namespaces joined by a veth
+// pair), in interleaved rounds, and prints one table with the medians and
+// ratios (against nbdkit over the same topology), CPU, system calls and
 // datagrams per I/O, and the goals judged against nbdkit; writes it as JSON
 // and draws it as a PNG chart. Exit status: 0, or 1 when a job failed, 3
 // when fio or nbdkit is missing, 4 with -strict when a goal was missed.
 //
-//	go run ./bench/cmd/nvmeof-bench            # 10 s per job
-//	go run ./bench/cmd/nvmeof-bench -quick     # 3 s per job
-//	go run ./bench/cmd/nvmeof-bench -smoke     # 1 s per job: does it all run?
+//	go run ./bench/cmd/nvmeof-bench            # 10 s per job, all topologies
+//	go run ./bench/cmd/nvmeof-bench -quick     # 3 s per job, loopback
+//	go run ./bench/cmd/nvmeof-bench -smoke     # 1 s per job, loopback: does it all run?
+//	go run ./bench/cmd/nvmeof-bench -smoke -topology veth4,veth6
 package main
 
 import (
@@ -82,6 +85,7 @@ func run() int {
 		syscalls  = flag.Bool("syscalls", true, "count system calls per I/O with perf stat (fio and the servers run under perf; left out if perf does not work)")
 		perfBin   = flag.String("perf", "perf", "perf binary")
 		allocs    = flag.Bool("allocs", true, "run the Go benchmarks of the I/O path with -benchmem after the jobs, for allocations per I/O (not with -smoke)")
+		topology  = flag.String("topology", "", "topologies to run over, comma-separated: loopback, veth4, veth6, or all (default: all for a full run, about an hour; loopback with -quick or -smoke); veth4 and veth6 need root")
 		strict    = flag.Bool("strict", false, "exit with status 4 when a goal is missed (without it, missed goals are reported and the exit status is 0)")
 		only      listFlag
 		engOpts   repeatFlag
@@ -93,21 +97,29 @@ func run() int {
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), `Usage: nvmeof-bench [flags]
 
-Measures on loopback, in one run: UDP ceilings (64 B ping-pong RTT, 4 KiB
+Measures in one run: UDP ceilings on loopback (64 B ping-pong RTT, 4 KiB
 datagrams with sendmmsg, UDP GSO+GRO), every fio job in -jobs against
-'nbdkit memory' with fio's nbd engine, and the same jobs against nvmetd
-through our fio engine (out/fio-nvmeof.so) with nvmetd (out/nvmetd), which
-the runner starts with a generated config (in a network namespace of its
-own) and stops. Jobs run in -rounds interleaved rounds; the table holds
-medians: IOPS, MB/s, latency, CPU µs per I/O (fio + server), system calls
-per I/O (perf stat), UDP datagrams per I/O (nvmeof), the ratios
-nvmeof/nbdkit and the goals, judged against nbdkit in the same run (not on
--smoke runs). Writes -json and a PNG chart beside it. Exit status 0 unless a
-job failed (1), fio or nbdkit is missing (3), or -strict and a goal was
-missed (4). Needs fio and nbdkit (apt-get install fio nbdkit); the nvmeof
-side needs root (it runs nvmetd and fio in a network namespace of their own;
-the soft RoCE provider needs no root on loopback). scripts/bench.sh builds the engine
-and nvmetd, then runs this.
+'nbdkit memory' with fio's nbd engine (over TCP), and the same jobs against
+nvmetd through our fio engine (out/fio-nvmeof.so) with nvmetd (out/nvmetd),
+which the runner starts with a generated config and stops. It does so over
+each -topology, each with its own servers:
+  loopback  the host's lo (the nvmeof side in a network namespace of its own)
+  veth4     two network namespaces the runner creates, joined by a veth pair
+            (MTU 9000): nbdkit and nvmetd on 192.0.2.1 in one, fio from
+            192.0.2.2 in the other (soft RoCE in raw mode)
+  veth6     the same over IPv6, 2001:db8::1 and 2001:db8::2 (udp6 mode)
+The runner removes the namespaces and the veth pair at the end, on failure
+and on interrupt too. Jobs run in -rounds interleaved rounds; the table holds
+medians, each row labelled with its topology: IOPS, MB/s, latency, CPU µs
+per I/O (fio + server), system calls per I/O (perf stat), UDP datagrams per
+I/O (nvmeof: both ends), the ratios nvmeof/nbdkit over the same topology and
+the goals, judged against nbdkit over the same topology in the same run (not
+on -smoke runs). Writes -json and a PNG chart beside it. Exit status 0
+unless a job failed (1), fio or nbdkit is missing (3), or -strict and a goal
+was missed (4). Needs fio and nbdkit (apt-get install fio nbdkit); the
+nvmeof side and the veth topologies need root (network namespaces; raw
+sockets for IPv4 off loopback). scripts/bench.sh builds the engine and
+nvmetd, then runs this.
 
 Flags:
 `)
@@ -142,6 +154,14 @@ Flags:
 		cfg.Mode = runner.ModeSmoke
 	case *quick:
 		cfg.Mode = runner.ModeQuick
+	}
+	if *topology != "" {
+		t, err := runner.ParseTopologies(*topology)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "nvmeof-bench: -topology: %v\n", err)
+			return 2
+		}
+		cfg.Topologies = t
 	}
 	cfg.Nvmeof = def
 	cfg.Nvmeof.Engine, cfg.Nvmeof.Nvmetd = *engine, *nvmetd
