@@ -56,38 +56,55 @@ func Handler(g prometheus.Gatherer, withPprof bool) http.Handler {
 	return mux
 }
 
-// idleTimeout closes keep-alive connections idle this long: longer than
-// any scrape interval in use, short enough that abandoned connections go
-// (a variable for tests).
-var idleTimeout = 5 * time.Minute
+// The endpoint's timeouts. Every one is set: a connection that sends
+// nothing, or sends slowly, or does not read, holds a descriptor and a
+// goroutine until one expires (and a slot of MaxConns until a new
+// connection needs it).
+var (
+	// readHeaderTimeout bounds the wait for a request's headers, the
+	// first and those after an idle keep-alive.
+	readHeaderTimeout = 5 * time.Second
+	// readTimeout and writeTimeout bound reading a request and writing
+	// its response. Above a minute: pprof's default 30 s profile must fit
+	// (it refuses seconds ≥ WriteTimeout, and the end of ReadTimeout
+	// cancels the request's context).
+	readTimeout  = time.Minute + 10*time.Second
+	writeTimeout = time.Minute + 10*time.Second
+	// idleTimeout closes keep-alive connections left idle: longer than
+	// any scrape interval in use, short enough that abandoned connections
+	// go (a variable for tests).
+	idleTimeout = 5 * time.Minute
+)
 
 // Server is a running metrics endpoint.
 type Server struct {
-	ln   net.Listener
+	ln   *capListener
 	srv  *http.Server
 	done chan struct{}
 }
 
 // Listen binds addr (HOST:PORT; port 0 picks one) and serves h on it
-// until Close. Errors of the listener after start are logged.
+// until Close, holding at most MaxConns connections. Errors of the
+// listener after start are logged.
 func Listen(addr string, h http.Handler, log hclog.Logger) (*Server, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	ln, err := net.Listen("tcp", addr)
+	tl, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: listen on %s: %w", addr, err)
 	}
+	ln := newCapListener(tl, MaxConns)
 	s := &Server{
 		ln: ln,
 		srv: &http.Server{
 			Handler:           h,
-			ReadHeaderTimeout: 10 * time.Second,
-			// Keep-alive connections left idle are closed: without this
-			// (and without ReadTimeout, which would cut pprof's profile
-			// requests) each holds a goroutine and a descriptor for ever.
-			IdleTimeout: idleTimeout,
-			ErrorLog:    log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+			ReadHeaderTimeout: readHeaderTimeout,
+			ReadTimeout:       readTimeout,
+			WriteTimeout:      writeTimeout,
+			IdleTimeout:       idleTimeout,
+			ConnState:         ln.connState,
+			ErrorLog:          log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 		},
 		done: make(chan struct{}),
 	}
