@@ -214,3 +214,62 @@ func mountsBelow(dir string) []string {
 	}
 	return out
 }
+
+// TestConnectAllSharedAddress: connect-all with a discovery.conf naming
+// two targets, one with two subsystems, from one host address connects
+// all three subsystems (a daemon each, on one shared soft device address)
+// and disconnect-all ends them.
+func TestConnectAllSharedAddress(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (shared soft RoCE devices)")
+	}
+	const a, b, host = "127.62.10.1", "127.62.10.3", "127.62.10.2"
+	dir := t.TempDir()
+	nqns := []string{"nqn.2026-12.io.nvmeof:all-a1", "nqn.2026-12.io.nvmeof:all-a2", "nqn.2026-12.io.nvmeof:all-b1"}
+	for _, tg := range []struct {
+		addr string
+		subs [][2]string
+	}{{a, [][2]string{{nqns[0], filepath.Join(dir, "a1")}, {nqns[1], filepath.Join(dir, "a2")}}}, {b, [][2]string{{nqns[2], filepath.Join(dir, "b1")}}}} {
+		tree, err := configfs.ParseHCL([]byte(sharedTargetHCL(tg.addr, tg.subs)), "all.hcl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := server.New(server.Options{Logger: hclog.NewNullLogger()})
+		if err := srv.Apply(tree); err != nil {
+			srv.Close()
+			t.Fatalf("target on %s: %v", tg.addr, err)
+		}
+		t.Cleanup(func() { srv.Close() })
+	}
+	runDir := filepath.Join(dir, "run")
+	cli := runDirCLI(t, runDir)
+	conf := filepath.Join(dir, "discovery.conf")
+	lines := fmt.Sprintf("--transport=rdma --traddr=%s --trsvcid=4420 --host-traddr=%s\n--transport=rdma --traddr=%s --trsvcid=4420 --host-traddr=%s\n", a, host, b, host)
+	if err := os.WriteFile(conf, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := cli("connect-all", "--discovery-conf", conf, "--provider", "soft", "-q", tHost, "--map", "none", "--timeout", "30s"); code != 0 {
+		t.Fatalf("connect-all: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	live, _, err := session.Scan(runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, e := range live {
+		if e.State != nil {
+			got[e.State.SubsysNQN] = true
+		}
+	}
+	for _, n := range nqns {
+		if !got[n] {
+			t.Errorf("connect-all did not connect %s (connected: %v)", n, got)
+		}
+	}
+	if code, _, errs := cli("disconnect-all"); code != 0 {
+		t.Fatalf("disconnect-all: exit %d: %s", code, errs)
+	}
+	if live, _, _ := session.Scan(runDir); len(live) != 0 {
+		t.Fatalf("%d daemons after disconnect-all", len(live))
+	}
+}
