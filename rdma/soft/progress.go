@@ -77,6 +77,11 @@ func (c *cq) Progress() bool { return c.dev.progress() }
 func (d *Device) progress() bool {
 	got := false
 	for i := range d.rxqs {
+		if i == d.socks.assistQueue {
+			// udp4 mode's raw socket carries rxe's packets only: its
+			// goroutine serves it, and pollers skip a syscall.
+			continue
+		}
 		rq := d.rxqs[i].Load()
 		if rq == nil || !rq.mu.TryLock() {
 			continue
