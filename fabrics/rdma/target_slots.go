@@ -1,0 +1,155 @@
+package rdma
+
+import (
+	"fmt"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/nvme"
+	"github.com/nvmeof/nvmeof/rdma"
+)
+
+// A target queue's slots and their buffers: the free slots and the SRQ
+// receives (with the port's SRQ), the data pool's buffers.
+
+// pushFree makes slot i free for the next capsule (SRQ only).
+func (q *targetQueue) pushFree(i int) {
+	if q.rpool == nil {
+		return
+	}
+	q.freeMu.Lock()
+	q.free = append(q.free, i)
+	q.freeMu.Unlock()
+}
+
+// popFree takes a free slot, -1 if there is none (SRQ only).
+func (q *targetQueue) popFree() int {
+	q.freeMu.Lock()
+	defer q.freeMu.Unlock()
+	n := len(q.free)
+	if n == 0 {
+		return -1
+	}
+	i := q.free[n-1]
+	q.free = q.free[:n-1]
+	return i
+}
+
+// takeRecv hands the slot's SRQ buffer back to the caller, who reposts
+// it (q.slotMu held).
+func (s *targetSlot) takeRecv() int {
+	b := s.recvIdx
+	s.recvIdx = -1
+	s.recvBuf = nil
+	return b
+}
+
+// repostRecv gives SRQ buffer b (if any) back to the SRQ.
+func (q *targetQueue) repostRecv(b int) {
+	if b < 0 {
+		return
+	}
+	if err := q.rpool.repost(b); err != nil {
+		q.log.Error("SRQ buffer lost", "error", err)
+	}
+}
+
+// onSRQRecv handles a receive completion from the port's SRQ: the
+// capsule takes a free slot. The host sends at most depth commands at a
+// time, and the slots are twice that (the slack for responses whose
+// SEND has not completed yet), so a capsule without a slot is a host
+// that exceeded its queue depth, or sent more than its Connect before
+// the Connect succeeded (a pending queue has preConnectSlots slots):
+// the queue is closed, as a receive queue overrun would close it.
+func (q *targetQueue) onSRQRecv(wc *rdma.WorkCompletion) {
+	b := int(wc.WRID &^ wrKind)
+	if b >= len(q.rpool.bufs) {
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: completion for unknown SRQ buffer %#x", q.qid, wc.WRID))
+		return
+	}
+	q.rpool.taken()
+	if wc.Status != rdma.Success {
+		q.repostRecv(b)
+		if wc.Status == rdma.WRFlushError {
+			q.shutdown(fmt.Errorf("nvme-rdma: queue %d: work requests flushed: %w", q.qid, fabrics.ErrQueueClosed))
+			return
+		}
+		q.log.Warn("receive failed", "status", wc.Status)
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: %w", q.qid, wc.Err()))
+		return
+	}
+	q.recvs.Add(1)
+	if n := int(wc.ByteLen); n > nvme.SQESize+q.inline {
+		// The SRQ's buffers take the port's in-capsule data; a queue
+		// takes less (none on the admin queue). A capsule larger than
+		// its own would have overrun a receive buffer of its ring: the
+		// queue ends the same way, with or without the SRQ.
+		q.repostRecv(b)
+		q.log.Warn("command capsule larger than the queue's receive size", "bytes", n, "max", nvme.SQESize+q.inline)
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: %d-byte command capsule exceeds %d: %w", q.qid, n, nvme.SQESize+q.inline,
+			&rdma.WCError{Status: rdma.LocalLengthError, WRID: wc.WRID, QPN: wc.QPN}))
+		return
+	}
+	i := q.popFree()
+	if i < 0 {
+		q.repostRecv(b)
+		what := "more commands than its queue depth"
+		if !q.connected.Load() {
+			what = "a command before its Connect succeeded"
+		}
+		q.log.Warn("host sent "+what+": queue closed", "slots", len(q.slots))
+		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: the host sent %s", q.qid, what))
+		return
+	}
+	s := q.slots[i]
+	q.slotMu.Lock()
+	s.recvIdx = b
+	s.recvBuf = q.rpool.bufs[b].buf
+	q.slotMu.Unlock()
+	s.recvLen = int(wc.ByteLen)
+	q.onCapsule(i)
+}
+
+// setData points the slot's RDMA READ and WRITE staging at buf.
+func (s *targetSlot) setData(buf []byte, addr uint64, lkey uint32) {
+	s.dataBuf = buf
+	s.readSGE[0] = rdma.SGE{Addr: addr, LKey: lkey}
+	s.writeSGE[0] = rdma.SGE{Addr: addr, LKey: lkey}
+}
+
+// takeData hands the slot's pool buffer back to the caller, who puts it
+// in the pool (q.slotMu held): the buffer is no longer the slot's.
+func (s *targetSlot) takeData() (poolBuf, bool) {
+	if s.dataBuf == nil {
+		return poolBuf{}, false
+	}
+	s.dataBuf = nil
+	s.req.Data = nil
+	return s.w.buf, true
+}
+
+// putData returns the slot's pool buffer, if it holds one.
+func (q *targetQueue) putData(s *targetSlot) {
+	q.slotMu.Lock()
+	b, ok := s.takeData()
+	q.slotMu.Unlock()
+	if ok {
+		q.l.pool.put(b)
+	}
+}
+
+// putBufs gives back what slot s holds once its command is over: its
+// data buffer to the pool and, with the SRQ, its capsule's receive
+// buffer to the SRQ.
+func (q *targetQueue) putBufs(s *targetSlot) {
+	q.slotMu.Lock()
+	b, ok := s.takeData()
+	rb := -1
+	if q.rpool != nil {
+		rb = s.takeRecv()
+	}
+	q.slotMu.Unlock()
+	if ok {
+		q.l.pool.put(b)
+	}
+	q.repostRecv(rb)
+}
