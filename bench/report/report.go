@@ -546,7 +546,7 @@ func (r *Report) Compute() {
 			continue
 		}
 		ref := j.Nbdkit
-		if ref == nil || ref.Error != "" {
+		if ref == nil || (ref.Error != "" && j.Nvmeof != nil) {
 			ref = j.Nvmeof
 		}
 		j.Ratios.Ceiling = CeilingKind(*ref)

@@ -619,3 +619,20 @@ func TestTopologies(t *testing.T) {
 		t.Errorf("chart: %d groups, label %q, width %d", len(ch.Panels[0].Groups), ch.Panels[0].Groups[1].Label, ch.Width)
 	}
 }
+
+// TestComputeNbdkitFailedNvmeofNotRun: a job whose nbdkit run failed and
+// whose nvmeof side did not run (skipped on that topology) computes
+// without ratios rather than panicking.
+func TestComputeNbdkitFailedNvmeofNotRun(t *testing.T) {
+	r := sample()
+	r.Jobs = []Job{{Name: JobRandRead4kQD1, Topology: "veth4", Nbdkit: &Metrics{Error: "fio: signal: killed"}}}
+	r.Compute()
+	j := r.Jobs[0]
+	if j.Ratios.IOPS != nil || j.Ratios.Nbdkit != nil || j.Ratios.Nvmeof != nil {
+		t.Errorf("ratios %+v", j.Ratios)
+	}
+	rows := r.Table()
+	if last := rows[len(rows)-1]; last[colSide] != SideNvmeof || last[colVs] != "not run" {
+		t.Errorf("nvmeof row %q", last)
+	}
+}

@@ -689,6 +689,11 @@ func (c Config) runRounds(ctx context.Context, sides []*side, jobs []JobFile, r 
 			}
 		}
 	}
+	// Interrupted during the last job: that job's failure is the
+	// interrupt's, not a result.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
 	return nil
 }
 
