@@ -127,26 +127,6 @@ func TestNvmetcliJSONKeysSaved(t *testing.T) {
 	}
 }
 
-// FuzzNvmetcliKeys: any input gives errors or a tree, never a panic; the
-// key walk agrees with the decoder on what is JSON.
-func FuzzNvmetcliKeys(f *testing.F) {
-	f.Add([]byte(savedJSON))
-	f.Add([]byte(`{"subsystems": [{"nqn": "x", "attr": {"alow_any_host": 1, "pi_enable": true}}]}`))
-	f.Add([]byte(`{"ports": [{"ana_groups": [{"grpid": 2, "ana": {"state": "x"}}], "param": {"max_queue_size": 4}}]}`))
-	f.Add([]byte(`{"ports": [{"portid": 1, "addr": {"trtype": "loop"}, "ana_groups": [{"grpid": 1, "ana": {"state": "inaccessible"}}, {"grpid": "2"}]}],
- "subsystems": [{"nqn": "nqn.2026-11.io.nvmeof:a", "namespaces": [{"nsid": 1, "device": {"path": "/x"}, "ana_grpid": 2, "ana": {"grpid": "3"}}]}]}`))
-	f.Add([]byte(`[[[[`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		errs, warns := checkNvmetcliKeys(data, "f.json")
-		for _, e := range append(errs, warns...) {
-			if e.Range == nil || e.Range.Start.Line < 1 || e.Range.Start.Byte > len(data) {
-				t.Fatalf("bad position %+v for %q", e.Range, data)
-			}
-		}
-		_, _ = ParseNvmetcliJSON(data, "f.json")
-	})
-}
-
 // TestNvmetcliKeysCoverStructs: every field the typed decoder reads has a
 // rule, so that a field added to the JSON structures is not reported as an
 // unknown key (and a rule without a field would be caught by the typed
