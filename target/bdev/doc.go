@@ -34,4 +34,9 @@
 // behind a block device: NVMe, SATA and SAS, see ReadHealth; cached for
 // HealthTTL) and Identifier (a stable identifier of the medium, e.g. a
 // disk's WWID).
+//
+// Monitor (monitor.go) is what the target puts beside each namespace's
+// Device: it logs the backend's I/O errors, rate limited, with the
+// operation, offset and errno, and notices a backing file unlinked under
+// a file backend (LinkChecker, fstat's st_nlink == 0).
 package bdev
