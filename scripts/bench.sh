@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
-# The side-by-side benchmark, in one run on loopback: UDP ceilings, fio through
-# nbdkit's memory plugin (fio's nbd engine), and fio through our NVMe-oF engine
-# against nvmetd, in interleaved rounds (medians). Prints one table (IOPS,
-# MB/s, latency, CPU µs per I/O on both sides, system calls per I/O, UDP
-# datagrams per I/O), the Go benchmarks' allocations per I/O and the goals,
-# judged against nbdkit in the same run; writes bench-results.json and
-# bench-results.png (dated copies under bench-out/).
+# The side-by-side benchmark, in one run: UDP ceilings on loopback, fio
+# through nbdkit's memory plugin (fio's nbd engine, over TCP), and fio
+# through our NVMe-oF engine against nvmetd, over one or more topologies, in
+# interleaved rounds (medians). Prints one table (IOPS, MB/s, latency, CPU µs
+# per I/O on both sides, system calls per I/O, UDP datagrams per I/O; each
+# row labelled with its topology, ratios against nbdkit over the same one),
+# the Go benchmarks' allocations per I/O and the goals, judged against
+# nbdkit in the same run; writes bench-results.json and bench-results.png
+# (dated copies under bench-out/).
 #
-#   ./scripts/bench.sh            # 10 s per job, 3 rounds: about 20 minutes
-#   ./scripts/bench.sh -quick     # 3 s per job, 3 rounds: about 8 minutes
-#   ./scripts/bench.sh -smoke     # 1 s per job, 1 round: does everything run? (goals not judged)
+# Topologies (-topology, comma-separated, or all), each with its own servers:
+#   loopback  the host's lo (the nvmeof side in a network namespace of its own)
+#   veth4     two network namespaces the runner creates, joined by a veth pair
+#             (MTU 9000): nbdkit and nvmetd on 192.0.2.1, fio from 192.0.2.2
+#             (soft RoCE in raw mode)
+#   veth6     the same over IPv6: 2001:db8::1 and 2001:db8::2 (udp6 mode)
+# The runner removes the namespaces and the veth pair at the end, also on
+# failure or interrupt, and ends the processes it started by their PIDs.
+#
+#   ./scripts/bench.sh            # 10 s per job, 3 rounds, all three topologies: about an hour
+#   ./scripts/bench.sh -quick     # 3 s per job, 3 rounds, loopback: about 8 minutes
+#   ./scripts/bench.sh -smoke     # 1 s per job, 1 round, loopback: does everything run? (goals not judged)
+#   ./scripts/bench.sh -quick -topology all              # all three: about 25 minutes
+#   ./scripts/bench.sh -smoke -topology veth4,veth6      # the two-namespace topologies only
 #   ./scripts/bench.sh -strict    # exit status 4 when a goal is missed
 #
 # Exit status: 0 (missed goals are reported, not enforced, unless -strict),
@@ -18,7 +31,9 @@
 # Needs fio and nbdkit; as root this script installs them with apt-get (and
 # linux-perf, for the system call counts). As root it also builds the nvmeof
 # side, out/fio-nvmeof.so and out/nvmetd, and the runner starts nvmetd with a
-# generated config, in a network namespace of its own, and stops it at the end.
+# generated config, in a network namespace (of its own on loopback; the
+# server namespace on veth4/veth6), and stops it at the end. Without root
+# the nvmeof side and the veth topologies are skipped (the report says why).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,9 +72,10 @@ go build -o out/nvmeof-bench ./bench/cmd/nvmeof-bench
 # The nvmeof side: our fio engine (fio/engine, built against the installed
 # fio's source; the first build fetches it, as root) and nvmetd, both into
 # out/ (not committed). The runner runs that side as root only, in a network
-# namespace of its own (unshare --net: its soft RoCE devices meet no others
-# and their UDP counters count only them); the soft provider itself needs no
-# root on loopback. Without root the runner skips the side and says why.
+# namespace (unshare --net: its soft RoCE devices meet no others and their
+# UDP counters count only them); the soft provider itself needs no root on
+# loopback, but raw sockets for IPv4 elsewhere (veth4). Without root the
+# runner skips the side, and the veth topologies, and says why.
 nvmeof=()
 if [ "$(id -u)" -eq 0 ]; then
 	echo "== building out/fio-nvmeof.so (scripts/build-fio-engine.sh) and out/nvmetd" >&2
@@ -67,7 +83,7 @@ if [ "$(id -u)" -eq 0 ]; then
 	go build -o out/nvmetd ./cmd/nvmetd
 	nvmeof=(-nvmeof-engine out/fio-nvmeof.so -nvmetd out/nvmetd)
 else
-	echo "bench.sh: not root: the nvmeof side will be skipped (it runs in a network namespace of its own, which needs root)" >&2
+	echo "bench.sh: not root: the nvmeof side and the veth topologies will be skipped (they run in network namespaces, which needs root)" >&2
 fi
 
 # Flags given to this script come last and win over these.
