@@ -1,7 +1,9 @@
 // Package runner runs the side-by-side benchmark: the UDP loopback ceilings,
 // every fio job of examples/fio against `nbdkit memory` with fio's nbd
 // engine, and the same jobs against nvmetd with our fio engine (the nvmeof
-// side, see NvmeofConfig), then builds the report.
+// side, see NvmeofConfig), over each topology of the run (loopback, or two
+// network namespaces joined by a veth pair: see topology.go), then builds
+// the report.
 package runner
 
 import (
@@ -578,7 +580,7 @@ func topologyJobs(jobs []JobFile, topologies []string) []report.Job {
 // stops the servers, and the topology's description; an error only when
 // the context is done or nbdkit fails.
 func (c Config) setupLoopback(ctx context.Context, r *report.Report) ([]*side, func(), report.Topology, error) {
-	info := report.Topology{Name: TopologyLoopback, Link: "the host's loopback (lo); the nvmeof side in a network namespace of its own, on its lo"}
+	info := report.Topology{Name: TopologyLoopback, Link: "the host's loopback (lo)"}
 	var stops []func()
 	stop := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -630,6 +632,9 @@ func (c Config) setupLoopback(ctx context.Context, r *report.Report) ([]*side, f
 		c.logf("   skipped: %s", skip)
 	} else {
 		sides = append(sides, nv)
+		if len(nv.netnsPIDs) > 0 {
+			info.Link = "loopback (lo): nbdkit on the host's; nvmetd and its fio on that of a network namespace of their own"
+		}
 		r.DatagramSource = "not counted"
 		if len(nv.netnsPIDs) > 0 {
 			r.DatagramSource = "from the Udp OutDatagrams counter of the nvmeof side's own network namespace " +
