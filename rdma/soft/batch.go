@@ -22,11 +22,9 @@ func (d *Device) finishBatch(rx *rxState) {
 		}
 		q.txMu.Lock()
 		rx.reqTx.forQP(q)
-		if q.ackQueued {
-			q.ackQueued = false
-			if q.state != rdma.QPSErr && q.state != rdma.QPSReset {
-				q.flushAck(rx.reqTx)
-			}
+		q.ackQueued = false
+		if q.state != rdma.QPSErr && q.state != rdma.QPSReset {
+			q.flushAck(rx.reqTx) // with the requester's packets
 		}
 		q.runRequester(rx.reqTx)
 		q.mu.Unlock()
@@ -38,7 +36,7 @@ func (d *Device) finishBatch(rx *rxState) {
 		q.mu.Lock()
 		if q.ackQueued {
 			q.ackQueued = false
-			if !q.destroyed && q.state != rdma.QPSErr && q.state != rdma.QPSReset {
+			if !q.destroyed && q.state != rdma.QPSErr && q.state != rdma.QPSReset && !q.delayAck() {
 				rx.tx.forQP(q)
 				q.flushAck(rx.tx)
 			}

@@ -111,6 +111,15 @@ type Config struct {
 	// (QPAttr.AH.TrafficClass, a UD work request's AH) decides what its
 	// datagrams carry (tos.go).
 	TrafficClass uint8
+	// AckDelay is how long the responder may hold the acknowledgement of
+	// a request that ended a message (AckReq on its last packet) for the
+	// QP's next packets to carry along: an NVMe host's next command, a
+	// target's response. The peer then reads both in one wake-up instead
+	// of two. ACKs the requester needs to go on (every AckReqEvery
+	// packets, duplicates) and NAKs are never held. 0 means
+	// DefaultAckDelay; a negative value sends every ACK at the end of its
+	// receive batch.
+	AckDelay time.Duration
 	// Share opens the device as one of several soft devices, in this
 	// process or others, that hold the same address and UDP port, each
 	// receiving the packets of its own QPs (share_linux.go): as rdma_rxe
@@ -126,6 +135,11 @@ type Config struct {
 	// (default DefaultShareDir).
 	ShareDir string
 }
+
+// DefaultAckDelay is the default Config.AckDelay: far below any RC
+// retransmission timeout (rxe's shortest is 4.096 µs × 2^8 ≈ 1 ms), long
+// enough for a host on this kind of machine to answer a completion.
+const DefaultAckDelay = 100 * time.Microsecond
 
 // DefaultMinRNRTimer is the default Config.MinRNRTimer (RNR timer code 14).
 const DefaultMinRNRTimer = 1280 * time.Microsecond
@@ -255,6 +269,9 @@ func Open(cfg Config) (*Device, error) {
 	d.cfg.RecvQueues = min(d.cfg.RecvQueues, maxRecvQueues)
 	if d.cfg.MinRNRTimer <= 0 {
 		d.cfg.MinRNRTimer = DefaultMinRNRTimer
+	}
+	if d.cfg.AckDelay == 0 {
+		d.cfg.AckDelay = DefaultAckDelay
 	}
 	mtu := cfg.MTU
 	if mtu == 0 {

@@ -93,6 +93,9 @@ type qp struct {
 
 	rtoTimer *time.Timer
 	rnrTimer *time.Timer
+	// ackTimer sends a delayed acknowledgement (Config.AckDelay) that
+	// nothing the QP sent in the meantime carried along.
+	ackTimer *time.Timer
 	// Receive-goroutine bookkeeping: queued for an ACK or a requester run
 	// at the end of the current batch.
 	ackQueued  bool
@@ -172,6 +175,8 @@ func (p *pd) CreateQP(a *rdma.QPInitAttr) (rdma.QP, error) {
 	q.rtoTimer.Stop()
 	q.rnrTimer = time.AfterFunc(time.Hour, q.onRNRTimer)
 	q.rnrTimer.Stop()
+	q.ackTimer = time.AfterFunc(time.Hour, q.onAckTimer)
+	q.ackTimer.Stop()
 	if sq != nil {
 		if err := sq.attach(); err != nil {
 			return nil, err
@@ -439,6 +444,8 @@ func (q *qp) Destroy() error {
 func (q *qp) stopTimers() {
 	q.rtoTimer.Stop()
 	q.rnrTimer.Stop()
+	q.ackTimer.Stop()
+	q.resp.ackArmed = false
 	q.comp.rtoArmed = false
 	q.req.rnrWait = false
 }
@@ -584,6 +591,7 @@ func (q *qp) PostSend(wr *rdma.SendWR) error {
 				q.txMu.Lock()
 				tx = q.dev.getTx()
 				tx.forQP(q)
+				q.flushAck(tx) // a delayed ACK leaves with the requests
 				q.runRequester(tx)
 			}
 		}

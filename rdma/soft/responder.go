@@ -25,8 +25,11 @@ type responder struct {
 	wresid int
 	wlen   int
 	// Acknowledgement coalescing: an ACK of psn-1 is due at the end of
-	// the receive batch.
+	// the receive batch, or, if it may wait (ackUrgent unset), with the
+	// QP's next packets or when ackTimer fires (ackArmed).
 	ackPending bool
+	ackUrgent  bool
+	ackArmed   bool
 	unacked    int
 }
 
@@ -221,7 +224,7 @@ func (q *qp) responderInput(p *wire.Packet, rx *rxState) {
 	}
 	r.unacked++
 	if p.BTH.AckReq() || r.unacked >= d.cfg.AckReqEvery {
-		q.queueAck(rx)
+		q.queueAck(rx, r.unacked >= d.cfg.AckReqEvery || !op.IsLast())
 	}
 }
 
@@ -233,7 +236,7 @@ func (q *qp) duplicate(p *wire.Packet, psn uint32, rx *rxState) {
 	op := p.Opcode()
 	if !op.IsReadRequest() {
 		if p.BTH.AckReq() {
-			q.queueAck(rx)
+			q.queueAck(rx, true) // the requester is retrying: answer now
 		}
 		return
 	}
@@ -331,9 +334,11 @@ func (q *qp) respFail(rx *rxState, psn uint32, nak uint8, status rdma.WCStatus, 
 	q.enterError()
 }
 
-// queueAck schedules an acknowledgement for the end of the receive batch.
-func (q *qp) queueAck(rx *rxState) {
+// queueAck schedules an acknowledgement for the end of the receive batch;
+// unless urgent, it may wait there for the QP's next packets (AckDelay).
+func (q *qp) queueAck(rx *rxState, urgent bool) {
 	q.resp.ackPending = true
+	q.resp.ackUrgent = q.resp.ackUrgent || urgent
 	if !q.ackQueued {
 		q.ackQueued = true
 		rx.acks = append(rx.acks, q)
@@ -346,9 +351,48 @@ func (q *qp) flushAck(tx *txBatch) {
 	if !r.ackPending {
 		return
 	}
-	r.ackPending = false
+	r.ackPending, r.ackUrgent = false, false
+	if r.ackArmed {
+		r.ackArmed = false
+		q.ackTimer.Stop()
+	}
 	r.unacked = 0
 	q.sendAck(tx, ackSyndrome, wire.PSNAdd(r.psn, -1))
+}
+
+// delayAck keeps the pending acknowledgement for the QP's next packets
+// (PostSend and the requester runs send it first) or Config.AckDelay,
+// whichever comes first, and reports whether it did (q.mu held). An
+// application that answers each message (an NVMe host's next command, a
+// target's response) so carries the ACK in the same sendmmsg, and the
+// peer wakes once instead of twice.
+func (q *qp) delayAck() bool {
+	r := &q.resp
+	delay := q.dev.cfg.AckDelay
+	if delay <= 0 || r.ackUrgent {
+		return false
+	}
+	if !r.ackArmed {
+		r.ackArmed = true
+		q.ackTimer.Reset(delay)
+	}
+	return true
+}
+
+// onAckTimer sends the delayed acknowledgement nothing carried.
+func (q *qp) onAckTimer() {
+	q.mu.Lock()
+	q.resp.ackArmed = false
+	if !q.resp.ackPending || q.destroyed || q.state == rdma.QPSErr || q.state == rdma.QPSReset {
+		q.mu.Unlock()
+		return
+	}
+	tx := q.dev.getTx()
+	tx.forQP(q)
+	q.flushAck(tx)
+	q.mu.Unlock()
+	tx.flush()
+	q.dev.putTx(tx)
 }
 
 // sendAck adds an Acknowledge packet with syndrome s for PSN psn to tx.
