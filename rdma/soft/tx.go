@@ -8,9 +8,6 @@ import (
 	"github.com/nvmeof/nvmeof/rdma/wire"
 )
 
-// ipv6Loopback is ::1.
-var ipv6Loopback = [16]byte{15: 1}
-
 // txBatchSize is the number of packets one flush carries.
 const txBatchSize = 64
 
