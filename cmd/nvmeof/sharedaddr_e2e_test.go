@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/initiator/session"
+	"github.com/nvmeof/nvmeof/internal/netnstest"
 	"github.com/nvmeof/nvmeof/target/server"
 )
 
@@ -271,5 +274,36 @@ func TestConnectAllSharedAddress(t *testing.T) {
 	}
 	if live, _, _ := session.Scan(runDir); len(live) != 0 {
 		t.Fatalf("%d daemons after disconnect-all", len(live))
+	}
+}
+
+// TestHostAddressHeldByRxe: where something binds UDP 4791 on every
+// address without sharing it, as the kernel's rdma_rxe does, opening the
+// host's soft device fails with the clear error (not a shared device
+// joining it). The stand-in binds 0.0.0.0:4791 inside a network namespace
+// of the test's.
+func TestHostAddressHeldByRxe(t *testing.T) {
+	p := netnstest.New(t, 0)
+	var holder *net.UDPConn
+	if err := netnstest.Do(p.B, func() (err error) {
+		holder, err = net.ListenUDP("udp4", &net.UDPAddr{Port: 4791})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	var openErr error
+	if err := netnstest.Do(p.B, func() error {
+		dev, err := openSoft([]netip.Addr{netnstest.AddrB}, 0, hclog.NewNullLogger())
+		if dev != nil {
+			dev.Close()
+		}
+		openErr = err
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if openErr == nil || !strings.Contains(openErr.Error(), "is taken") || !strings.Contains(openErr.Error(), "rdma_rxe") {
+		t.Fatalf("open beside a socket holding 0.0.0.0:4791: %v", openErr)
 	}
 }
