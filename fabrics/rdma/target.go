@@ -650,7 +650,17 @@ type targetQueue struct {
 	closeErr error
 	closing  chan struct{}
 	once     sync.Once
-	done     chan struct{}
+
+	// Draining (target_close.go): the response SENDs posted and not yet
+	// completed, whether the queue is closing and waits for them, and
+	// the end of that wait. held counts the slots the handler still had
+	// when the queue was released (under slotMu): the port's shared
+	// resources stay referenced until it gives them back.
+	sendsOut  atomic.Int64
+	draining  atomic.Bool
+	drainOnce sync.Once
+	held      int
+	done      chan struct{}
 }
 
 // wrChain is a list of send work requests linked by Next.
@@ -702,6 +712,7 @@ func (q *targetQueue) end() {
 	if all.head != nil {
 		if err := q.qp.PostSend(all.head); err != nil {
 			q.shutdown(fmt.Errorf("nvme-rdma: queue %d: post send: %w", q.qid, err))
+			q.endDrain() // what was not posted never completes
 		}
 	}
 }
@@ -728,6 +739,7 @@ func (q *targetQueue) post(a *rdma.SendWR, ka int, b *rdma.SendWR, kb int, what 
 	}
 	if err := q.qp.PostSend(first); err != nil {
 		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: post %s: %w", q.qid, what, err))
+		q.endDrain() // what was not posted never completes
 	}
 }
 

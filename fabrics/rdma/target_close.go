@@ -3,6 +3,7 @@ package rdma
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/rdma"
@@ -89,15 +90,18 @@ func (q *targetQueue) release() {
 		// A slot waiting for a pool buffer leaves the waiters (it holds
 		// none, but may hold its capsule's SRQ buffer).
 		q.l.pool.cancel(&s.w)
-		if !s.inHandler {
-			if b, ok := s.takeData(); ok {
-				bufs = append(bufs, b)
-			}
-			if b := s.takeRecv(); b >= 0 {
-				recvs = append(recvs, b)
-			}
+		if s.inHandler {
+			q.held++
+			continue
+		}
+		if b, ok := s.takeData(); ok {
+			bufs = append(bufs, b)
+		}
+		if b := s.takeRecv(); b >= 0 {
+			recvs = append(recvs, b)
 		}
 	}
+	held := q.held
 	q.slotMu.Unlock()
 	for _, b := range bufs {
 		q.l.pool.put(b)
@@ -105,7 +109,12 @@ func (q *targetQueue) release() {
 	for _, b := range recvs {
 		q.repostRecv(b)
 	}
-	q.l.unref()
+	// The pool and the SRQ stay until the handler has given back the
+	// buffers of the commands it still has (handlerDone): their SRQ
+	// buffers go back to an SRQ that is still there.
+	if held == 0 {
+		q.l.unref()
+	}
 	if f := q.l.released; f != nil {
 		f()
 	}
@@ -119,12 +128,64 @@ func (q *targetQueue) Close() error {
 }
 
 // shutdown starts the teardown once; the queue goroutine finishes it.
+// Responses already posted are given up to sendDrainTimeout to complete
+// first (a reply followed by a close, as an AUTH_Failure1 before the
+// queue of a failed authentication is closed, would otherwise be
+// flushed by the disconnect); nothing new is sent meanwhile (closed).
 func (q *targetQueue) shutdown(err error) {
 	q.once.Do(func() {
 		q.closeErr = err
 		q.closed.Store(true)
-		close(q.closing)
+		q.draining.Store(true)
+		if q.sendsOut.Load() == 0 {
+			q.endDrain()
+			return
+		}
+		// A host that is gone leaves its SENDs to the RC retries: the
+		// wait is bounded, the timer harmless once the drain is over.
+		time.AfterFunc(sendDrainTimeout, q.endDrain)
 	})
+}
+
+// sendDrainTimeout bounds the wait for the responses posted before a
+// close.
+const sendDrainTimeout = time.Second
+
+// endDrain lets the queue goroutine tear the queue down.
+func (q *targetQueue) endDrain() { q.drainOnce.Do(func() { close(q.closing) }) }
+
+// sendPosting counts a response SEND about to be posted; it reports
+// false, not counting it, when the queue is closing (nothing more is
+// sent). Counting before the check means a close either sees the SEND
+// and waits for it, or the SEND sees the close.
+func (q *targetQueue) sendPosting() bool {
+	q.sendsOut.Add(1)
+	if q.closed.Load() {
+		q.sendDone()
+		return false
+	}
+	return true
+}
+
+// sendDone counts a response SEND completed (or never posted); the last
+// one of a draining queue ends the drain.
+func (q *targetQueue) sendDone() {
+	if q.sendsOut.Add(-1) == 0 && q.draining.Load() {
+		q.endDrain()
+	}
+}
+
+// handlerDone drops the reference to the port's shared resources a slot
+// still with the handler held when the queue was released; the last one
+// lets them go (its SRQ buffer has been reposted by then).
+func (q *targetQueue) handlerDone() {
+	q.slotMu.Lock()
+	q.held--
+	last := q.held == 0
+	q.slotMu.Unlock()
+	if last {
+		q.l.unref()
+	}
 }
 
 func (q *targetQueue) watchConn() {
@@ -149,9 +210,14 @@ func (q *targetQueue) run() {
 
 func (q *targetQueue) teardown() {
 	if q.conn != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), disconnectTimeout)
-		q.conn.Disconnect(ctx)
+		// The DREQ moves the QP to the error state and is retried by the
+		// connection manager on its own; waiting for the DREP would only
+		// make a host that vanished cost disconnectTimeout per queue
+		// (nvmetd's SIGTERM took 10 s to a minute), as Linux's
+		// rdma_disconnect does not wait either.
+		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
+		q.conn.Disconnect(ctx)
 	}
 	q.release()
 	q.mu.Lock()
@@ -166,4 +232,5 @@ func (q *targetQueue) teardown() {
 	q.log.Debug("queue closed", "reason", q.closeErr)
 }
 
+// disconnectTimeout bounds a host queue's wait for the DREP.
 const disconnectTimeout = 5e9

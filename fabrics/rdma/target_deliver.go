@@ -15,6 +15,9 @@ import (
 
 // complete handles one work completion on the queue goroutine.
 func (q *targetQueue) complete(wc *rdma.WorkCompletion) {
+	if wc.WRID&wrKind == wrSend {
+		defer q.sendDone() // whatever its status: a close may wait for it
+	}
 	if q.rpool != nil && wc.WRID&wrKind == wrRecv {
 		q.onSRQRecv(wc)
 		return
@@ -289,13 +292,17 @@ func (q *targetQueue) CompleteRequest(r *fabrics.Request) {
 	s := q.slots[r.Slot]
 	q.slotMu.Lock()
 	s.inHandler = false
+	counted := q.released // the teardown left this slot to us (held)
 	q.slotMu.Unlock()
-	if q.closed.Load() {
+	if !q.sendPosting() {
 		// Nothing more is sent: the data buffer, which no RDMA uses
 		// now (the READ is done, no WRITE was posted), goes back, and
 		// so does the SRQ buffer the capsule came in (unless the
 		// teardown, seeing the slot out of the handler, took them).
 		q.putBufs(s)
+		if counted {
+			q.handlerDone()
+		}
 		return
 	}
 	cqe := nvme.CQE(r.CQE[:])
@@ -305,6 +312,7 @@ func (q *targetQueue) CompleteRequest(r *fabrics.Request) {
 		if err := q.grow(); err != nil {
 			q.log.Error("cannot allocate the queue's buffers after its Connect", "error", err)
 			q.shutdown(err)
+			q.sendDone()
 			return
 		}
 	}

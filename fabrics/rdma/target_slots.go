@@ -1,6 +1,7 @@
 package rdma
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/nvmeof/nvmeof/fabrics"
@@ -49,6 +50,12 @@ func (q *targetQueue) repostRecv(b int) {
 		return
 	}
 	if err := q.rpool.repost(b); err != nil {
+		if errors.Is(err, rdma.ErrClosed) {
+			// The port's device is closed (nvmetd stopping): the SRQ
+			// goes with it, nothing is lost.
+			q.log.Debug("SRQ buffer not reposted: device closed", "error", err)
+			return
+		}
 		q.log.Error("SRQ buffer lost", "error", err)
 	}
 }
