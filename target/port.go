@@ -85,9 +85,14 @@ func (p *Port) close() {
 		qs = append(qs, q)
 	}
 	p.mu.Unlock()
+	// All at once: a queue's close may wait (bounded) for responses
+	// still in flight to a host, and a target stopping must not wait
+	// for them queue after queue.
+	var wg sync.WaitGroup
 	for _, q := range qs {
-		q.tq.Close()
+		wg.Go(func() { q.tq.Close() })
 	}
+	wg.Wait()
 }
 
 func (p *Port) serve(ctx context.Context, l fabrics.Listener) error {

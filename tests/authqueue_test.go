@@ -232,16 +232,20 @@ subsystem %q {
 		t.Fatalf("attacker's I/O Connect: %v, AUTHREQ %d", st, authreq)
 	}
 	buf := make([]byte, auth.MaxMessageLen)
-	// AUTH_Failure1, or the queue closed: nvmetd closes it right after
-	// posting the response, which the closing QP may flush.
-	if cqe, err := att2.run(ctx, aqAuthSQE(fabrics.FCTypeAuthReceive, len(buf)), buf, fabrics.DirCtrlToHost); err == nil {
-		if _, ferr := auth.ParseFailure(buf); cqe.Status() != 0 || ferr != nil {
-			t.Fatalf("attacker's Authentication Receive: %v %v, want AUTH_Failure1", cqe.Status(), ferr)
-		}
-		att2.waitClosed(ctx)
-	} else {
-		t.Logf("attacker's Authentication Receive: %v (the queue closed first)", err)
+	// AUTH_Failure1, then the queue closes: nvmetd closes it right after
+	// posting the response, which the transport sends before it
+	// disconnects.
+	cqe, err := att2.run(ctx, aqAuthSQE(fabrics.FCTypeAuthReceive, len(buf)), buf, fabrics.DirCtrlToHost)
+	if err != nil {
+		t.Fatalf("attacker's Authentication Receive: %v, want AUTH_Failure1 (the reply was lost with the queue)", err)
 	}
+	if cqe.Status() != 0 {
+		t.Fatalf("attacker's Authentication Receive: %v, want AUTH_Failure1", cqe.Status())
+	}
+	if _, err := auth.ParseFailure(buf); err != nil {
+		t.Fatalf("attacker's Authentication Receive: %v, want AUTH_Failure1", err)
+	}
+	att2.waitClosed(ctx)
 	alive("after the attacker's failed authentication")
 	if l := target.log.String(); !strings.Contains(l, "authentication failed; I/O queue closed") || !strings.Contains(l, aqAttackerAddr) {
 		t.Errorf("nvmetd does not log the failure with the attacker's address %s", aqAttackerAddr)
