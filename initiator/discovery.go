@@ -13,8 +13,19 @@ import (
 // generation counter keeps changing (nvme-cli MAX_DISC_RETRIES).
 const maxDiscoveryRetries = 10
 
-// maxDiscoveryRecords bounds the records the host reads (64 MiB).
-const maxDiscoveryRecords = 1 << 16
+// DefaultMaxDiscoveryRecords is the most records DiscoveryLog reads
+// unless Options.MaxDiscoveryRecords says otherwise: 4 MiB of log page,
+// far more than a discovery controller lists for one host (Linux nvmet:
+// one record per port and subsystem the host may use). A larger NUMREC
+// fails the read instead of making the host allocate for it (a hostile
+// NUMREC of 65,536 and a GENCTR changing at every read peaked at about
+// 200 MiB of heap).
+const DefaultMaxDiscoveryRecords = 4096
+
+// discoveryPageRecords is how many records one Get Log Page of the
+// discovery log reads (64 KiB, less if the admin transfer limit is
+// smaller): the host holds one such piece, not the whole page.
+const discoveryPageRecords = 64
 
 // DiscoveryEntry is one record of a discovery log page.
 type DiscoveryEntry struct {
@@ -72,52 +83,65 @@ func Discover(ctx context.Context, d fabrics.Dialer, addr fabrics.Address, opts 
 }
 
 // DiscoveryLog reads the discovery log page (LID 70h) as libnvme's
-// nvme_discovery_log does: the header, then the header and all records,
-// then the header again, re-reading while the generation counter changes.
+// nvme_discovery_log does: the header, the records (from offset 1024, in
+// pieces of discoveryPageRecords), then the header again, reading again
+// while the generation counter changes, at most maxDiscoveryRetries
+// times. A NUMREC above Options.MaxDiscoveryRecords fails the read. The
+// records are decoded piece by piece into the result, whose slice is
+// reused by a re-read, so what the host holds is bounded by the records
+// it accepts, whatever NUMREC and GENCTR the controller reports.
 func (c *Controller) DiscoveryLog(ctx context.Context) ([]DiscoveryEntry, error) {
 	a, err := c.liveAssoc(ctx)
 	if err != nil {
 		return nil, err
 	}
+	limit := c.opts.MaxDiscoveryRecords
+	if limit <= 0 {
+		limit = DefaultMaxDiscoveryRecords
+	}
+	per := discoveryPageRecords
+	if a.adminXfer > 0 {
+		per = max(1, min(per, a.adminXfer/fabrics.DiscoveryEntryLen))
+	}
 	hdr := make([]byte, fabrics.DiscoveryHeaderLen)
+	piece := make([]byte, per*fabrics.DiscoveryEntryLen)
+	var out []DiscoveryEntry
 	if err := c.getLogPage(ctx, a, fabrics.LogPageDiscovery, 0, 0, true, hdr); err != nil {
 		return nil, fmt.Errorf("initiator: %s: discovery log header: %w", c.addr, err)
 	}
 	for range maxDiscoveryRetries {
 		h, err := fabrics.ParseDiscoveryHeader(hdr)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("initiator: %s: discovery log header: %w", c.addr, err)
 		}
 		gen, numrec := h.GenCtr(), h.NumRec()
-		if numrec > maxDiscoveryRecords {
-			return nil, fmt.Errorf("initiator: %s: discovery log claims %d records", c.addr, numrec)
+		if numrec > uint64(limit) {
+			return nil, fmt.Errorf("initiator: %s: discovery log claims %d records, more than the %d this host reads: %w", c.addr, numrec, limit, ErrDiscoveryTooLarge)
 		}
-		page := hdr
-		if numrec > 0 {
-			page = make([]byte, fabrics.DiscoveryHeaderLen+int(numrec)*fabrics.DiscoveryEntryLen)
-			if err := c.getLogPage(ctx, a, fabrics.LogPageDiscovery, 0, 0, true, page); err != nil {
-				return nil, fmt.Errorf("initiator: %s: discovery log: %w", c.addr, err)
+		out = out[:0]
+		for done := 0; done < int(numrec); {
+			n := min(per, int(numrec)-done)
+			b := piece[:n*fabrics.DiscoveryEntryLen]
+			lpo := uint64(fabrics.DiscoveryHeaderLen + done*fabrics.DiscoveryEntryLen)
+			if err := c.getLogPageAt(ctx, a, fabrics.LogPageDiscovery, 0, 0, true, lpo, b); err != nil {
+				return nil, fmt.Errorf("initiator: %s: discovery log records %d..%d: %w", c.addr, done, done+n-1, err)
 			}
+			for i := range n {
+				e := fabrics.DiscoveryEntry(b[i*fabrics.DiscoveryEntryLen : (i+1)*fabrics.DiscoveryEntryLen])
+				out = append(out, DiscoveryEntry{e.Record()})
+			}
+			done += n
 		}
-		hdr = make([]byte, fabrics.DiscoveryHeaderLen)
 		if err := c.getLogPage(ctx, a, fabrics.LogPageDiscovery, 0, 0, false, hdr); err != nil {
 			return nil, fmt.Errorf("initiator: %s: discovery log header: %w", c.addr, err)
 		}
 		h2, err := fabrics.ParseDiscoveryHeader(hdr)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("initiator: %s: discovery log header: %w", c.addr, err)
 		}
 		if h2.GenCtr() != gen || h2.NumRec() != numrec {
 			c.log.Debug("discovery log changed while reading, reading again", "genctr", gen, "new_genctr", h2.GenCtr())
 			continue
-		}
-		l, err := fabrics.ParseDiscoveryLog(page)
-		if err != nil {
-			return nil, fmt.Errorf("initiator: %s: discovery log: %w", c.addr, err)
-		}
-		out := make([]DiscoveryEntry, len(l.Entries))
-		for i, r := range l.Entries {
-			out[i] = DiscoveryEntry{r}
 		}
 		return out, nil
 	}

@@ -24,6 +24,9 @@ var (
 	// ErrNotSupported is returned for a command the controller does not
 	// support (Identify Controller ONCS says so).
 	ErrNotSupported = errors.New("not supported by the controller")
+	// ErrDiscoveryTooLarge is wrapped by DiscoveryLog when the controller
+	// reports more records than Options.MaxDiscoveryRecords.
+	ErrDiscoveryTooLarge = errors.New("discovery log too large")
 )
 
 // errQueueReset is how a command that was outstanding on a queue the host

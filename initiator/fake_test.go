@@ -42,6 +42,9 @@ type fakeTarget struct {
 	rawIDNS   []byte
 	rawNSList []byte
 	rawDisc   []byte
+	// hostileDisc: the discovery log claims 65,536 records and its
+	// GENCTR changes at every read (issue 22).
+	hostileDisc bool
 
 	mdts      uint8
 	grantQ    uint32
@@ -452,6 +455,18 @@ func (fq *fakeQueue) getLogPage(r *fabrics.Request) {
 		l := nvme.ANALog{ChangeCount: ft.anaChg.Load(), Groups: []nvme.ANAGroup{{GroupID: 1, ChangeCount: ft.anaChg.Load(), State: nvme.ANAState(ft.anaState.Load()), NSIDs: ids}}}
 		page, _ = l.AppendBinary(nil)
 	case nvme.LIDDiscovery:
+		if ft.hostileDisc {
+			// Written in place: the fake allocates nothing for it.
+			ft.genctr++
+			if g.LPO() == 0 && len(r.Data) >= 16 {
+				h := fabrics.DiscoveryHeader(r.Data)
+				h.SetGenCtr(ft.genctr)
+				h.SetNumRec(1 << 16)
+			}
+			ft.mu.Unlock()
+			r.Complete()
+			return
+		}
 		l := fabrics.DiscoveryLog{GenCtr: ft.genctr, Entries: ft.discovery}
 		page, _ = l.Encode()
 		if ft.rawDisc != nil {

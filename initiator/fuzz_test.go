@@ -137,7 +137,7 @@ func FuzzDiscoveryLog(f *testing.F) {
 		b := patch(pages[int(pick)%len(pages)], edits)
 		if numrec&0x80 != 0 {
 			// A small NUMREC: the host reads that many records (up to
-			// maxDiscoveryRecords), legitimate but slow when large.
+			// MaxDiscoveryRecords), legitimate but slow when large.
 			binary.LittleEndian.PutUint64(b[8:], uint64(numrec&0x7f)%8)
 		}
 		if cut != 0 {

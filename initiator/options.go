@@ -125,6 +125,10 @@ type Options struct {
 	// not call Disconnect or Close itself (start a goroutine for that);
 	// the next Asynchronous Event Request is sent when it returns.
 	OnAsyncEvent func(ev AsyncEvent)
+	// MaxDiscoveryRecords bounds the records DiscoveryLog and Discover
+	// read (default DefaultMaxDiscoveryRecords): a controller claiming
+	// more fails the read rather than making the host allocate for it.
+	MaxDiscoveryRecords int
 	// Logger receives the controller's log; default: a null logger.
 	Logger hclog.Logger
 }
