@@ -575,7 +575,7 @@ func (d *Device) registerQP(q *qp) error {
 	lo, hi := uint32(firstQPN), uint32(wire.QPNMask)
 	if g := d.socks.share; g != nil {
 		lo, hi = g.qpnBase()|firstQPN, g.qpnBase()|(1<<shareQPNBits-1)
-		if len(d.qps)*shareKeys > int(hi-lo)*len(d.socks.recv) {
+		if len(d.qps)*shareKeys > int(hi-lo)*d.socks.queues() {
 			return fmt.Errorf("soft: %s: every QP number of a shared device is in use: %w", d.name, rdma.ErrBusy)
 		}
 	}
@@ -585,7 +585,7 @@ func (d *Device) registerQP(q *qp) error {
 		if d.nextQPN > hi || d.nextQPN < lo {
 			d.nextQPN = lo
 		}
-		if d.socks.share != nil && !shareQPNOK(n, len(d.socks.recv)) {
+		if d.socks.share != nil && !shareQPNOK(n, d.socks.queues()) {
 			continue
 		}
 		if d.qps[n] == nil {
@@ -594,6 +594,15 @@ func (d *Device) registerQP(q *qp) error {
 			return nil
 		}
 	}
+}
+
+// queueOf returns the receive queue the kernel steers QP qpn's packets
+// to (net_linux.go, share_linux.go).
+func (d *Device) queueOf(qpn uint32) int {
+	if d.socks.share != nil {
+		return shareQueue(qpn)
+	}
+	return int(qpn % uint32(d.socks.queues()))
 }
 
 // removeQP unregisters q and lets go of its source port.

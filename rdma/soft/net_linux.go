@@ -270,6 +270,16 @@ func (s *sockets) openAssist(addr netip.Addr, rcvbuf int) error {
 	return nil
 }
 
+// queues returns the number of receive queues packets are steered to by
+// QP number: all but udp4 mode's raw socket, which takes what is not a
+// soft device's.
+func (s *sockets) queues() int {
+	if s.assistQueue >= 0 {
+		return len(s.recv) - 1
+	}
+	return len(s.recv)
+}
+
 // udpQueue reports whether receive queue i reads a UDP socket (GSO mode,
 // IPv6) rather than a raw socket.
 func (s *sockets) udpQueue(i int) bool { return s.udpRecv() && i != s.assistQueue }

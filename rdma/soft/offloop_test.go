@@ -3,6 +3,8 @@ package soft
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -167,4 +169,46 @@ func ipv4UDP(src, dst [4]byte, id, sport, dport uint16, payload []byte) []byte {
 	binary.BigEndian.PutUint16(u[4:], uint16(wire.UDPHeaderLen+len(payload)))
 	copy(u[wire.UDPHeaderLen:], payload)
 	return b
+}
+
+// TestSharedOffLoopback: two shared devices on one address in udp4 mode
+// (IPv4 between network namespaces), with one and with two receive
+// queues beside udp4 mode's raw socket, each with RC traffic to a target
+// device: every packet reaches its own device.
+func TestSharedOffLoopback(t *testing.T) {
+	for _, queues := range []int{1, 2} {
+		t.Run(fmt.Sprintf("queues=%d", queues), func(t *testing.T) {
+			p := netnstest.New(t, 0)
+			tg := openIn(t, p.A, Config{Addr: netnstest.AddrA})
+			dir := t.TempDir()
+			var hosts [2]*Device
+			for i := range hosts {
+				if err := netnstest.Do(p.B, func() (err error) {
+					hosts[i], err = Open(Config{Addr: netnstest.AddrB, Share: true, ShareDir: dir, RecvQueues: queues})
+					return err
+				}); err != nil {
+					if errors.Is(err, ErrShareUnsupported) {
+						t.Skip(err)
+					}
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { hosts[i].Close() })
+				if !hosts[i].socks.assist {
+					t.Fatal("not in udp4 mode")
+				}
+			}
+			for round := range 2 {
+				for i, h := range hosts {
+					eh, et := connect(t, h, tg, qpOpts{mtu: rdma.MTU4096})
+					exchange(t, eh, et, 10*round+i)
+					bulk(t, eh, et, 256<<10)
+				}
+			}
+			for _, d := range append(hosts[:], tg) {
+				if s := d.Stats(); s.ICRCErrors != 0 || s.UnknownQP != 0 || s.Retransmissions != 0 {
+					t.Errorf("%s: %d ICRC errors, %d packets for unknown QPs, %d retransmissions", d.Name(), s.ICRCErrors, s.UnknownQP, s.Retransmissions)
+				}
+			}
+		})
+	}
 }

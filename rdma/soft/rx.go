@@ -256,7 +256,7 @@ func (d *Device) input(b []byte, rx *rxState) {
 		d.stats.unknownQP.Add(1)
 		return
 	}
-	if n := uint32(len(d.rxqPackets)); n > 1 && qpn%n != rx.queue {
+	if d.socks.queues() > 1 && int(rx.queue) != d.socks.assistQueue && d.queueOf(qpn) != int(rx.queue) {
 		// Not the QP's queue (a GSO send from a peer mixing QPs):
 		// handled all the same, under the QP's lock.
 		d.stats.steerMisses.Add(1)
