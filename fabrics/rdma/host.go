@@ -164,6 +164,10 @@ type hostQueue struct {
 	closed   bool
 	closeErr error
 
+	// bounce: the slots' bounce buffers, from the process's pool (none
+	// with remap).
+	bounce [][]byte
+
 	recvBufs [][]byte
 	recvSGE  []rdma.SGE
 	recvWR   []rdma.RecvWR
@@ -186,6 +190,11 @@ type hostQueue struct {
 func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams) (*hostQueue, error) {
 	depth := p.SQSize - 1
 	capsuleSize := nvme.SQESize + cfg.MaxInlineDataSize
+	if p.QID == 0 {
+		// The admin queue carries no in-capsule data (the controller's
+		// is 0 there, and SetInCapsuleDataSize is for I/O queues).
+		capsuleSize = nvme.SQESize
+	}
 	q := &hostQueue{
 		log:      cfg.Logger.With("qid", p.QID, "target", addr.Addr),
 		qid:      p.QID,
@@ -199,6 +208,9 @@ func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams) (
 		recvWR:   make([]rdma.RecvWR, p.RQSize),
 		closing:  make(chan struct{}),
 		done:     make(chan struct{}),
+	}
+	if p.QID == 0 {
+		q.maxInl = 0 // its capsules have no room for data
 	}
 	dev := cfg.Device
 	var err error
@@ -266,47 +278,96 @@ func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams) (
 	return q, nil
 }
 
-// regData registers each slot's data regions (see hostSlot) over its
-// bounce buffer of maxXfer bytes. On a PD with memory windows, each slot
-// gets a window over a region without remote rights and q.windows is set.
-// Otherwise, if the provider can remap and invalidate the regions, they
-// start invalidated and q.remap is set; failing both they stay as
-// registered (a plain registration has one rkey for good), which still
-// confines the target to the slot's bounce buffer, readable or writable
-// as the command's direction needs.
+// regData registers each slot's data regions (see hostSlot). On a PD with
+// memory windows, each slot gets a window over its bounce buffer, in a
+// region without remote rights, and q.windows is set. Otherwise, if the
+// provider can remap and invalidate the regions, they start invalidated
+// (registered over a shared placeholder: the queue needs no bounce
+// buffers) and q.remap is set; failing both they stay as registered over
+// the slot's bounce buffer (a plain registration has one rkey for good),
+// which still confines the target to that buffer, readable or writable
+// as the command's direction needs. Bounce buffers come from the
+// process's pool (hostBounce) and go back to it with the queue.
 func (q *hostQueue) regData(maxXfer int) error {
-	dmem := make([]byte, maxXfer*len(q.slots))
-	if ok, err := q.regWindows(dmem, maxXfer); ok || err != nil {
+	if ok, err := q.regWindows(maxXfer); ok || err != nil {
 		return err
 	}
-	q.remap = true
+	if ok, err := q.regRemap(maxXfer); ok || err != nil {
+		return err
+	}
+	q.log.Debug("device cannot remap or invalidate regions: each slot exposes its bounce buffer under fixed rkeys")
+	if err := q.takeBounce(maxXfer); err != nil {
+		return err
+	}
 	for i := range q.slots {
 		s := &q.slots[i]
-		s.data = dmem[i*maxXfer : (i+1)*maxXfer : (i+1)*maxXfer]
-		var err error
-		if s.rmr, err = q.pd.RegMR(s.data, rdma.AccessRemoteRead); err != nil {
-			return fmt.Errorf("register %d bytes: %w", len(s.data), err)
+		if err := q.regSlot(s, s.data); err != nil {
+			return err
 		}
-		if s.wmr, err = q.pd.RegMR(s.data, rdma.AccessLocalWrite|rdma.AccessRemoteWrite); err != nil {
-			return fmt.Errorf("register %d bytes: %w", len(s.data), err)
-		}
-		if s.xmr, err = q.pd.RegMR(s.data, rdma.AccessLocalWrite|rdma.AccessRemoteRead|rdma.AccessRemoteWrite); err != nil {
-			return fmt.Errorf("register %d bytes: %w", len(s.data), err)
-		}
-		if q.remap {
-			q.remap = canRemap(s.rmr) && canRemap(s.wmr) && canRemap(s.xmr)
-		}
-	}
-	if !q.remap {
-		q.log.Debug("device cannot remap or invalidate regions: each slot exposes its bounce buffer under fixed rkeys")
 	}
 	return nil
+}
+
+// takeBounce gives each slot a bounce buffer of maxXfer bytes from the
+// process's pool.
+func (q *hostQueue) takeBounce(maxXfer int) error {
+	bufs, err := hostBounce.get(maxXfer, len(q.slots))
+	if err != nil {
+		return fmt.Errorf("%d bounce buffers of %d bytes: %w", len(q.slots), maxXfer, err)
+	}
+	q.bounce = bufs
+	for i := range q.slots {
+		q.slots[i].data = bufs[i]
+	}
+	return nil
+}
+
+// regSlot registers slot s's three regions over buf.
+func (q *hostQueue) regSlot(s *hostSlot, buf []byte) error {
+	var err error
+	if s.rmr, err = q.pd.RegMR(buf, rdma.AccessRemoteRead); err != nil {
+		return fmt.Errorf("register %d bytes: %w", len(buf), err)
+	}
+	if s.wmr, err = q.pd.RegMR(buf, rdma.AccessLocalWrite|rdma.AccessRemoteWrite); err != nil {
+		return fmt.Errorf("register %d bytes: %w", len(buf), err)
+	}
+	if s.xmr, err = q.pd.RegMR(buf, rdma.AccessLocalWrite|rdma.AccessRemoteRead|rdma.AccessRemoteWrite); err != nil {
+		return fmt.Errorf("register %d bytes: %w", len(buf), err)
+	}
+	return nil
+}
+
+// regRemap registers the slots' regions over the shared placeholder if
+// the provider can remap and invalidate them (ok), invalidated until a
+// command binds one; a provider that cannot is left with nothing
+// registered.
+func (q *hostQueue) regRemap(maxXfer int) (ok bool, err error) {
+	ph := remapPlaceholder(maxXfer)
+	for i := range q.slots {
+		s := &q.slots[i]
+		if err := q.regSlot(s, ph); err != nil {
+			return false, err
+		}
+		if canRemap(s.rmr) && canRemap(s.wmr) && canRemap(s.xmr) {
+			continue
+		}
+		if i > 0 {
+			return false, fmt.Errorf("slot %d: region cannot be remapped or invalidated", i)
+		}
+		for _, m := range []rdma.MR{s.rmr, s.wmr, s.xmr} {
+			m.Deregister()
+		}
+		s.rmr, s.wmr, s.xmr = nil, nil, nil
+		return false, nil
+	}
+	q.remap = true
+	return true, nil
 }
 
 // regWindows sets the slots up for memory windows (see hostSlot), if the
 // PD has them: ok reports that it did. A device without windows leaves
 // nothing behind.
-func (q *hostQueue) regWindows(dmem []byte, maxXfer int) (ok bool, err error) {
+func (q *hostQueue) regWindows(maxXfer int) (ok bool, err error) {
 	mwa, has := q.pd.(rdma.MWAllocator)
 	if !has {
 		return false, nil
@@ -320,11 +381,16 @@ func (q *hostQueue) regWindows(dmem []byte, maxXfer int) (ok bool, err error) {
 			}
 			return false, fmt.Errorf("allocate memory window: %w", err)
 		}
-		s.data = dmem[i*maxXfer : (i+1)*maxXfer : (i+1)*maxXfer]
+		if i == 0 {
+			if err := q.takeBounce(maxXfer); err != nil {
+				return false, err
+			}
+		}
 		if s.bmr, err = q.pd.RegMR(s.data, rdma.AccessLocalWrite|rdma.AccessMWBind); err != nil {
 			if i == 0 {
 				s.mw.Dealloc()
 				s.mw = nil
+				q.putBounce()
 				q.log.Debug("device cannot bind memory windows to a region", "error", err)
 				return false, nil
 			}
@@ -337,6 +403,16 @@ func (q *hostQueue) regWindows(dmem []byte, maxXfer int) (ok bool, err error) {
 	q.windows = true
 	q.log.Debug("each keyed command binds a memory window to its bytes of the slot's bounce buffer")
 	return true, nil
+}
+
+// putBounce gives the slots' bounce buffers back to the process's pool
+// (no region covers them any more).
+func (q *hostQueue) putBounce() {
+	hostBounce.put(q.bounce)
+	q.bounce = nil
+	for i := range q.slots {
+		q.slots[i].data = nil
+	}
 }
 
 // canRemap reports whether m can be remapped and invalidates it: the
@@ -362,6 +438,7 @@ func (q *hostQueue) destroy() {
 		mrs = append(mrs, s.bmr, s.rmr, s.wmr, s.xmr)
 	}
 	q.verbs.destroy(mrs...)
+	q.putBounce()
 }
 
 var _ fabrics.StrayCounter = (*hostQueue)(nil)
