@@ -12,6 +12,13 @@ import "github.com/nvmeof/nvmeof/rdma"
 func (d *Device) finishBatch(rx *rxState) {
 	rx.kicks = d.runDeferring(rx.kicks)
 	rx.tx.flush()
+	for i, q := range rx.holds {
+		q.mu.Lock()
+		q.resp.ackHold = false // the READ responses are sent
+		q.mu.Unlock()
+		rx.holds[i] = nil
+	}
+	rx.holds = rx.holds[:0]
 	for i, q := range rx.kicks {
 		rx.kicks[i] = nil
 		q.mu.Lock()

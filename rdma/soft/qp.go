@@ -591,7 +591,7 @@ func (q *qp) PostSend(wr *rdma.SendWR) error {
 				q.txMu.Lock()
 				tx = q.dev.getTx()
 				tx.forQP(q)
-				q.flushAck(tx) // a delayed ACK leaves with the requests
+				q.flushAckOutside(tx) // a delayed ACK leaves with the requests
 				q.runRequester(tx)
 			}
 		}

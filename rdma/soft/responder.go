@@ -26,10 +26,14 @@ type responder struct {
 	wlen   int
 	// Acknowledgement coalescing: an ACK of psn-1 is due at the end of
 	// the receive batch, or, if it may wait (ackUrgent unset), with the
-	// QP's next packets or when ackTimer fires (ackArmed).
+	// QP's next packets or when ackTimer fires (ackArmed). ackHold: READ
+	// responses built in the current receive batch are not sent yet, so
+	// no ACK may leave before the batch's end (it would cover the READ's
+	// PSNs ahead of its responses).
 	ackPending bool
 	ackUrgent  bool
 	ackArmed   bool
+	ackHold    bool
 	unacked    int
 }
 
@@ -142,6 +146,7 @@ func (q *qp) responderInput(p *wire.Packet, rx *rxState) {
 		if op.IsReadRequest() {
 			r.msn = (r.msn + 1) & 0xffffff
 			q.flushAck(rx.tx)
+			q.holdAcks(rx)
 			if !q.sendReadResponses(rx, psn, m, gen, off, int(n)) {
 				q.respFail(rx, psn, wire.NAKRemoteAccessError, rdma.RemoteAccessError, nil)
 				return
@@ -258,6 +263,7 @@ func (q *qp) duplicate(p *wire.Packet, psn uint32, rx *rxState) {
 		}
 	}
 	q.flushAck(rx.tx)
+	q.holdAcks(rx)
 	if !q.sendReadResponses(rx, psn, m, gen, off, int(n)) {
 		q.respFail(rx, psn, wire.NAKRemoteAccessError, rdma.RemoteAccessError, nil)
 	}
@@ -360,6 +366,28 @@ func (q *qp) flushAck(tx *txBatch) {
 	q.sendAck(tx, ackSyndrome, wire.PSNAdd(r.psn, -1))
 }
 
+// holdAcks keeps acknowledgements from leaving outside the receive
+// goroutine until the end of the batch, whose READ responses are not
+// sent yet (q.mu held).
+func (q *qp) holdAcks(rx *rxState) {
+	if !q.resp.ackHold {
+		q.resp.ackHold = true
+		rx.holds = append(rx.holds, q)
+	}
+}
+
+// flushAckOutside is flushAck for the QP's own sends and the ACK timer,
+// which run beside the receive goroutine: held back while a READ's
+// responses wait in the receive batch (holdAcks). It reports whether
+// nothing was held back.
+func (q *qp) flushAckOutside(tx *txBatch) bool {
+	if q.resp.ackHold {
+		return false
+	}
+	q.flushAck(tx)
+	return true
+}
+
 // delayAck keeps the pending acknowledgement for the QP's next packets
 // (PostSend and the requester runs send it first) or Config.AckDelay,
 // whichever comes first, and reports whether it did (q.mu held). An
@@ -389,7 +417,10 @@ func (q *qp) onAckTimer() {
 	}
 	tx := q.dev.getTx()
 	tx.forQP(q)
-	q.flushAck(tx)
+	if !q.flushAckOutside(tx) {
+		q.resp.ackArmed = true // after the receive batch's READ responses
+		q.ackTimer.Reset(q.dev.cfg.AckDelay)
+	}
 	q.mu.Unlock()
 	tx.flush()
 	q.dev.putTx(tx)

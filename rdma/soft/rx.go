@@ -29,6 +29,8 @@ type rxState struct {
 	reqTx *txBatch
 	acks  []*qp
 	kicks []*qp
+	// holds are the QPs whose READ responses wait in tx (holdAcks).
+	holds []*qp
 	// A packet the receive-side fault injector delays behind the next one.
 	held    []byte
 	heldLen int
@@ -89,7 +91,7 @@ func (d *Device) rxLoop(rc syscall.RawConn, queue int, udp bool) {
 	for i := 0; i < batch; i++ {
 		m.setBuf(i, bufs[i*size+head:(i+1)*size])
 	}
-	rx := &rxState{tx: newTxBatch(d), reqTx: newTxBatch(d), acks: make([]*qp, 0, 64), kicks: make([]*qp, 0, 64), held: make([]byte, size), queue: uint32(queue), udp: udp}
+	rx := &rxState{tx: newTxBatch(d), reqTx: newTxBatch(d), acks: make([]*qp, 0, 64), kicks: make([]*qp, 0, 64), holds: make([]*qp, 0, 64), held: make([]byte, size), queue: uint32(queue), udp: udp}
 	rq := &rxQueue{rc: rc, m: m, batch: batch}
 	rq.readFn, rq.ctlFn = rq.readRecv, rq.controlRecv
 	rq.process = func(n int) {
