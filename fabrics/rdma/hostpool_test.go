@@ -75,8 +75,12 @@ func TestHostDialMemory(t *testing.T) {
 		}
 		per := (allocated() - before) / attempts
 		t.Logf("%d bytes allocated per refused admin queue attempt", per)
-		if per > 256<<10 {
-			t.Errorf("%d bytes allocated per refused attempt, want at most 256 KiB (no bounce buffers)", per)
+		// TotalAlloc counts the whole process: the other tests'
+		// goroutines still ending (under -race, 500 KB an attempt was
+		// seen) share it. The bounce buffers this guards against were
+		// 4.6 MB an attempt.
+		if per > 1<<20 {
+			t.Errorf("%d bytes allocated per refused attempt, want at most 1 MiB (no bounce buffers)", per)
 		}
 	})
 
