@@ -34,6 +34,22 @@ func sharedTargetHCL(addr string, subs [][2]string) string {
 	return b.String()
 }
 
+// startFileTargets serves sharedTargetHCL(addr, subs) in this process
+// until the test ends.
+func startFileTargets(t *testing.T, addr string, subs [][2]string) {
+	t.Helper()
+	tree, err := configfs.ParseHCL([]byte(sharedTargetHCL(addr, subs)), "shared.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(server.Options{Logger: hclog.NewNullLogger()})
+	if err := srv.Apply(tree); err != nil {
+		srv.Close()
+		t.Fatalf("target on %s: %v", addr, err)
+	}
+	t.Cleanup(func() { srv.Close() })
+}
+
 // alignedBuf returns n bytes aligned for O_DIRECT.
 func alignedBuf(n int) []byte {
 	b := make([]byte, n+4096)
@@ -71,21 +87,8 @@ func TestSharedHostAddress(t *testing.T) {
 	for i := range files {
 		files[i] = filepath.Join(dir, fmt.Sprintf("ns%d.img", i))
 	}
-	for _, tg := range []struct {
-		addr string
-		subs [][2]string
-	}{{a, [][2]string{{nqns[0], files[0]}, {nqns[1], files[1]}}}, {b, [][2]string{{nqns[2], files[2]}}}} {
-		tree, err := configfs.ParseHCL([]byte(sharedTargetHCL(tg.addr, tg.subs)), "shared.hcl")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := server.New(server.Options{Logger: hclog.NewNullLogger()})
-		if err := srv.Apply(tree); err != nil {
-			srv.Close()
-			t.Fatalf("target on %s: %v", tg.addr, err)
-		}
-		t.Cleanup(func() { srv.Close() })
-	}
+	startFileTargets(t, a, [][2]string{{nqns[0], files[0]}, {nqns[1], files[1]}})
+	startFileTargets(t, b, [][2]string{{nqns[2], files[2]}})
 	runDir := filepath.Join(dir, "run")
 	cli := runDirCLI(t, runDir)
 	type connected struct {
@@ -229,21 +232,8 @@ func TestConnectAllSharedAddress(t *testing.T) {
 	const a, b, host = "127.62.10.1", "127.62.10.3", "127.62.10.2"
 	dir := t.TempDir()
 	nqns := []string{"nqn.2026-12.io.nvmeof:all-a1", "nqn.2026-12.io.nvmeof:all-a2", "nqn.2026-12.io.nvmeof:all-b1"}
-	for _, tg := range []struct {
-		addr string
-		subs [][2]string
-	}{{a, [][2]string{{nqns[0], filepath.Join(dir, "a1")}, {nqns[1], filepath.Join(dir, "a2")}}}, {b, [][2]string{{nqns[2], filepath.Join(dir, "b1")}}}} {
-		tree, err := configfs.ParseHCL([]byte(sharedTargetHCL(tg.addr, tg.subs)), "all.hcl")
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := server.New(server.Options{Logger: hclog.NewNullLogger()})
-		if err := srv.Apply(tree); err != nil {
-			srv.Close()
-			t.Fatalf("target on %s: %v", tg.addr, err)
-		}
-		t.Cleanup(func() { srv.Close() })
-	}
+	startFileTargets(t, a, [][2]string{{nqns[0], filepath.Join(dir, "a1")}, {nqns[1], filepath.Join(dir, "a2")}})
+	startFileTargets(t, b, [][2]string{{nqns[2], filepath.Join(dir, "b1")}})
 	runDir := filepath.Join(dir, "run")
 	cli := runDirCLI(t, runDir)
 	conf := filepath.Join(dir, "discovery.conf")
