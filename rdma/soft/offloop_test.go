@@ -81,8 +81,15 @@ func TestOffLoopback(t *testing.T) {
 			bulk(t, eb, ea, 256<<10)
 			exchange(t, ea, eb, 7)
 			for _, d := range []*Device{a, b} {
-				if s := d.Stats(); s.ICRCErrors != 0 || s.Malformed != 0 || s.Retransmissions != 0 {
-					t.Errorf("%s: %d ICRC errors, %d malformed, %d retransmissions", d.Name(), s.ICRCErrors, s.Malformed, s.Retransmissions)
+				// Retransmissions are RC doing its job when a loaded
+				// machine (-race beside QEMU guests) starves a receiver
+				// past the retransmission timeout; the data was checked.
+				s := d.Stats()
+				if s.ICRCErrors != 0 || s.Malformed != 0 {
+					t.Errorf("%s: %d ICRC errors, %d malformed", d.Name(), s.ICRCErrors, s.Malformed)
+				}
+				if s.Retransmissions != 0 {
+					t.Logf("%s: %d retransmissions", d.Name(), s.Retransmissions)
 				}
 			}
 			if !tc.disableGSO {
@@ -205,8 +212,8 @@ func TestSharedOffLoopback(t *testing.T) {
 				}
 			}
 			for _, d := range append(hosts[:], tg) {
-				if s := d.Stats(); s.ICRCErrors != 0 || s.UnknownQP != 0 || s.Retransmissions != 0 {
-					t.Errorf("%s: %d ICRC errors, %d packets for unknown QPs, %d retransmissions", d.Name(), s.ICRCErrors, s.UnknownQP, s.Retransmissions)
+				if s := d.Stats(); s.ICRCErrors != 0 || s.UnknownQP != 0 {
+					t.Errorf("%s: %d ICRC errors, %d packets for unknown QPs (%d retransmissions)", d.Name(), s.ICRCErrors, s.UnknownQP, s.Retransmissions)
 				}
 			}
 		})
