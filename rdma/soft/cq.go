@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nvmeof/nvmeof/rdma"
 )
@@ -24,6 +25,10 @@ type cq struct {
 	dead     bool
 	notify   chan struct{}
 	closed   chan struct{}
+
+	// rxqMask has a bit for each receive queue the packets of the CQ's
+	// QPs come to (Device.queueOf): Progress reads only those.
+	rxqMask atomic.Uint32
 
 	handler func([]rdma.WorkCompletion) // under mu
 	queued  bool                        // on the device's drain list; under mu

@@ -550,6 +550,10 @@ func (d *Device) addQP(q *qp) error {
 	if err := d.registerQP(q); err != nil {
 		return err
 	}
+	// Pollers of its CQs read the receive queue its packets come to.
+	bit := uint32(1) << d.queueOf(q.qpn)
+	q.scq.rxqMask.Or(bit)
+	q.rcq.rxqMask.Or(bit)
 	// Until then packets of q (in state Reset) leave from the device's port.
 	q.mu.Lock()
 	q.setSourcePort(qpSourcePort(q.qpn))

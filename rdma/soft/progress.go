@@ -71,12 +71,18 @@ func (rq *rxQueue) wait() (int, error) {
 // that got completions (rdma.Progresser). It skips a receive queue whose
 // goroutine is busy handling a batch, never blocks, and reports whether it
 // handled any datagram.
-func (c *cq) Progress() bool { return c.dev.progress() }
+// It reads only the receive queues the CQ's QPs get their packets from
+// (all of them while it has none): a poller of several I/O queues would
+// otherwise read every queue once per I/O queue, mostly for nothing.
+func (c *cq) Progress() bool { return c.dev.progress(c.rxqMask.Load()) }
 
-// progress is Progress for every receive queue of the device.
-func (d *Device) progress() bool {
+// progress is Progress for the receive queues of mask (0: every one).
+func (d *Device) progress(mask uint32) bool {
 	got := false
 	for i := range d.rxqs {
+		if mask != 0 && mask&(1<<i) == 0 {
+			continue
+		}
 		if i == d.socks.assistQueue {
 			// udp4 mode's raw socket carries rxe's packets only: its
 			// goroutine serves it, and pollers skip a syscall.

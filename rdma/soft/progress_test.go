@@ -68,3 +68,16 @@ func TestProgressOnCallerGoroutine(t *testing.T) {
 		t.Errorf("Progress with nothing to receive: %v allocations, want 0", n)
 	}
 }
+
+// TestProgressReadsTheCQsQueues: a CQ's Progress reads the receive queue
+// its QP's packets are steered to, not every queue of the device.
+func TestProgressReadsTheCQsQueues(t *testing.T) {
+	a, b := openPair(t, Config{RecvQueues: 2}, Config{RecvQueues: 2})
+	ea, _ := connect(t, a, b, qpOpts{})
+	want := uint32(1) << a.queueOf(ea.qp.QPN())
+	for _, c := range []rdma.CQ{ea.scq, ea.rcq} {
+		if got := c.(*cq).rxqMask.Load(); got != want {
+			t.Errorf("CQ receive queue mask %#b, want %#b (QP %#x)", got, want, ea.qp.QPN())
+		}
+	}
+}
