@@ -21,22 +21,9 @@ import (
 // closes it at once; the client's request then meets a closed socket
 // (EPIPE). The client returns the daemon's answer, not "broken pipe".
 func TestClientReadsRefusal(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "r.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
+	sock, done := oneShotDaemon(t, func(c net.Conn) {
 		c.Write([]byte(`{"jsonrpc":"2.0","error":{"code":-32007,"message":"busy: too many control connections (32): try again"},"id":null}` + "\n"))
-		c.Close()
-	}()
+	})
 	cl, err := Dial(sock)
 	if err != nil {
 		t.Fatal(err)

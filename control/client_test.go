@@ -9,16 +9,18 @@ import (
 	"time"
 )
 
-// TestClientBoundsResponse: a peer that answers with an endless line (no
-// newline) gets an error, not the client's memory.
-func TestClientBoundsResponse(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "big.sock")
+// oneShotDaemon listens on a Unix socket in a temporary directory and
+// hands its first connection to serve, closing it afterwards; done is
+// closed when serve has returned.
+func oneShotDaemon(t *testing.T, serve func(net.Conn)) (sock string, done chan struct{}) {
+	t.Helper()
+	sock = filepath.Join(t.TempDir(), "d.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	done := make(chan struct{})
+	t.Cleanup(func() { ln.Close() })
+	done = make(chan struct{})
 	go func() {
 		defer close(done)
 		c, err := ln.Accept()
@@ -26,13 +28,22 @@ func TestClientBoundsResponse(t *testing.T) {
 			return
 		}
 		defer c.Close()
+		serve(c)
+	}()
+	return sock, done
+}
+
+// TestClientBoundsResponse: a peer that answers with an endless line (no
+// newline) gets an error, not the client's memory.
+func TestClientBoundsResponse(t *testing.T) {
+	sock, done := oneShotDaemon(t, func(c net.Conn) {
 		buf := bytes.Repeat([]byte("x"), 64<<10)
 		for range 64 { // 4 MiB at most; the client gives up long before
 			if _, err := c.Write(buf); err != nil {
 				return
 			}
 		}
-	}()
+	})
 	cl, err := Dial(sock)
 	if err != nil {
 		t.Fatal(err)
