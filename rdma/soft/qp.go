@@ -591,8 +591,10 @@ func (q *qp) PostSend(wr *rdma.SendWR) error {
 				q.txMu.Lock()
 				tx = q.dev.getTx()
 				tx.forQP(q)
-				q.flushAckOutside(tx) // a delayed ACK leaves with the requests
 				q.runRequester(tx)
+				// A delayed ACK leaves with the requests, after them: a
+				// shorter packet ends their GSO run (one datagram).
+				q.flushAckOutside(tx)
 			}
 		}
 	}
