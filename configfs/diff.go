@@ -43,7 +43,7 @@ type PortChanges struct {
 type SubsystemChanges struct {
 	NQN string
 	// Attrs is true when an attr_* attribute changed (identity strings,
-	// version, cntlid range, qid_max) or max_controllers.
+	// version, cntlid range, qid_max) or max_controllers(_per_host).
 	Attrs bool
 	// Access is true when allow_any_host or allowed_hosts changed.
 	Access bool
@@ -110,7 +110,8 @@ func Diff(old, new *Tree) Changes {
 		nlo, nhi := ns.EffectiveCntlidRange()
 		sc.Attrs = osub.Serial != ns.Serial || osub.Model != ns.Model || osub.Firmware != ns.Firmware ||
 			osub.EffectiveVersion() != ns.EffectiveVersion() || olo != nlo || ohi != nhi ||
-			osub.QIDMax != ns.QIDMax || osub.MaxControllers != ns.MaxControllers
+			osub.QIDMax != ns.QIDMax || osub.MaxControllers != ns.MaxControllers ||
+			osub.MaxControllersPerHost != ns.MaxControllersPerHost
 		ah, rh := addedRemoved(osub.AllowedHosts, ns.AllowedHosts)
 		sc.Access = osub.AllowAnyHost != ns.AllowAnyHost || len(ah)+len(rh) > 0
 		for _, n := range ns.Namespaces {

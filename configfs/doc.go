@@ -61,6 +61,7 @@
 //	  cntlid_max     = 65519         # attr_cntlid_max
 //	  qid_max        = 128           # attr_qid_max: I/O queues per controller, 1..65534
 //	  max_controllers = 16           # optional: controllers at once (nvmetd only)
+//	  max_controllers_per_host = 4   # optional: of them, one host NQN's (nvmetd only)
 //
 //	  namespace "1" {                # label: the NSID, 1..4294967294
 //	    backend     = "file"         # file, block, memory, null or rbd

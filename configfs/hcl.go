@@ -393,6 +393,8 @@ func (d *hclDecoder) subsystem(b *hcl.Block) (s *Subsystem, ports []string, port
 			intAttr(d, &s.QIDMax, s.src, path, a, 1, MaxQIDMax)
 		case "max_controllers":
 			intAttr(d, &s.MaxControllers, s.src, path, a, 1, DefaultCntlidMax)
+		case "max_controllers_per_host":
+			intAttr(d, &s.MaxControllersPerHost, s.src, path, a, 1, DefaultCntlidMax)
 		}
 	}
 	for _, nb := range content.Blocks {
@@ -712,6 +714,9 @@ func (t *Tree) HCL() []byte {
 		}
 		if s.MaxControllers != 0 {
 			b.SetAttributeValue("max_controllers", cty.NumberUIntVal(uint64(s.MaxControllers)))
+		}
+		if s.MaxControllersPerHost != 0 {
+			b.SetAttributeValue("max_controllers_per_host", cty.NumberUIntVal(uint64(s.MaxControllersPerHost)))
 		}
 		for _, ns := range s.Namespaces {
 			b.AppendNewline()

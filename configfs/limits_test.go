@@ -14,26 +14,26 @@ func TestSubsystemLimits(t *testing.T) {
 %s
 }
 `
-	tr, err := ParseHCL([]byte(strings.ReplaceAll(sub, "%s", "  qid_max = 4\n  max_controllers = 2")), "t.hcl")
+	tr, err := ParseHCL([]byte(strings.ReplaceAll(sub, "%s", "  qid_max = 4\n  max_controllers = 2\n  max_controllers_per_host = 1")), "t.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := tr.Subsystem("nqn.2026-11.io.nvmeof:limits")
-	if s.QIDMax != 4 || s.MaxControllers != 2 {
-		t.Fatalf("qid_max %d, max_controllers %d, want 4 and 2", s.QIDMax, s.MaxControllers)
+	if s.QIDMax != 4 || s.MaxControllers != 2 || s.MaxControllersPerHost != 1 {
+		t.Fatalf("qid_max %d, max_controllers %d, max_controllers_per_host %d, want 4, 2 and 1", s.QIDMax, s.MaxControllers, s.MaxControllersPerHost)
 	}
 	again, err := ParseHCL(tr.HCL(), "again.hcl")
 	if err != nil {
 		t.Fatalf("written back: %v\n%s", err, tr.HCL())
 	}
-	if s2 := again.Subsystem(s.NQN); s2.QIDMax != 4 || s2.MaxControllers != 2 {
-		t.Fatalf("written back: qid_max %d, max_controllers %d", s2.QIDMax, s2.MaxControllers)
+	if s2 := again.Subsystem(s.NQN); s2.QIDMax != 4 || s2.MaxControllers != 2 || s2.MaxControllersPerHost != 1 {
+		t.Fatalf("written back: qid_max %d, max_controllers %d, max_controllers_per_host %d", s2.QIDMax, s2.MaxControllers, s2.MaxControllersPerHost)
 	}
 	js, err := tr.NvmetcliJSON()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(js), `"qid_max": "4"`) || strings.Contains(string(js), "max_controllers") {
+	if !strings.Contains(string(js), `"qid_max": "4"`) || strings.Contains(string(js), "max_controllers") { // nvmetd only
 		t.Fatalf("nvmetcli JSON:\n%s", js)
 	}
 	fromJSON, err := ParseNvmetcliJSON(js, "saved.json")
@@ -51,7 +51,15 @@ func TestSubsystemLimits(t *testing.T) {
 	if len(ch.Subsystems) != 1 || !ch.Subsystems[0].Attrs {
 		t.Fatalf("Diff without and with the limits: %+v", ch.Subsystems)
 	}
-	for _, bad := range []string{"  qid_max = 0", "  qid_max = 65535", "  max_controllers = 0", "  max_controllers = 65520"} {
+	perHostOnly, err := ParseHCL([]byte(strings.ReplaceAll(sub, "%s", "  max_controllers_per_host = 3")), "host.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := Diff(plain, perHostOnly); len(ch.Subsystems) != 1 || !ch.Subsystems[0].Attrs {
+		t.Fatalf("Diff without and with max_controllers_per_host: %+v", ch.Subsystems)
+	}
+	for _, bad := range []string{"  qid_max = 0", "  qid_max = 65535", "  max_controllers = 0", "  max_controllers = 65520",
+		"  max_controllers_per_host = 0", "  max_controllers_per_host = 65520"} {
 		if _, err := ParseHCL([]byte(strings.ReplaceAll(sub, "%s", bad)), "bad.hcl"); err == nil {
 			t.Errorf("%q accepted", strings.TrimSpace(bad))
 		}

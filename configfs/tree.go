@@ -210,6 +210,9 @@ type Subsystem struct {
 	// MaxControllers bounds the subsystem's controllers (nvmetd HCL
 	// only; Linux has no such attribute); 0: the target's 1024.
 	MaxControllers int
+	// MaxControllersPerHost bounds the controllers one host NQN has in
+	// the subsystem at once (nvmetd HCL only); 0: the target's 16.
+	MaxControllersPerHost int
 	// AllowedHosts lists host NQNs (allowed_hosts/ symlinks into hosts/).
 	AllowedHosts []string
 	Namespaces   []*Namespace

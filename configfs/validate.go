@@ -173,7 +173,7 @@ var (
 		"ports": "ports", "attr_allow_any_host": "allow_any_host", "allowed_hosts": "allowed_hosts",
 		"attr_serial": "serial", "attr_model": "model", "attr_firmware": "firmware", "attr_version": "version",
 		"attr_cntlid_min": "cntlid_min", "attr_cntlid_max": "cntlid_max",
-		"attr_qid_max": "qid_max", "max_controllers": "max_controllers",
+		"attr_qid_max": "qid_max", "max_controllers": "max_controllers", "max_controllers_per_host": "max_controllers_per_host",
 	}
 	nsHCLNames = map[string]string{
 		"backend": "backend", "device_path": "path", "size": "size", "block_size": "block_size", "grow": "grow",

@@ -371,10 +371,14 @@ func TestSaveRestart(t *testing.T) {
 		})
 	}
 	// What nvmetcli JSON cannot hold is named.
-	e.call(t, "subsystem.modify", m{"nqn": nqnB, "max_controllers": 3}, nil)
+	var sub Subsystem
+	e.call(t, "subsystem.modify", m{"nqn": nqnB, "max_controllers": 3, "max_controllers_per_host": 2}, &sub)
+	if sub.MaxControllers == nil || *sub.MaxControllers != 3 || sub.MaxControllersPerHost == nil || *sub.MaxControllersPerHost != 2 {
+		t.Errorf("subsystem.modify's result: max_controllers %v, max_controllers_per_host %v, want 3 and 2", sub.MaxControllers, sub.MaxControllersPerHost)
+	}
 	var res SaveResult
 	e.call(t, "config.save", m{"format": "json"}, &res)
-	if want := []string{"subsystems/" + nqnB + ": attributes nvmetcli JSON does not hold are not saved (max_controllers)"}; !reflect.DeepEqual(res.Warnings, want) {
+	if want := []string{"subsystems/" + nqnB + ": attributes nvmetcli JSON does not hold are not saved (max_controllers, max_controllers_per_host)"}; !reflect.DeepEqual(res.Warnings, want) {
 		t.Errorf("warnings %q, want %q", res.Warnings, want)
 	}
 	var hclRes SaveResult

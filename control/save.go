@@ -47,7 +47,7 @@ func jsonLosses(tree *configfs.Tree, js []byte) []string {
 		out = append(out, "ports/"+p.ID+": attributes nvmetcli JSON does not hold are not saved (data_pool_size, srq_size)")
 	}
 	for _, s := range ch.Subsystems {
-		out = append(out, "subsystems/"+s.NQN+": attributes nvmetcli JSON does not hold are not saved (max_controllers)")
+		out = append(out, "subsystems/"+s.NQN+": attributes nvmetcli JSON does not hold are not saved (max_controllers, max_controllers_per_host)")
 	}
 	for _, l := range [][]string{ch.PortsAdded, ch.PortsRemoved, ch.SubsystemsAdded, ch.SubsystemsRemoved, ch.HostsAdded, ch.HostsRemoved, ch.HostsChanged} {
 		for _, n := range l {

@@ -55,19 +55,21 @@ type ANAStateParams struct {
 
 // Subsystem is an NVM subsystem.
 type Subsystem struct {
-	NQN            string      `json:"nqn"`
-	AllowAnyHost   *bool       `json:"allow_any_host,omitempty"`
-	AllowedHosts   []string    `json:"allowed_hosts,omitempty"`
-	Serial         *string     `json:"serial,omitempty"`
-	Model          *string     `json:"model,omitempty"`
-	Firmware       *string     `json:"firmware,omitempty"`
-	Version        *string     `json:"version,omitempty"`
-	CntlidMin      *uint16     `json:"cntlid_min,omitempty"`
-	CntlidMax      *uint16     `json:"cntlid_max,omitempty"`
-	QIDMax         *int        `json:"qid_max,omitempty"`
-	MaxControllers *int        `json:"max_controllers,omitempty"`
-	Ports          []string    `json:"ports,omitempty"`
-	Namespaces     []Namespace `json:"namespaces,omitempty"` // results only
+	NQN            string   `json:"nqn"`
+	AllowAnyHost   *bool    `json:"allow_any_host,omitempty"`
+	AllowedHosts   []string `json:"allowed_hosts,omitempty"`
+	Serial         *string  `json:"serial,omitempty"`
+	Model          *string  `json:"model,omitempty"`
+	Firmware       *string  `json:"firmware,omitempty"`
+	Version        *string  `json:"version,omitempty"`
+	CntlidMin      *uint16  `json:"cntlid_min,omitempty"`
+	CntlidMax      *uint16  `json:"cntlid_max,omitempty"`
+	QIDMax         *int     `json:"qid_max,omitempty"`
+	MaxControllers *int     `json:"max_controllers,omitempty"`
+	// MaxControllersPerHost bounds one host NQN's controllers.
+	MaxControllersPerHost *int        `json:"max_controllers_per_host,omitempty"`
+	Ports                 []string    `json:"ports,omitempty"`
+	Namespaces            []Namespace `json:"namespaces,omitempty"` // results only
 }
 
 // Namespace is a namespace of subsystem NQN.
@@ -256,7 +258,8 @@ func set[T any](dst *T, v *T) {
 
 func subsystemInfo(t *configfs.Tree, s *configfs.Subsystem) Subsystem {
 	out := Subsystem{NQN: s.NQN, AllowAnyHost: ptr(s.AllowAnyHost), AllowedHosts: s.AllowedHosts,
-		Version: ptr(s.EffectiveVersion()), QIDMax: ptr(s.QIDMax), MaxControllers: ptr(s.MaxControllers)}
+		Version: ptr(s.EffectiveVersion()), QIDMax: ptr(s.QIDMax), MaxControllers: ptr(s.MaxControllers),
+		MaxControllersPerHost: ptr(s.MaxControllersPerHost)}
 	lo, hi := s.EffectiveCntlidRange()
 	out.CntlidMin, out.CntlidMax = ptr(lo), ptr(hi)
 	out.Serial, out.Model, out.Firmware = nonEmpty(s.Serial), nonEmpty(s.Model), nonEmpty(s.Firmware)
@@ -286,6 +289,7 @@ func setSubsystem(s *configfs.Subsystem, q *Subsystem) {
 	set(&s.CntlidMax, q.CntlidMax)
 	set(&s.QIDMax, q.QIDMax)
 	set(&s.MaxControllers, q.MaxControllers)
+	set(&s.MaxControllersPerHost, q.MaxControllersPerHost)
 	if q.AllowedHosts != nil {
 		s.AllowedHosts = append([]string(nil), q.AllowedHosts...)
 	}

@@ -184,8 +184,12 @@ subsystem "nqn.2026-11.io.nvmeof:disk0" {
   # qid_max = 128
 
   # max_controllers: controllers of this subsystem at once (nvmetd only).
-  # Default: 1024 (and 16 per host NQN).
+  # Default: 1024.
   # max_controllers = 16
+
+  # max_controllers_per_host: of them, the controllers one host NQN may
+  # have at once (nvmetd only; Connect Controller Busy past it). Default 16.
+  # max_controllers_per_host = 4
 
   # A namespace. The label is its NSID, 1..4294967294.
   namespace "1" {

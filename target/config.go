@@ -494,6 +494,8 @@ func subsystemConfig(s *configfs.Subsystem) SubsystemConfig {
 		CntlIDMax:        hi,
 		MaxIOQueues:      s.QIDMax,
 		MaxControllers:   s.MaxControllers,
+
+		MaxControllersPerHost: s.MaxControllersPerHost,
 	}
 }
 

@@ -83,9 +83,9 @@ func TestMaxControllers(t *testing.T) {
 // TestSubsystemLimitsFromConfig: the configuration's qid_max and
 // max_controllers reach the subsystem.
 func TestSubsystemLimitsFromConfig(t *testing.T) {
-	c := subsystemConfig(&configfs.Subsystem{NQN: testSubNQN, QIDMax: 4, MaxControllers: 2})
-	if c.MaxIOQueues != 4 || c.MaxControllers != 2 {
-		t.Fatalf("MaxIOQueues %d, MaxControllers %d, want 4 and 2", c.MaxIOQueues, c.MaxControllers)
+	c := subsystemConfig(&configfs.Subsystem{NQN: testSubNQN, QIDMax: 4, MaxControllers: 2, MaxControllersPerHost: 1})
+	if c.MaxIOQueues != 4 || c.MaxControllers != 2 || c.MaxControllersPerHost != 1 {
+		t.Fatalf("MaxIOQueues %d, MaxControllers %d, MaxControllersPerHost %d, want 4, 2 and 1", c.MaxIOQueues, c.MaxControllers, c.MaxControllersPerHost)
 	}
 	pl := portListener(&configfs.Port{ID: "rdma0", ConnectTimeout: 3, MaxPending: 20, MaxPendingPerHost: 10}, PortConfig{})
 	if pl.ConnectTimeout != 3*time.Second || pl.MaxPending != 20 || pl.MaxPendingPerHost != 10 {
