@@ -319,24 +319,7 @@ func TestFioRDMA(t *testing.T) {
 	if ok, why := softCMWorks(); !ok {
 		t.Skip(why)
 	}
-	srv := startNvmetd(t, fmt.Sprintf(`
-log_level = "info"
-port "p1" {
-  transport = "rdma"
-  provider  = "soft"
-  address   = %q
-  service   = 4420
-}
-subsystem %q {
-  ports          = ["p1"]
-  allow_any_host = true
-  namespace "1" {
-    backend    = "memory"
-    size       = "64MiB"
-    block_size = 512
-  }
-}
-`, rdmaTargetAddr, rdmaNQN))
+	srv := startNvmetd(t, memoryTargetHCL(rdmaTargetAddr, rdmaNQN, "64MiB"))
 
 	// busy_poll 50 (the default): completions run on fio's thread
 	// (Namespace.Poll, the soft device's Progress); 0: through the

@@ -101,23 +101,7 @@ func TestFioMetrics(t *testing.T) {
 	if ok, why := softCMWorks(); !ok {
 		t.Skip(why)
 	}
-	srv := startNvmetd(t, fmt.Sprintf(`
-port "p1" {
-  transport = "rdma"
-  provider  = "soft"
-  address   = %q
-  service   = 4420
-}
-subsystem %q {
-  ports          = ["p1"]
-  allow_any_host = true
-  namespace "1" {
-    backend    = "memory"
-    size       = "16MiB"
-    block_size = 512
-  }
-}
-`, metricsTargetAddr, metricsNQN),
+	srv := startNvmetd(t, memoryTargetHCL(metricsTargetAddr, metricsNQN, "16MiB"),
 		"--control-socket", "none", "--metrics-address", metricsHTTPAddr+":0")
 	nvmetdLog := srv.Log
 	urlRE := regexp.MustCompile(`url=(http://` + regexp.QuoteMeta(metricsHTTPAddr) + `:[0-9]+/metrics)`)

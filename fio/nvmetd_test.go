@@ -3,6 +3,7 @@ package fio
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,30 @@ func (p *nvmetdProc) Log() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.log.String()
+}
+
+// memoryTargetHCL is an nvmetd configuration serving subsystem nqn, open
+// to any host, with one memory namespace of size ("64MiB") and 512-byte
+// blocks, on a soft RoCE port at addr:4420.
+func memoryTargetHCL(addr, nqn, size string) string {
+	return fmt.Sprintf(`
+log_level = "info"
+port "p1" {
+  transport = "rdma"
+  provider  = "soft"
+  address   = %q
+  service   = 4420
+}
+subsystem %q {
+  ports          = ["p1"]
+  allow_any_host = true
+  namespace "1" {
+    backend    = "memory"
+    size       = %q
+    block_size = 512
+  }
+}
+`, addr, nqn, size)
 }
 
 // startNvmetd starts nvmetd on the HCL configuration hcl with args, waits

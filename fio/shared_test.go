@@ -58,22 +58,7 @@ func TestFioSharedHostAddress(t *testing.T) {
 	so := engine(t)
 	nqn := func(s string) string { return "nqn.2026-12.io.nvmeof:fio-shared-" + s }
 	for _, tg := range []struct{ addr, name string }{{sharedTargetA, "a"}, {sharedTargetB, "b"}} {
-		startNvmetd(t, fmt.Sprintf(`
-port "p1" {
-  transport = "rdma"
-  provider  = "soft"
-  address   = %q
-  service   = 4420
-}
-subsystem %q {
-  ports          = ["p1"]
-  allow_any_host = true
-  namespace "1" {
-    backend = "memory"
-    size    = "32MiB"
-  }
-}
-`, tg.addr, nqn(tg.name)))
+		startNvmetd(t, memoryTargetHCL(tg.addr, nqn(tg.name), "32MiB"))
 	}
 	var wg sync.WaitGroup
 	errs := make([]string, 2)
