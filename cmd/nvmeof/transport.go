@@ -199,7 +199,8 @@ func openSoft(cands []netip.Addr, tos uint8, log hclog.Logger) (rdma.Device, err
 	for _, a := range cands {
 		dev, err := provider.Open(provider.Config{Provider: provider.Soft, Addr: a, TOS: tos, SetTOS: tos != 0, Share: true, Logger: log.Named("soft")})
 		if err == nil {
-			log.Debug("soft RoCE device opened", "addr", a, "shared", dev.(*soft.Device).Shared())
+			sd, _ := dev.(*soft.Device)
+			log.Debug("soft RoCE device opened", "addr", a, "shared", sd != nil && sd.Shared())
 			return dev, nil
 		}
 		switch {

@@ -329,21 +329,17 @@ func Open(cfg Config) (*Device, error) {
 // address folded to 4 bytes and the UDP port, so that two devices on ::1
 // differ.
 func (d *Device) mrSeed() [4]byte {
-	if !d.v6 {
-		s := d.addr4
-		if g := d.socks.share; g != nil {
-			s[1] ^= g.slot // shared devices of one address differ
+	s := d.addr4
+	if d.v6 {
+		s = [4]byte{}
+		for i, b := range d.addr16 {
+			s[i%4] ^= b
 		}
-		return s
+		s[2] ^= byte(d.port >> 8)
+		s[3] ^= byte(d.port)
 	}
-	var s [4]byte
-	for i, b := range d.addr16 {
-		s[i%4] ^= b
-	}
-	s[2] ^= byte(d.port >> 8)
-	s[3] ^= byte(d.port)
 	if g := d.socks.share; g != nil {
-		s[1] ^= g.slot
+		s[1] ^= g.slot // shared devices of one address differ
 	}
 	return s
 }

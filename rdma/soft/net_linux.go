@@ -215,37 +215,40 @@ func openSockets(addr netip.Addr, port uint16, rcvbuf int, gso bool, queues int,
 	}
 	if s.udpRecv() {
 		s.recv = append(s.recv, s.udpRC)
-		if !reuse {
-			return s, s.openAssist(addr, rcvbuf)
-		}
-		port = s.localPort()
-		for i := 1; i < queues; i++ {
-			u, err := s.listenUDP(addr, port, rcvbuf, true)
+		if reuse {
+			port = s.localPort()
+			for i := 1; i < queues; i++ {
+				u, err := s.listenUDP(addr, port, rcvbuf, true)
+				if err != nil {
+					s.close()
+					return nil, err
+				}
+				s.more = append(s.more, u)
+				rc, err := u.SyscallConn()
+				if err != nil {
+					s.close()
+					return nil, fmt.Errorf("soft: UDP socket on %s: %w", addr, err)
+				}
+				s.recv = append(s.recv, rc)
+			}
+			if share != nil {
+				err = share.steerShared(s.recv)
+			} else {
+				err = s.steer(queues)
+			}
 			if err != nil {
 				s.close()
 				return nil, err
 			}
-			s.more = append(s.more, u)
-			rc, err := u.SyscallConn()
-			if err != nil {
-				s.close()
-				return nil, fmt.Errorf("soft: UDP socket on %s: %w", addr, err)
-			}
-			s.recv = append(s.recv, rc)
 		}
-		if share != nil {
-			err = share.steerShared(s.recv)
-		} else {
-			err = s.steer(queues)
-		}
-		if err != nil {
+		if err := s.openAssist(addr, rcvbuf); err != nil {
 			s.close()
 			return nil, err
 		}
-		return s, s.openAssist(addr, rcvbuf)
+		return s, nil
 	}
 	for i := 0; i < queues; i++ {
-		if err := s.openRaw(addr, s.localPort(), rcvbuf, i, queues); err != nil {
+		if err := s.openRaw(addr, rcvbuf, rawFilterSpec{queue: i, queues: queues}); err != nil {
 			s.close()
 			return nil, err
 		}
@@ -255,15 +258,13 @@ func openSockets(addr netip.Addr, port uint16, rcvbuf int, gso bool, queues int,
 
 // openAssist opens the raw socket of udp4 mode (an IPv4 device off
 // loopback in GSO mode), which takes the datagrams whose IP ID is not 0,
-// as its last receive queue; nothing for other devices. It closes every
-// socket on failure.
+// as its last receive queue; nothing for other devices.
 func (s *sockets) openAssist(addr netip.Addr, rcvbuf int) error {
 	if !s.assist || !s.gsoMode {
 		s.assist = false
 		return nil
 	}
-	if err := s.openRaw(addr, s.localPort(), rcvbuf, -1, 1); err != nil {
-		s.close()
+	if err := s.openRaw(addr, rcvbuf, rawFilterSpec{queue: -1, nonZeroID: true}); err != nil {
 		return err
 	}
 	s.assistQueue = len(s.recv) - 1
@@ -372,9 +373,10 @@ func (s *sockets) steer(queues int) error {
 	return nil
 }
 
-// openRaw opens raw mode's raw socket of receive queue i of n, for UDP
-// port port.
-func (s *sockets) openRaw(addr netip.Addr, port uint16, rcvbuf, i, n int) error {
+// openRaw opens a raw socket for the device's UDP port that takes what
+// spec says (its queue and queues, nonZeroID; the rest of spec is the
+// device's), as the next receive queue.
+func (s *sockets) openRaw(addr netip.Addr, rcvbuf int, spec rawFilterSpec) error {
 	pc, err := net.ListenPacket("ip4:udp", addr.String())
 	if err != nil {
 		return fmt.Errorf("soft: raw socket on %s (needs CAP_NET_RAW): %w", addr, err)
@@ -385,19 +387,16 @@ func (s *sockets) openRaw(addr netip.Addr, port uint16, rcvbuf, i, n int) error 
 		ipc.Close()
 		return fmt.Errorf("soft: raw socket on %s: %w", addr, err)
 	}
-	if i == 0 {
+	if len(s.recv) == 0 {
 		s.raw, s.rawRC = ipc, rc
 	} else {
 		s.more = append(s.more, ipc)
 	}
 	s.recv = append(s.recv, rc)
 	a4 := addr.As4()
-	spec := rawFilterSpec{dst: binary.BigEndian.Uint32(a4[:]), port: port, queue: i, queues: n}
+	spec.dst, spec.port = binary.BigEndian.Uint32(a4[:]), s.localPort()
 	if s.share != nil {
 		spec.slot = s.share.slot
-	}
-	if i < 0 {
-		spec.nonZeroID = true // the assist socket of udp4 mode
 	}
 	filter := rawFilter(spec)
 	var serr error

@@ -389,7 +389,7 @@ func (q *qp) flushAckOutside(tx *txBatch) bool {
 }
 
 // delayAck keeps the pending acknowledgement for the QP's next packets
-// (PostSend and the requester runs send it first) or Config.AckDelay,
+// (PostSend and the requester runs carry it along) or Config.AckDelay,
 // whichever comes first, and reports whether it did (q.mu held). An
 // application that answers each message (an NVMe host's next command, a
 // target's response) so carries the ACK in the same sendmmsg, and the
