@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
+
+	"github.com/nvmeof/nvmeof/internal/ratelimit"
 )
 
 // LinkChecker is implemented by backends whose medium can lose its name
@@ -80,12 +82,8 @@ type Monitor struct {
 	errors   atomic.Uint64
 	unlinked atomic.Bool
 
-	mu         sync.Mutex
-	winStart   time.Time
-	logged     int // lines logged in the current interval
-	suppressed uint64
-	flush      *time.Timer // reports suppressed when the interval ends
-	closed     bool
+	lim       *ratelimit.Limiter // of the Error lines
+	closeOnce sync.Once
 
 	stop chan struct{}
 	done chan struct{}
@@ -104,6 +102,9 @@ func NewMonitor(dev Device, log hclog.Logger, o MonitorOptions) *Monitor {
 		o.CheckInterval = DefaultCheckInterval
 	}
 	m := &Monitor{log: log, opts: o, done: make(chan struct{})}
+	m.lim = ratelimit.New(o.Burst, o.Interval, func(n int, iv time.Duration) {
+		log.Error("backend I/O errors suppressed", "count", n, "interval", iv)
+	})
 	m.link, _ = dev.(LinkChecker)
 	if m.link == nil && o.Check == nil {
 		close(m.done) // nothing to check in the background
@@ -166,27 +167,9 @@ func (m *Monitor) Error(op string, off, n int64, err error) {
 	}
 	m.errors.Add(1)
 	m.checkLink()
-	m.mu.Lock()
-	now := time.Now()
-	if now.Sub(m.winStart) >= m.opts.Interval {
-		m.reportLocked()
-		if m.flush != nil {
-			m.flush.Stop()
-			m.flush = nil
-		}
-		m.winStart, m.logged = now, 0
-	}
-	if m.logged >= m.opts.Burst {
-		m.suppressed++
-		if m.flush == nil && !m.closed {
-			start := m.winStart
-			m.flush = time.AfterFunc(start.Add(m.opts.Interval).Sub(now), func() { m.flushSuppressed(start) })
-		}
-		m.mu.Unlock()
+	if !m.lim.Allow() {
 		return
 	}
-	m.logged++
-	m.mu.Unlock()
 	args := []any{"op", op, "offset", off, "length", n}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
@@ -195,44 +178,14 @@ func (m *Monitor) Error(op string, off, n int64, err error) {
 	m.log.Error("backend I/O error", append(args, "err", err)...)
 }
 
-// flushSuppressed reports the errors suppressed in the interval that
-// began at start, unless Error or Close reported them already.
-func (m *Monitor) flushSuppressed(start time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed || !m.winStart.Equal(start) {
-		return
-	}
-	m.flush = nil
-	m.reportLocked()
-}
-
-// reportLocked logs the count of suppressed errors, if any (m.mu held).
-func (m *Monitor) reportLocked() {
-	if m.suppressed == 0 {
-		return
-	}
-	m.log.Error("backend I/O errors suppressed", "count", m.suppressed, "interval", m.opts.Interval)
-	m.suppressed = 0
-}
-
 // Close stops the background check and reports the errors still
 // suppressed.
 func (m *Monitor) Close() {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return
-	}
-	m.closed = true
-	if m.flush != nil {
-		m.flush.Stop()
-		m.flush = nil
-	}
-	m.reportLocked()
-	m.mu.Unlock()
-	if m.stop != nil {
-		close(m.stop)
-	}
-	<-m.done
+	m.closeOnce.Do(func() {
+		m.lim.Close()
+		if m.stop != nil {
+			close(m.stop)
+		}
+		<-m.done
+	})
 }
