@@ -3,6 +3,9 @@ package target
 import (
 	"context"
 	"net/netip"
+	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,15 +34,31 @@ func (l *waitingListener) Accept(ctx context.Context) (fabrics.TargetQueue, erro
 
 type waitingQueue struct {
 	fabrics.TargetQueue
-	l        *waitingListener
-	inClosed atomic.Bool
+	l *waitingListener
+	// inClosed is the goroutine running the queue's QueueClosed (0:
+	// none): a Close from that goroutine is the deadlock; one from
+	// another goroutine (a port closing its queues at once) waits.
+	inClosed atomic.Uint64
 	done     chan struct{}
+}
+
+// goroutineID returns the calling goroutine's number, from its stack
+// header ("goroutine N [...").
+func goroutineID() uint64 {
+	var b [64]byte
+	s := string(b[:runtime.Stack(b[:], false)])
+	s = strings.TrimPrefix(s, "goroutine ")
+	if i := strings.IndexByte(s, ' '); i > 0 {
+		s = s[:i]
+	}
+	id, _ := strconv.ParseUint(s, 10, 64)
+	return id
 }
 
 func (q *waitingQueue) Serve(h fabrics.CommandHandler) { q.TargetQueue.Serve(closeHook{h, q}) }
 
 func (q *waitingQueue) Close() error {
-	if q.inClosed.Load() {
+	if id := q.inClosed.Load(); id != 0 && id == goroutineID() {
 		q.l.selfClose.Add(1)
 		return q.TargetQueue.Close()
 	}
@@ -58,9 +77,9 @@ type closeHook struct {
 }
 
 func (c closeHook) QueueClosed(err error) {
-	c.q.inClosed.Store(true)
+	c.q.inClosed.Store(goroutineID())
 	c.CommandHandler.QueueClosed(err)
-	c.q.inClosed.Store(false)
+	c.q.inClosed.Store(0)
 	close(c.q.done)
 }
 
