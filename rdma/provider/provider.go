@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -182,7 +183,13 @@ func Open(cfg Config) (rdma.Device, error) {
 		}
 		dev, err := soft.Open(scfg)
 		if errors.Is(err, soft.ErrShareUnsupported) {
-			log.Debug("soft RoCE device not shared", "addr", cfg.Addr, "error", err)
+			// Without privilege that is expected; anything else (a kernel
+			// without SK_REUSEPORT programs, a refused program) is news.
+			lvl := hclog.Warn
+			if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
+				lvl = hclog.Debug
+			}
+			log.Log(lvl, "soft RoCE device not shared: each connection needs an address of its own", "addr", cfg.Addr, "error", err)
 			scfg.Share = false
 			dev, err = soft.Open(scfg)
 		}
