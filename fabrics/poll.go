@@ -6,6 +6,10 @@ package fabrics
 // it found work. A host that busy-polls calls it in its completion loop.
 type Poller interface {
 	Poll() bool
+	// PollDone tells the transport the caller stops polling for now
+	// (it is about to sleep): completions are delivered by the
+	// transport's own goroutines again until the next Poll.
+	PollDone()
 	// CanPoll reports whether Poll can ever find work (the provider
 	// can be driven on the caller's goroutine); a caller should not
 	// spin on a Poller that cannot.

@@ -274,6 +274,7 @@ func (e *Engine) Reap(min, max int, timeout time.Duration, out []Completion) int
 // the caller's thread (*initiator.Namespace over RDMA).
 type poller interface {
 	Poll() bool
+	PollDone()
 	CanPoll() bool
 }
 
@@ -293,6 +294,9 @@ func (e *Engine) spin(t uint32, d time.Duration) bool {
 	end := time.Now().Add(w)
 	for e.waker.ticket() == t {
 		if !p.Poll() && !time.Now().Before(end) {
+			// Reap sleeps next: the transport's goroutines must
+			// complete what comes from now on.
+			p.PollDone()
 			return false
 		}
 	}

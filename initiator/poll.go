@@ -27,6 +27,24 @@ func (c *Controller) Poll() bool {
 	return got
 }
 
+// PollDone ends a caller's polling of the controller's I/O queues before
+// it sleeps: their completions are run by the transport's goroutines again
+// (fabrics.Poller). A caller that spins on Poll and then waits for a
+// completion must call it before it waits.
+func (c *Controller) PollDone() {
+	a := c.cur.Load()
+	if a == nil {
+		return
+	}
+	for i := range a.io {
+		if q := a.io[i].Load(); q != nil {
+			if p, ok := q.hq.(fabrics.Poller); ok {
+				p.PollDone()
+			}
+		}
+	}
+}
+
 // CanPoll reports whether Poll can find completions: whether some I/O
 // queue's transport can be driven on the caller's goroutine. A caller
 // should not spin on a controller that cannot.
@@ -47,6 +65,9 @@ func (c *Controller) CanPoll() bool {
 
 // Poll is the controller's Poll (Controller.Poll).
 func (ns *Namespace) Poll() bool { return ns.c.Poll() }
+
+// PollDone is the controller's PollDone (Controller.PollDone).
+func (ns *Namespace) PollDone() { ns.c.PollDone() }
 
 // CanPoll is the controller's CanPoll (Controller.CanPoll).
 func (ns *Namespace) CanPoll() bool { return ns.c.CanPoll() }

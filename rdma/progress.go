@@ -10,6 +10,12 @@ package rdma
 // it instead of sleeping until the provider's goroutine is woken: on a
 // 2-CPU machine that wake-up chain (epoll, futex, two context switches)
 // costs more than the I/O itself (docs/soft-perf.md).
+//
+// While a consumer polls, the provider may leave the CQ's traffic to it
+// alone (rdma/soft stops waking its receive goroutines for it); a consumer
+// that stops polling to sleep calls ProgressDone first, so that the
+// provider's goroutines complete what arrives from then on.
 type Progresser interface {
 	Progress() bool
+	ProgressDone()
 }

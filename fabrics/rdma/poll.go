@@ -11,6 +11,14 @@ func (q *hostQueue) Poll() bool {
 	return ok && p.Progress()
 }
 
+// PollDone hands the CQ back to the provider's goroutines
+// (fabrics.Poller).
+func (q *hostQueue) PollDone() {
+	if p, ok := q.cq.(rdma.Progresser); ok {
+		p.ProgressDone()
+	}
+}
+
 // CanPoll reports whether the queue's CQ can be driven by Poll.
 func (q *hostQueue) CanPoll() bool {
 	_, ok := q.cq.(rdma.Progresser)

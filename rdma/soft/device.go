@@ -183,8 +183,14 @@ type Device struct {
 	stats  counters
 	rxDone sync.WaitGroup // the receive goroutines
 	// rxqs are the receive queues' states, shared by their goroutines
-	// and Progress (progress.go); set by each goroutine as it starts.
+	// and Progress (progress.go).
 	rxqs []atomic.Pointer[rxQueue]
+	// quietTimer runs watchQuiet every quietEvery (quietCheck; tests
+	// change it) while a receive queue is quiet (polled); quietArmed: it
+	// is set to.
+	quietTimer *time.Timer
+	quietArmed atomic.Bool
+	quietEvery atomic.Int64
 	// rxqPackets counts the packets each receive queue read.
 	rxqPackets []atomic.Uint64
 	// handlers tracks CQs with completion handlers to run (handler.go).
@@ -317,9 +323,25 @@ func Open(cfg Config) (*Device, error) {
 	d.mrs.init(d.mrSeed())
 	d.rxqPackets = make([]atomic.Uint64, len(s.recv))
 	d.rxqs = make([]atomic.Pointer[rxQueue], len(s.recv))
-	for i, rc := range s.recv {
+	d.quietEvery.Store(int64(quietCheck))
+	d.quietTimer = time.AfterFunc(time.Hour, d.watchQuiet)
+	d.quietTimer.Stop()
+	rqs := make([]*rxQueue, len(s.recv))
+	for i, sc := range s.recv {
+		rq, err := d.newRxQueue(sc, i, s.udpQueue(i))
+		if err != nil {
+			for _, rq := range rqs[:i] {
+				rq.w.close()
+			}
+			s.close()
+			return nil, err
+		}
+		rqs[i] = rq
+		d.rxqs[i].Store(rq)
+	}
+	for _, rq := range rqs {
 		d.rxDone.Add(1)
-		go d.rxLoop(rc, i, s.udpQueue(i))
+		go d.rxLoop(rq)
 	}
 	return d, nil
 }
@@ -509,6 +531,13 @@ func (d *Device) Close() error {
 		qps = append(qps, q)
 	}
 	d.mu.Unlock()
+	// The receive goroutines end first: they read the sockets' descriptors
+	// outside sockConn's lock.
+	d.quietTimer.Stop()
+	for i := range d.rxqs {
+		d.rxqs[i].Load().w.close()
+	}
+	d.rxDone.Wait()
 	if g := d.socks.share; g != nil {
 		g.beginLeave()
 		d.socks.close()
@@ -516,7 +545,6 @@ func (d *Device) Close() error {
 	} else {
 		d.socks.close()
 	}
-	d.rxDone.Wait()
 	for _, q := range qps {
 		q.mu.Lock()
 		q.stopTimers()

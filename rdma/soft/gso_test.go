@@ -147,7 +147,7 @@ func TestGSODataPath(t *testing.T) {
 func TestGSOKernelHeader(t *testing.T) {
 	capture := captureAt(t, addrB.As4())
 	a := openDev(t, Config{Addr: addrA})
-	if !a.socks.gsoMode || a.socks.raw != nil {
+	if !a.socks.gsoMode || a.socks.hasRaw() {
 		t.Fatal("loopback device not in GSO mode, or with a raw socket")
 	}
 	o := qpOpts{mtu: rdma.MTU1024}
@@ -670,7 +670,7 @@ func TestGSOSmallRuns(t *testing.T) {
 // sender that numbers otherwise than the kernel does for our sockets).
 func TestGSOKernelRuns(t *testing.T) {
 	b := openDev(t, Config{Addr: addrB})
-	if b.socks.raw != nil {
+	if b.socks.hasRaw() {
 		t.Fatal("a device in GSO mode opened a raw socket")
 	}
 	pc, sport := plainUDP(t)

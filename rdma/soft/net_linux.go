@@ -126,14 +126,14 @@ import (
 
 // sockets is one device's sockets.
 type sockets struct {
-	udp   *net.UDPConn
-	udpRC syscall.RawConn
-	raw   *net.IPConn // raw mode only: queue 0's raw socket
-	rawRC syscall.RawConn
-	// recv are the receive queues' sockets, recv[0] being udpRC or
-	// rawRC; more holds the others' connections, for close.
-	recv []syscall.RawConn
-	more []net.PacketConn
+	// udp is the UDP socket packets leave from (unless a QP has a
+	// source port of its own, sport.go), bound to port.
+	udp  *sockConn
+	port uint16
+	// recv are the receive queues' sockets: in GSO mode and on IPv6,
+	// recv[0] is udp and the others share its port (SO_REUSEPORT); in raw
+	// mode raw sockets. None is in the netpoller (sockConn).
+	recv []*sockConn
 	// loopback: addr is in 127.0.0.0/8 (or ::1).
 	loopback bool
 	// v6: an IPv6 device (udp6 mode): it receives on its UDP socket.
@@ -170,12 +170,7 @@ type sockets struct {
 func (s *sockets) udpRecv() bool { return s.gsoMode || s.v6 }
 
 // localPort returns the UDP port the UDP socket is bound to.
-func (s *sockets) localPort() uint16 {
-	if a, ok := s.udp.LocalAddr().(*net.UDPAddr); ok {
-		return uint16(a.Port)
-	}
-	return 0
-}
+func (s *sockets) localPort() uint16 { return s.port }
 
 // openSockets opens the sockets of addr, binding UDP port port (0: any):
 // for an IPv4 address in GSO mode if gso is set and addr is a loopback
@@ -209,27 +204,16 @@ func openSockets(addr netip.Addr, port uint16, rcvbuf int, gso bool, queues int,
 		return nil, err
 	}
 	s.udp = udp
-	if s.udpRC, err = s.udp.SyscallConn(); err != nil {
-		s.close()
-		return nil, fmt.Errorf("soft: UDP socket on %s: %w", addr, err)
-	}
 	if s.udpRecv() {
-		s.recv = append(s.recv, s.udpRC)
+		s.recv = append(s.recv, s.udp)
 		if reuse {
-			port = s.localPort()
 			for i := 1; i < queues; i++ {
-				u, err := s.listenUDP(addr, port, rcvbuf, true)
+				u, err := s.listenUDP(addr, s.port, rcvbuf, true)
 				if err != nil {
 					s.close()
 					return nil, err
 				}
-				s.more = append(s.more, u)
-				rc, err := u.SyscallConn()
-				if err != nil {
-					s.close()
-					return nil, fmt.Errorf("soft: UDP socket on %s: %w", addr, err)
-				}
-				s.recv = append(s.recv, rc)
+				s.recv = append(s.recv, u)
 			}
 			if share != nil {
 				err = share.steerShared(s.recv)
@@ -281,6 +265,10 @@ func (s *sockets) queues() int {
 	return len(s.recv)
 }
 
+// hasRaw reports whether the device reads a raw socket (raw mode, or
+// udp4 mode's assist socket).
+func (s *sockets) hasRaw() bool { return !s.udpRecv() || s.assistQueue >= 0 }
+
 // udpQueue reports whether receive queue i reads a UDP socket (GSO mode,
 // IPv6) rather than a raw socket.
 func (s *sockets) udpQueue(i int) bool { return s.udpRecv() && i != s.assistQueue }
@@ -301,9 +289,10 @@ func probePort(addr netip.Addr, port uint16) (uint16, error) {
 }
 
 // listenUDP opens one UDP socket of the device on addr:port (with
-// SO_REUSEPORT if reuse). On IPv4 it sets s.gsoMode false if the kernel
-// refuses UDP_GRO, making it a raw mode socket.
-func (s *sockets) listenUDP(addr netip.Addr, port uint16, rcvbuf int, reuse bool) (*net.UDPConn, error) {
+// SO_REUSEPORT if reuse), outside the netpoller; the first sets s.port.
+// On IPv4 it sets s.gsoMode false if the kernel refuses UDP_GRO, making it
+// a raw mode socket.
+func (s *sockets) listenUDP(addr netip.Addr, port uint16, rcvbuf int, reuse bool) (*sockConn, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) {
@@ -352,7 +341,14 @@ func (s *sockets) listenUDP(addr netip.Addr, port uint16, rcvbuf int, reuse bool
 	if err != nil {
 		return nil, fmt.Errorf("soft: UDP socket on %s: %w", netip.AddrPortFrom(addr, port), err)
 	}
-	return up.(*net.UDPConn), nil
+	if s.port == 0 {
+		s.port = uint16(up.LocalAddr().(*net.UDPAddr).Port)
+	}
+	sc, err := detach(up)
+	if err != nil {
+		return nil, fmt.Errorf("soft: UDP socket on %s: %w", netip.AddrPortFrom(addr, port), err)
+	}
+	return sc, nil
 }
 
 // steer attaches the reuseport program that sends each datagram to the
@@ -360,7 +356,7 @@ func (s *sockets) listenUDP(addr netip.Addr, port uint16, rcvbuf int, reuse bool
 func (s *sockets) steer(queues int) error {
 	prog := reuseportProg(queues)
 	var serr error
-	err := s.udpRC.Control(func(fd uintptr) {
+	err := s.udp.Control(func(fd uintptr) {
 		serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF,
 			&unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]})
 	})
@@ -381,16 +377,9 @@ func (s *sockets) openRaw(addr netip.Addr, rcvbuf int, spec rawFilterSpec) error
 	if err != nil {
 		return fmt.Errorf("soft: raw socket on %s (needs CAP_NET_RAW): %w", addr, err)
 	}
-	ipc := pc.(*net.IPConn)
-	rc, err := ipc.SyscallConn()
+	rc, err := detach(pc)
 	if err != nil {
-		ipc.Close()
 		return fmt.Errorf("soft: raw socket on %s: %w", addr, err)
-	}
-	if len(s.recv) == 0 {
-		s.raw, s.rawRC = ipc, rc
-	} else {
-		s.more = append(s.more, ipc)
 	}
 	s.recv = append(s.recv, rc)
 	a4 := addr.As4()
@@ -432,15 +421,10 @@ func setRcvbuf(fd uintptr, n int) {
 
 // close closes every socket of the device.
 func (s *sockets) close() {
-	if s.raw != nil {
-		s.raw.Close()
+	for _, c := range s.recv {
+		c.close()
 	}
-	for _, c := range s.more {
-		c.Close()
-	}
-	if s.udp != nil {
-		s.udp.Close()
-	}
+	s.udp.close()
 	s.closeSources()
 	if s.netns != nil {
 		s.netns.Close()

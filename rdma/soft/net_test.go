@@ -42,8 +42,13 @@ func captureAt(t *testing.T, addr [4]byte) func() []byte {
 	m.setBuf(0, buf)
 	return func() []byte {
 		t.Helper()
-		s.raw.SetReadDeadline(time.Now().Add(2 * time.Second))
-		n, err := m.recvBatch(s.rawRC, 1)
+		raw := s.recv[0]
+		var pfd []unix.PollFd
+		raw.Control(func(fd uintptr) { pfd = []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}} })
+		if n, err := unix.Poll(pfd, 2000); n != 1 {
+			t.Fatalf("capture: nothing in 2 s (%v)", err)
+		}
+		n, err := m.recvBatch(raw, 1)
 		if err != nil || n != 1 {
 			t.Fatalf("capture: %d datagrams, %v", n, err)
 		}

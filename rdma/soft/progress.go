@@ -2,7 +2,7 @@ package soft
 
 import (
 	"sync"
-	"syscall"
+	"time"
 
 	"github.com/nvmeof/nvmeof/rdma"
 )
@@ -16,11 +16,18 @@ var _ rdma.Progresser = (*cq)(nil)
 // their batch, never while it waits.
 type rxQueue struct {
 	mu      sync.Mutex
-	rc      syscall.RawConn
+	sock    *sockConn
+	w       *rxWaiter // what the goroutine waits on
 	m       *mmsg
 	batch   int
 	process func(n int) // handles m's n datagrams and ends the batch (under mu)
 	got     bool        // controlRecv's result
+
+	// A quiet queue's socket is out of w (disarmed): a poller reads it,
+	// and its datagrams wake no goroutine. Under mu. polls counts
+	// Progress calls; seen is the count watchQuiet saw last.
+	quiet       bool
+	polls, seen uint64
 
 	// The two receive callbacks, bound once so that neither allocates.
 	readFn func(fd uintptr) bool
@@ -36,12 +43,13 @@ func (rq *rxQueue) recv(fd uintptr) bool {
 	return m.recv(fd)
 }
 
-// readRecv is the goroutine's RawConn.Read callback: it takes mu and keeps
-// it when datagrams (or an error) came, so that they are handled before
-// anyone else receives.
-func (rq *rxQueue) readRecv(fd uintptr) bool {
+// readRecv is the goroutine's callback for the Read of its epoll instance
+// (whose descriptor it is given and ignores): it takes mu and keeps it when
+// datagrams (or an error) came from the socket, so that they are handled
+// before anyone else receives.
+func (rq *rxQueue) readRecv(uintptr) bool {
 	rq.mu.Lock()
-	if rq.recv(fd) {
+	if rq.recv(uintptr(rq.w.sock)) {
 		return true
 	}
 	rq.mu.Unlock()
@@ -56,7 +64,7 @@ func (rq *rxQueue) controlRecv(fd uintptr) { rq.got = rq.recv(fd) }
 // wait blocks until datagrams arrive and receives a batch of them. It
 // returns their number with mu held, or an error with mu not held.
 func (rq *rxQueue) wait() (int, error) {
-	if err := rq.rc.Read(rq.readFn); err != nil {
+	if err := rq.w.rc.Read(rq.readFn); err != nil {
 		return 0, err
 	}
 	if rq.m.errno != 0 {
@@ -74,7 +82,18 @@ func (rq *rxQueue) wait() (int, error) {
 // It reads only the receive queues the CQ's QPs get their packets from
 // (all of them while it has none): a poller of several I/O queues would
 // otherwise read every queue once per I/O queue, mostly for nothing.
+// The queues it reads turn quiet until ProgressDone, or until nobody has
+// polled them for quietCheck.
 func (c *cq) Progress() bool { return c.dev.progress(c.rxqMask.Load()) }
+
+// ProgressDone ends the caller's polling: the receive goroutines of the
+// CQ's queues take their datagrams again (rdma.Progresser).
+func (c *cq) ProgressDone() { c.dev.unquiet(c.rxqMask.Load()) }
+
+// quietCheck is how often a quiet receive queue is checked for a poller
+// that went away without ProgressDone; its datagrams wait at most twice
+// this long.
+const quietCheck = time.Millisecond
 
 // progress is Progress for the receive queues of mask (0: every one).
 func (d *Device) progress(mask uint32) bool {
@@ -92,6 +111,10 @@ func (d *Device) progress(mask uint32) bool {
 		if rq == nil || !rq.mu.TryLock() {
 			continue
 		}
+		rq.polls++
+		if !rq.quiet {
+			d.quieten(rq)
+		}
 		if rq.poll() {
 			got = true
 		}
@@ -100,11 +123,79 @@ func (d *Device) progress(mask uint32) bool {
 	return got
 }
 
+// quieten takes rq's socket out of its goroutine's epoll instance (mu
+// held): while a poller reads it, a datagram wakes no thread of the
+// process but the poller's (on two CPUs, the other one runs the peer).
+func (d *Device) quieten(rq *rxQueue) {
+	if rq.w.disarm() != nil {
+		return
+	}
+	rq.quiet = true
+	if d.quietArmed.CompareAndSwap(false, true) {
+		d.quietTimer.Reset(time.Duration(d.quietEvery.Load()))
+	}
+}
+
+// unquiet gives the quiet queues of mask (0: every one) back to their
+// goroutines.
+func (d *Device) unquiet(mask uint32) {
+	for i := range d.rxqs {
+		if mask != 0 && mask&(1<<i) == 0 {
+			continue
+		}
+		rq := d.rxqs[i].Load()
+		if rq == nil {
+			continue
+		}
+		rq.mu.Lock()
+		rq.wake()
+		rq.mu.Unlock()
+	}
+}
+
+// wake puts a quiet queue's socket back in its goroutine's epoll instance
+// (mu held), which wakes the goroutine at once if datagrams wait.
+func (rq *rxQueue) wake() {
+	if rq.quiet {
+		rq.quiet = false
+		_ = rq.w.arm()
+	}
+}
+
+// watchQuiet wakes the quiet queues nobody polled since its last run and
+// runs again while some stay quiet.
+func (d *Device) watchQuiet() {
+	d.quietArmed.Store(false)
+	again := false
+	for i := range d.rxqs {
+		rq := d.rxqs[i].Load()
+		if rq == nil {
+			continue
+		}
+		if !rq.mu.TryLock() {
+			again = true // polled (or handling a batch) right now
+			continue
+		}
+		if rq.quiet {
+			if rq.polls == rq.seen {
+				rq.wake()
+			} else {
+				rq.seen = rq.polls
+				again = true
+			}
+		}
+		rq.mu.Unlock()
+	}
+	if again && !d.isClosed() && d.quietArmed.CompareAndSwap(false, true) {
+		d.quietTimer.Reset(time.Duration(d.quietEvery.Load()))
+	}
+}
+
 // poll receives and handles one batch without blocking (mu held) and
 // reports whether there was one.
 func (rq *rxQueue) poll() bool {
 	rq.got = false
-	if rq.rc.Control(rq.ctlFn) != nil || !rq.got || rq.m.errno != 0 || rq.m.res <= 0 {
+	if rq.sock.Control(rq.ctlFn) != nil || !rq.got || rq.m.errno != 0 || rq.m.res <= 0 {
 		return false
 	}
 	rq.process(rq.m.res)

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nvmeof/nvmeof/rdma"
 )
 
@@ -80,4 +82,77 @@ func TestProgressReadsTheCQsQueues(t *testing.T) {
 			t.Errorf("CQ receive queue mask %#b, want %#b (QP %#x)", got, want, ea.qp.QPN())
 		}
 	}
+}
+
+// TestProgressQuietsItsQueues: while a consumer polls, the datagrams of
+// its CQ's receive queue wake nothing (the queue's epoll instance, which
+// its goroutine waits on, stays empty though the socket holds a SEND);
+// Progress takes the SEND; after ProgressDone the goroutine takes the next
+// one by itself; and a poller that leaves without ProgressDone gets its
+// queue back from watchQuiet.
+func TestProgressQuietsItsQueues(t *testing.T) {
+	a, b := openPair(t, Config{RecvQueues: 1}, Config{RecvQueues: 1})
+	ea, eb := connect(t, a, b, qpOpts{psnA: 100, psnB: 200})
+	var got atomic.Int32
+	eb.rcq.(rdma.HandlerCQ).SetHandler(func(wcs []rdma.WorkCompletion) { got.Add(int32(len(wcs))) })
+	p := eb.rcq.(rdma.Progresser)
+	rq := b.rxqs[0].Load()
+	b.quietEvery.Store(int64(time.Hour)) // no watchQuiet until the last part
+	rbuf := regMR(t, eb.pd, 64, rdma.AccessLocalWrite)
+	sbuf := regMR(t, ea.pd, 64, rdma.AccessLocalWrite)
+	send := func(id uint64) {
+		t.Helper()
+		postRecv(t, eb.qp, id, sge(rbuf, 0, 64))
+		postSend(t, ea.qp, &rdma.SendWR{WRID: id, Opcode: rdma.WRSend, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(sbuf, 0, 32)}})
+	}
+	readable := func(fd int) bool {
+		t.Helper()
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, 5000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+
+	p.Progress()
+	rq.mu.Lock()
+	quiet := rq.quiet
+	rq.mu.Unlock()
+	if !quiet {
+		t.Fatal("the polled receive queue is not quiet")
+	}
+	send(1)
+	if !readable(rq.w.sock) {
+		t.Fatal("the SEND did not reach the device's socket in 5 s")
+	}
+	var ev [1]unix.EpollEvent
+	var n int
+	var err error
+	rq.w.rc.Control(func(ep uintptr) { n, err = unix.EpollWait(int(ep), ev[:], 0) })
+	if n != 0 || err != nil {
+		t.Fatalf("the quiet queue's epoll instance reports %d events (%v): its goroutine would wake", n, err)
+	}
+	waitUntil(t, 5*time.Second, "Progress takes the SEND", func() bool {
+		p.Progress()
+		return got.Load() == 1
+	})
+
+	p.ProgressDone()
+	send(2)
+	waitUntil(t, 5*time.Second, "the receive goroutine takes the SEND after ProgressDone", func() bool { return got.Load() == 2 })
+
+	// A poller that goes away without ProgressDone.
+	p.Progress()
+	send(3)
+	b.quietEvery.Store(int64(time.Millisecond))
+	b.quietTimer.Reset(time.Millisecond)
+	waitUntil(t, 5*time.Second, "watchQuiet gives the queue back to its goroutine", func() bool { return got.Load() == 3 })
+	rq.mu.Lock()
+	quiet = rq.quiet
+	rq.mu.Unlock()
+	if quiet {
+		t.Error("the queue is still quiet after its poller left")
+	}
+	poll(t, ea.scq, 3, 5*time.Second)
 }

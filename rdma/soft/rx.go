@@ -3,8 +3,9 @@ package soft
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
-	"syscall"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -67,10 +68,9 @@ func (rx *rxState) flushQPCount() {
 	rx.qc, rx.qcPkts, rx.qcLen = nil, 0, 0
 }
 
-// rxLoop is the receive goroutine of receive queue queue, reading rc: a
-// UDP socket if udp, else a raw socket.
-func (d *Device) rxLoop(rc syscall.RawConn, queue int, udp bool) {
-	defer d.rxDone.Done()
+// newRxQueue makes receive queue queue, reading socket sc: a UDP socket
+// if udp, else a raw socket. Its goroutine is rxLoop.
+func (d *Device) newRxQueue(sc *sockConn, queue int, udp bool) (*rxQueue, error) {
 	batch := d.cfg.RecvBatch
 	size, head := rxBufSize, 0
 	var m *mmsg
@@ -87,12 +87,16 @@ func (d *Device) rxLoop(rc syscall.RawConn, queue int, udp bool) {
 	default:
 		m = newMmsg(batch, false)
 	}
+	w, err := newRxWaiter(sc)
+	if err != nil {
+		return nil, fmt.Errorf("soft: receive queue %d: %w", queue, err)
+	}
 	bufs := make([]byte, batch*size)
 	for i := 0; i < batch; i++ {
 		m.setBuf(i, bufs[i*size+head:(i+1)*size])
 	}
 	rx := &rxState{tx: newTxBatch(d), reqTx: newTxBatch(d), acks: make([]*qp, 0, 64), kicks: make([]*qp, 0, 64), holds: make([]*qp, 0, 64), held: make([]byte, size), queue: uint32(queue), udp: udp}
-	rq := &rxQueue{rc: rc, m: m, batch: batch}
+	rq := &rxQueue{sock: sc, w: w, m: m, batch: batch}
 	rq.readFn, rq.ctlFn = rq.readRecv, rq.controlRecv
 	rq.process = func(n int) {
 		wireAcquire()
@@ -140,11 +144,17 @@ func (d *Device) rxLoop(rc syscall.RawConn, queue int, udp bool) {
 		rx.flushQPCount()
 		d.finishBatch(rx)
 	}
-	d.rxqs[queue].Store(rq)
+	return rq, nil
+}
+
+// rxLoop is the goroutine of receive queue rq: it waits for datagrams
+// and handles them, batch by batch, until the device closes.
+func (d *Device) rxLoop(rq *rxQueue) {
+	defer d.rxDone.Done()
 	for {
 		n, err := rq.wait()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) || d.isClosed() {
+			if errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) || d.isClosed() {
 				return
 			}
 			time.Sleep(time.Millisecond) // ENOBUFS and the like: try again

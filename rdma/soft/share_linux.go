@@ -185,7 +185,7 @@ const (
 
 // steerShared attaches the steering program to the reuseport group of
 // recv and puts recv in the map under the slot's keys.
-func (g *shareGroup) steerShared(recv []syscall.RawConn) error {
+func (g *shareGroup) steerShared(recv []*sockConn) error {
 	mapFD, err := g.steeringMap()
 	if err != nil {
 		return err

@@ -89,8 +89,10 @@ func rcSourcePort(fl, lqpn, rqpn uint32) uint16 {
 // the QPs sending from that port.
 type srcSock struct {
 	port uint16
-	udp  *net.UDPConn
-	rc   syscall.RawConn
+	// rc is the socket, outside the netpoller (sockConn): in it, every
+	// datagram sent would wake the runtime's epoll when its buffer is
+	// freed (EPOLLOUT).
+	rc   *sockConn
 	refs int // under sockets.srcMu
 }
 
@@ -161,7 +163,7 @@ func (s *sockets) releaseSource(c *srcSock) {
 	if s.srcs[c.port] == c {
 		delete(s.srcs, c.port)
 	}
-	c.udp.Close()
+	c.rc.close()
 }
 
 // closeSources closes every source port socket (device Close); QPs that
@@ -171,7 +173,7 @@ func (s *sockets) closeSources() {
 	defer s.srcMu.Unlock()
 	s.closed = true
 	for p, c := range s.srcs {
-		c.udp.Close()
+		c.rc.close()
 		delete(s.srcs, p)
 	}
 }
@@ -210,9 +212,8 @@ func (s *sockets) openSource(addr netip.Addr, port uint16) (*srcSock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("soft: source port socket %s: %w", netip.AddrPortFrom(addr, port), err)
 	}
-	c := &srcSock{port: port, udp: pc.(*net.UDPConn), refs: 1}
-	if c.rc, err = c.udp.SyscallConn(); err != nil {
-		c.udp.Close()
+	c := &srcSock{port: port, refs: 1}
+	if c.rc, err = detach(pc); err != nil {
 		return nil, fmt.Errorf("soft: source port socket %s: %w", netip.AddrPortFrom(addr, port), err)
 	}
 	return c, nil

@@ -2,6 +2,7 @@ package soft
 
 import (
 	"encoding/binary"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -263,7 +264,7 @@ func (t *txBatch) send() {
 		for j < nm && t.msgs[j].from == from {
 			j++
 		}
-		rc := d.socks.udpRC
+		var rc syscall.RawConn = d.socks.udp
 		if from != nil {
 			rc = from.rc
 		}
