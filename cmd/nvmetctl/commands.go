@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -490,18 +491,17 @@ func configCmd() *cli.Command {
 				"replaced atomically and synced, mode 0600) and counts the changes as saved, so a\n" +
 				"reload does not warn of them. FILE is made absolute here; it names a file of the\n" +
 				"daemon's file system.",
-			Flags: []cli.Flag{&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "hcl", Usage: "hcl or json (nvmetcli's)"}},
+			Flags: []cli.Flag{&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Usage: "hcl or json (nvmetcli's) (default: FILE's extension, .json or .hcl; else hcl)"}},
 			Action: func(c *cli.Context) error {
 				a, err := args(c, "[FILE]")
 				if err != nil {
 					return err
 				}
-				switch c.String("format") {
-				case "hcl", "json":
-				default:
-					return usagef("--format %q: want hcl or json", c.String("format"))
+				format, err := saveFormat(c.String("format"), a[0])
+				if err != nil {
+					return err
 				}
-				p := map[string]any{"format": c.String("format")}
+				p := map[string]any{"format": format}
 				if a[0] != "" {
 					// The daemon writes it: its unsaved-change count is
 					// reset only then, and it writes as config.save does.
@@ -528,6 +528,34 @@ func configCmd() *cli.Command {
 				return nil
 			}},
 	)
+}
+
+// saveFormat returns config save's format: --format if given, else the
+// one FILE's extension names, else hcl. A --format FILE's extension
+// contradicts is refused: nvmetd reads a .json file as JSON and refuses
+// HCL in it.
+func saveFormat(flag, file string) (string, error) {
+	var byExt string
+	switch filepath.Ext(file) { // as configfs.LoadFile tells them apart
+	case ".json":
+		byExt = "json"
+	case ".hcl":
+		byExt = "hcl"
+	}
+	switch flag {
+	case "":
+		if byExt == "" {
+			return "hcl", nil
+		}
+		return byExt, nil
+	case "hcl", "json":
+		if byExt != "" && byExt != flag {
+			return "", usagef("--format %s: %s is read as %s by its extension; give a FILE ending in .%s", flag, file, byExt, flag)
+		}
+		return flag, nil
+	default:
+		return "", usagef("--format %q: want hcl or json", flag)
+	}
 }
 
 // --- rpc ---

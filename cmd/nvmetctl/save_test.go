@@ -81,3 +81,64 @@ func TestConfigSaveByDaemon(t *testing.T) {
 		t.Errorf("the FIFO after config save: %v %v", err, st.Mode())
 	}
 }
+
+// TestConfigSaveFormat: config save takes the format from FILE's
+// extension (a .json file got HCL, which nvmetd then refused to load), and
+// refuses a --format the extension contradicts; every file written loads.
+func TestConfigSaveFormat(t *testing.T) {
+	dir := t.TempDir()
+	sock := serve(t, dir)
+	for _, tt := range []struct {
+		args     []string // after "config save"
+		status   int
+		wantJSON bool   // the file (or stdout) holds nvmetcli JSON
+		wantErr  string // in stderr
+	}{
+		{args: []string{"a.json"}, wantJSON: true},
+		{args: []string{"b.hcl"}},
+		{args: []string{"c.conf"}},
+		{args: []string{"-f", "json", "d.json"}, wantJSON: true},
+		{args: []string{"--format", "json", "e.conf"}, wantJSON: true},
+		{args: []string{"-f", "hcl", "f.hcl"}},
+		{args: []string{"-f", "hcl", "g.json"}, status: 2, wantErr: "--format hcl: " + filepath.Join(dir, "g.json") + " is read as json"},
+		{args: []string{"-f", "json", "h.hcl"}, status: 2, wantErr: "give a FILE ending in .json"},
+		{args: []string{"-f", "yaml", "i.json"}, status: 2, wantErr: `--format "yaml": want hcl or json`},
+		{args: []string{"-f", "json"}, wantJSON: true},
+		{args: nil},
+	} {
+		var stdout, stderr bytes.Buffer
+		args := tt.args
+		if len(args) > 0 && !strings.HasPrefix(args[len(args)-1], "-") && strings.Contains(args[len(args)-1], ".") {
+			args = append(append([]string(nil), args[:len(args)-1]...), filepath.Join(dir, args[len(args)-1]))
+		}
+		status := run(append([]string{"nvmetctl", "--socket", sock, "config", "save"}, args...), &stdout, &stderr)
+		if status != tt.status || !strings.Contains(stderr.String(), tt.wantErr) {
+			t.Errorf("config save %v: status %d (want %d), stderr %q (want %q)", tt.args, status, tt.status, stderr.String(), tt.wantErr)
+			continue
+		}
+		if status != 0 {
+			if _, err := os.Stat(args[len(args)-1]); !os.IsNotExist(err) {
+				t.Errorf("config save %v refused, but the file exists: %v", tt.args, err)
+			}
+			continue
+		}
+		text := stdout.String()
+		if len(args) > 0 && strings.Contains(args[len(args)-1], string(filepath.Separator)) {
+			file := args[len(args)-1]
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Errorf("config save %v: %v", tt.args, err)
+				continue
+			}
+			text = string(b)
+			// A file whose extension names its format must load (e.conf holds
+			// JSON by --format, and nvmetd reads it as HCL: the user asked).
+			if _, err := configfs.LoadFile(file); err != nil && strings.HasSuffix(file, ".json") == tt.wantJSON {
+				t.Errorf("config save %v: nvmetd cannot load the file: %v", tt.args, err)
+			}
+		}
+		if isJSON := strings.HasPrefix(strings.TrimSpace(text), "{"); isJSON != tt.wantJSON {
+			t.Errorf("config save %v: JSON %v, want %v:\n%s", tt.args, isJSON, tt.wantJSON, text)
+		}
+	}
+}
