@@ -139,7 +139,7 @@ type hostSlot struct {
 	n      int    // the keyed transfer's length
 }
 
-// WRIDs of the host's memory-window requests (the kinds of target.go
+// WRIDs of the host's memory-window requests (the kinds of target_slots.go
 // go up to 5).
 const (
 	wrHostInv  = 6 << 56 // LOCAL_INV of a slot's window

@@ -9,8 +9,88 @@ import (
 	"github.com/nvmeof/nvmeof/rdma"
 )
 
-// A target queue's slots and their buffers: the free slots and the SRQ
-// receives (with the port's SRQ), the data pool's buffers.
+// A target queue's slots and their buffers: a slot's layout and work
+// requests, the free slots and the SRQ receives (with the port's SRQ),
+// the data pool's buffers.
+
+// WRIDs: the kind of work request in the top byte, the slot below.
+const (
+	wrRecv  = 1 << 56
+	wrRead  = 2 << 56
+	wrWrite = 3 << 56
+	wrSend  = 4 << 56
+	wrProbe = 5 << 56
+	wrKind  = 0xff << 56
+)
+
+type targetSlot struct {
+	q       *targetQueue
+	req     fabrics.Request
+	recvBuf []byte // 64-byte SQE + in-capsule data, as received
+	respBuf []byte // 16-byte CQE, as sent
+	// The RDMA READ/WRITE staging of a command with keyed data: the
+	// pool buffer w.buf, nil when the slot holds none (under the queue's
+	// slotMu). w is the slot's place among the pool's waiters.
+	dataBuf []byte
+	w       poolWaiter
+	// Under slotMu: the command is with the handler (delivered,
+	// CompleteRequest not yet called). The data buffer goes back when
+	// both the handler and the transport are done with it.
+	inHandler bool
+	// With the port's SRQ: the index of the receive buffer (recvBuf)
+	// the slot's command arrived in, -1 for none (under slotMu).
+	recvIdx  int
+	recvLen  int
+	dir      fabrics.DataDirection
+	keyed    bool
+	inval    bool
+	rkey     uint32
+	raddr    uint64
+	dataLen  int
+	recvSGE  [1]rdma.SGE
+	recvWR   rdma.RecvWR
+	readSGE  [1]rdma.SGE
+	readWR   rdma.SendWR
+	writeSGE [1]rdma.SGE
+	writeWR  rdma.SendWR
+	sendSGE  [1]rdma.SGE
+	sendWR   rdma.SendWR
+}
+
+// initSlot lays slot i out over buf (the receive buffer, then the CQE) at
+// addr in the region of lkey.
+func (q *targetQueue) initSlot(s *targetSlot, i int, buf []byte, addr uint64, lkey uint32) {
+	rs := q.recvSize
+	s.recvBuf = buf[:rs:rs]
+	s.respBuf = buf[rs : rs+nvme.CQESize : rs+nvme.CQESize]
+	s.recvSGE[0] = rdma.SGE{Addr: addr, Length: uint32(rs), LKey: lkey}
+	s.recvWR = rdma.RecvWR{WRID: wrRecv | uint64(i), SGL: s.recvSGE[:]}
+	s.sendSGE[0] = rdma.SGE{Addr: addr + uint64(rs), Length: nvme.CQESize, LKey: lkey}
+	s.sendWR = rdma.SendWR{WRID: wrSend | uint64(i), SGL: s.sendSGE[:], Opcode: rdma.WRSend, Flags: rdma.SendSignaled}
+	s.readWR = rdma.SendWR{WRID: wrRead | uint64(i), SGL: s.readSGE[:], Opcode: rdma.WRRDMARead, Flags: rdma.SendSignaled}
+	s.writeWR = rdma.SendWR{WRID: wrWrite | uint64(i), SGL: s.writeSGE[:], Opcode: rdma.WRRDMAWrite}
+	s.req.Slot = i
+	s.req.Completer = q
+	s.req.Queue = q
+	s.q = q
+	s.w.slot = s
+	s.w.granted = grantedData
+	s.recvIdx = -1
+}
+
+// postRecvs posts the receive buffers of the slots (the queue's receive
+// ring); with the port's SRQ the queue has none of its own.
+func (q *targetQueue) postRecvs(slots []*targetSlot) error {
+	if q.rpool != nil {
+		return nil
+	}
+	for _, s := range slots {
+		if err := q.qp.PostRecv(&s.recvWR); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // pushFree makes slot i free for the next capsule (SRQ only).
 func (q *targetQueue) pushFree(i int) {
