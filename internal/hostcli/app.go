@@ -1,4 +1,4 @@
-// Command nvmeof is the nvmeof NVMe over Fabrics initiator: nvme-cli's
+// Package hostcli is the nvmeof command, the NVMe over Fabrics initiator: nvme-cli's
 // fabrics commands (discover, connect, connect-all, disconnect,
 // disconnect-all, list, list-subsys, id-ctrl, id-ns, ns-descs, smart-log,
 // error-log, get-log, get-feature, reset, gen-dhchap-key, gen-hostnqn,
@@ -12,12 +12,11 @@
 // A connection outlives the command that made it: connect starts one
 // daemon process per controller (see package initiator/session), which the
 // other commands talk to.
-package main
+package hostcli
 
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
@@ -26,13 +25,9 @@ import (
 	"github.com/nvmeof/nvmeof/initiator/session"
 )
 
-func main() {
-	os.Exit(run(os.Args, os.Stdout, os.Stderr))
-}
-
-// run runs the CLI with args and returns the exit status: errors are one
+// Run runs the CLI with args and returns the exit status: errors are one
 // line on stderr and status 1.
-func run(args []string, stdout, stderr io.Writer) int {
+func Run(args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
 	// Usage errors are one line too, without the help text, and every
 	// error exits with status 1 (urfave/cli would exit by itself for some).

@@ -1,4 +1,4 @@
-package main
+package hostcli
 
 import (
 	"encoding/json"
@@ -19,7 +19,7 @@ import (
 func TestMain(m *testing.M) {
 	for i, a := range os.Args {
 		if a == daemonCommand && i > 0 && os.Args[1] == "--run-dir" {
-			os.Exit(run(os.Args, os.Stdout, os.Stderr))
+			os.Exit(Run(os.Args, os.Stdout, os.Stderr))
 		}
 	}
 	os.Exit(m.Run())

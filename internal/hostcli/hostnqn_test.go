@@ -1,4 +1,4 @@
-package main
+package hostcli
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 // runCLI runs the CLI in-process and returns its exit status and output.
 func runCLI(args ...string) (code int, stdout, stderr string) {
 	var out, errb bytes.Buffer
-	code = run(append([]string{"nvmeof"}, args...), &out, &errb)
+	code = Run(append([]string{"nvmeof"}, args...), &out, &errb)
 	return code, out.String(), errb.String()
 }
 

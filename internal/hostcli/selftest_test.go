@@ -1,4 +1,4 @@
-package main
+package hostcli
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 // an in-process target and initiator, verified I/O, no privileges.
 func TestSelftestLoop(t *testing.T) {
 	var out, errOut bytes.Buffer
-	code := run([]string{"nvmeof", "selftest", "--transport", "loop", "--size", "16MiB", "--seconds", "20s", "--seed", "3"}, &out, &errOut)
+	code := Run([]string{"nvmeof", "selftest", "--transport", "loop", "--size", "16MiB", "--seconds", "20s", "--seed", "3"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit status %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
@@ -40,7 +40,7 @@ func TestSelftestBadFlags(t *testing.T) {
 		{"--provider", "soft", "--device", "mlx5_0"},
 	} {
 		var out, errOut bytes.Buffer
-		code := run(append([]string{"nvmeof", "selftest"}, args...), &out, &errOut)
+		code := Run(append([]string{"nvmeof", "selftest"}, args...), &out, &errOut)
 		if code != 1 || strings.Count(errOut.String(), "\n") != 1 || !strings.HasPrefix(errOut.String(), "nvmeof: ") {
 			t.Errorf("selftest %q: status %d, stderr %q; want status 1 and one line", args, code, errOut.String())
 		}
