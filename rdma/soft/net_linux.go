@@ -721,7 +721,8 @@ func (m *mmsg) recv(fd uintptr) bool {
 			h.SetControllen(int(unsafe.Sizeof(m.gro[i])))
 		}
 	}
-	r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&m.hdrs[0])), uintptr(m.n), unix.MSG_DONTWAIT, 0, 0)
+	// MSG_DONTWAIT: the call never sleeps, so it is made raw (see send).
+	r, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&m.hdrs[0])), uintptr(m.n), unix.MSG_DONTWAIT, 0, 0)
 	if e == unix.EAGAIN || e == unix.EINTR {
 		return false
 	}
@@ -729,8 +730,15 @@ func (m *mmsg) recv(fd uintptr) bool {
 	return true
 }
 
+// send sends messages [m.off, m.off+m.n) without blocking and reports
+// false when the socket is full (EAGAIN).
+//
+// recv and send are raw system calls: with MSG_DONTWAIT neither sleeps,
+// and a syscall.Syscall6 (entersyscall) of a process whose Ps were all
+// idle wakes the runtime's sysmon thread, asleep since: a futex wake and
+// a thread on another CPU for every I/O of a target at queue depth 1.
 func (m *mmsg) send(fd uintptr) bool {
-	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&m.hdrs[m.off])), uintptr(m.n), unix.MSG_DONTWAIT, 0, 0)
+	r, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&m.hdrs[m.off])), uintptr(m.n), unix.MSG_DONTWAIT, 0, 0)
 	if e == unix.EAGAIN || e == unix.EINTR {
 		return false
 	}
