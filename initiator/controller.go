@@ -170,8 +170,6 @@ func (c *Controller) setupWait() waitOpts {
 	return waitOpts{timeout: c.opts.CommandTimeout, noAbort: true}
 }
 
-// establish builds a new association: admin queue, controller enable,
-// Identify, I/O queues and AEN configuration.
 // dial opens one transport queue within the connect timeout.
 func (c *Controller) dial(ctx context.Context, p fabrics.QueueParams) (fabrics.HostQueue, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
@@ -179,6 +177,8 @@ func (c *Controller) dial(ctx context.Context, p fabrics.QueueParams) (fabrics.H
 	return c.dialer.Dial(ctx, c.addr, p)
 }
 
+// establish builds a new association: admin queue, controller enable,
+// Identify, I/O queues and AEN configuration.
 func (c *Controller) establish(ctx context.Context) (*assoc, error) {
 	o := &c.opts
 	c.mu.Lock()

@@ -76,8 +76,11 @@ const (
 func dnr(s nvme.Status) nvme.Error { return nvme.Error{Status: s, DNR: true} }
 func st(s nvme.Status) nvme.Error  { return nvme.Error{Status: s} }
 
-// HandleCommand implements fabrics.CommandHandler. It never blocks:
-// admin commands run here, I/O goes to the namespace's workers.
+// HandleCommand implements fabrics.CommandHandler. It does not wait for
+// a backend that may block: admin commands run here, and so does the I/O
+// of a backend that never blocks (bdev.NonBlocking); an asynchronous
+// backend's I/O starts here without waiting (bdev.Async); other I/O goes
+// to the namespace's workers (namespace.submit).
 func (q *queue) HandleCommand(r *fabrics.Request) {
 	// The transport owns CID and SQID (bytes 13:10); the rest is ours.
 	clear(r.CQE[:10])

@@ -196,7 +196,9 @@ func (q *targetQueue) watchConn() {
 	}
 }
 
-// run is the queue's goroutine: it waits for Serve, then polls the CQ.
+// run is the queue's goroutine: it waits for Serve, then handles the
+// CQ's completions until the close (verbs.poll: it polls, or, for an I/O
+// queue on an rdma.HandlerCQ, waits while the provider calls complete).
 func (q *targetQueue) run() {
 	select {
 	case <-q.serveCh:

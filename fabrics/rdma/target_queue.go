@@ -13,7 +13,10 @@ import (
 	"github.com/nvmeof/nvmeof/rdma"
 )
 
-// targetQueue is one NVMe queue on an RC QP. Its goroutine polls the CQ.
+// targetQueue is one NVMe queue on an RC QP. Its goroutine (run) polls
+// the CQ, except for an I/O queue on a CQ that runs handlers
+// (rdma.HandlerCQ): there the provider's goroutine handles the
+// completions and the queue's goroutine only waits for the close.
 type targetQueue struct {
 	l       *Listener
 	log     hclog.Logger
