@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nvmeof/nvmeof/configfs"
+	"github.com/nvmeof/nvmeof/target"
 )
 
 // The objects of the API: params of add and modify methods (members left
@@ -257,12 +258,18 @@ func set[T any](dst *T, v *T) {
 }
 
 func subsystemInfo(t *configfs.Tree, s *configfs.Subsystem) Subsystem {
+	// Results give the values in effect: what the target uses when the
+	// configuration leaves an attribute out (0 or ""), as Identify
+	// Controller and Connect admission see them.
 	out := Subsystem{NQN: s.NQN, AllowAnyHost: ptr(s.AllowAnyHost), AllowedHosts: s.AllowedHosts,
-		Version: ptr(s.EffectiveVersion()), QIDMax: ptr(s.QIDMax), MaxControllers: ptr(s.MaxControllers),
-		MaxControllersPerHost: ptr(s.MaxControllersPerHost)}
+		Version: ptr(s.EffectiveVersion()), QIDMax: ptr(cmp.Or(s.QIDMax, target.DefaultMaxIOQueues)),
+		MaxControllers:        ptr(cmp.Or(s.MaxControllers, target.DefaultMaxControllers)),
+		MaxControllersPerHost: ptr(cmp.Or(s.MaxControllersPerHost, target.DefaultMaxControllersPerHost))}
 	lo, hi := s.EffectiveCntlidRange()
 	out.CntlidMin, out.CntlidMax = ptr(lo), ptr(hi)
-	out.Serial, out.Model, out.Firmware = nonEmpty(s.Serial), nonEmpty(s.Model), nonEmpty(s.Firmware)
+	out.Serial = ptr(cmp.Or(s.Serial, target.DerivedSerial(s.NQN)))
+	out.Model = ptr(cmp.Or(s.Model, target.DefaultModel))
+	out.Firmware = ptr(cmp.Or(s.Firmware, target.DefaultFirmwareRevision))
 	for _, p := range t.PortsOf(s.NQN) {
 		out.Ports = append(out.Ports, p.ID)
 	}

@@ -39,7 +39,7 @@ var emptyNSTable = &nsTable{byID: map[uint32]*namespace{}, nn: MaxNamespaces}
 
 func newSubsystem(t *Target, cfg SubsystemConfig, disc bool) *Subsystem {
 	if disc {
-		cfg.Serial = derivedSerial(cfg.NQN)
+		cfg.Serial = DerivedSerial(cfg.NQN)
 		cfg.FirmwareRevision = DefaultFirmwareRevision
 		cfg.CntlIDMin, cfg.CntlIDMax = DefaultCntlIDMin, DefaultCntlIDMax
 		cfg.Version = fabrics.VS13

@@ -262,9 +262,9 @@ type PortConfig struct {
 	ANAGroups []ANAGroupState
 }
 
-// derivedSerial returns 20 hex digits of SHA-256 of the NQN: a serial
+// DerivedSerial returns 20 hex digits of SHA-256 of the NQN: a serial
 // number that stays the same across restarts (Linux picks a random one).
-func derivedSerial(nqn string) string {
+func DerivedSerial(nqn string) string {
 	h := sha256.Sum256([]byte("serial:" + nqn))
 	return hex.EncodeToString(h[:10])
 }
@@ -291,7 +291,7 @@ func (c *SubsystemConfig) normalize() error {
 		c.Version = fabrics.VS13
 	}
 	if c.Serial == "" {
-		c.Serial = derivedSerial(c.NQN)
+		c.Serial = DerivedSerial(c.NQN)
 	}
 	if c.FirmwareRevision == "" {
 		c.FirmwareRevision = DefaultFirmwareRevision

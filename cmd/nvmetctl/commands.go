@@ -11,6 +11,7 @@ import (
 
 	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/control"
+	"github.com/nvmeof/nvmeof/target"
 )
 
 // table prints rows under a header, aligned.
@@ -67,10 +68,11 @@ func subsystemFlags() []cli.Flag {
 		&cli.StringFlag{Name: "model", Usage: "model number"},
 		&cli.StringFlag{Name: "firmware", Usage: "firmware revision"},
 		&cli.StringFlag{Name: "version", Usage: "NVMe version, major.minor[.tertiary]"},
-		&cli.IntFlag{Name: "cntlid-min", Usage: "lowest controller ID"},
-		&cli.IntFlag{Name: "cntlid-max", Usage: "highest controller ID"},
-		&cli.IntFlag{Name: "qid-max", Usage: "I/O queues a controller grants"},
-		&cli.IntFlag{Name: "max-controllers", Usage: "most controllers at once"},
+		&cli.IntFlag{Name: "cntlid-min", Usage: "lowest controller ID", DefaultText: strconv.Itoa(configfs.DefaultCntlidMin)},
+		&cli.IntFlag{Name: "cntlid-max", Usage: "highest controller ID", DefaultText: strconv.Itoa(configfs.DefaultCntlidMax)},
+		&cli.IntFlag{Name: "qid-max", Usage: "I/O queues a controller grants", DefaultText: strconv.Itoa(target.DefaultMaxIOQueues)},
+		&cli.IntFlag{Name: "max-controllers", Usage: "most controllers at once", DefaultText: strconv.Itoa(target.DefaultMaxControllers)},
+		&cli.IntFlag{Name: "max-controllers-per-host", Usage: "most controllers of one host NQN at once", DefaultText: strconv.Itoa(target.DefaultMaxControllersPerHost)},
 	}
 }
 
@@ -128,17 +130,17 @@ func subsystemCmd() *cli.Command {
 
 func nsFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "backend", Usage: "file, block, memory or null (default: from the path)"},
+		&cli.StringFlag{Name: "backend", Usage: "file, block, memory, null or rbd (default: file or block by the path)"},
 		&cli.StringFlag{Name: "path", Aliases: []string{"p"}, Usage: "backing file or block device `PATH`"},
 		&cli.StringFlag{Name: "size", Usage: "`SIZE` in bytes or with a unit (64MiB, 1G)"},
-		&cli.IntFlag{Name: "block-size", Usage: "logical block size"},
+		&cli.IntFlag{Name: "block-size", Usage: "logical block size", DefaultText: "512, or a block device's"},
 		&cli.BoolFlag{Name: "grow", Usage: "extend an existing smaller file to the size"},
 		&cli.StringFlag{Name: "uuid", Usage: "namespace UUID (default: derived)"},
 		&cli.StringFlag{Name: "nguid", Usage: "namespace NGUID (default: derived)"},
 		&cli.StringFlag{Name: "eui64", Usage: "namespace EUI-64 (default: derived)"},
 		&cli.BoolFlag{Name: "disabled", Usage: "add the namespace disabled"},
 		&cli.BoolFlag{Name: "buffered-io", Usage: "keep a block device off O_DIRECT"},
-		&cli.IntFlag{Name: "ana-grpid", Usage: "ANA group `ID` (1-128)"},
+		&cli.IntFlag{Name: "ana-grpid", Usage: "ANA group `ID` (1-128)", DefaultText: "1"},
 		&cli.StringFlag{Name: "pool", Usage: "Ceph RBD pool (backend rbd)"},
 		&cli.StringFlag{Name: "image", Usage: "Ceph RBD image (backend rbd)"},
 		&cli.StringFlag{Name: "ceph-conf", Usage: "Ceph configuration `FILE` (backend rbd)"},
@@ -203,7 +205,7 @@ func nsCmd() *cli.Command {
 			return do(c, "ns.list", map[string]any{"nqn": a[0]}, printNS(c))
 		}},
 		&cli.Command{Name: "add", Usage: "add a namespace (NSID: the lowest free unless --nsid)", ArgsUsage: "SUBSYSTEM-NQN",
-			Flags: append(nsFlags(), &cli.IntFlag{Name: "nsid", Aliases: []string{"n"}, Usage: "namespace ID"}),
+			Flags: append(nsFlags(), &cli.IntFlag{Name: "nsid", Aliases: []string{"n"}, Usage: "namespace ID", DefaultText: "the lowest free"}),
 			Action: func(c *cli.Context) error {
 				a, err := args(c, "SUBSYSTEM-NQN")
 				if err != nil {
@@ -236,8 +238,12 @@ func nsCmd() *cli.Command {
 			}
 			return do(c, "ns.del", map[string]any{"nqn": nqn, "nsid": nsid}, func(bool) { say(c, "namespace %d of %s deleted", nsid, nqn) })
 		}},
-		&cli.Command{Name: "resize", Usage: "resize a namespace (without SIZE: read a block device's or file's size again)", ArgsUsage: "SUBSYSTEM-NQN NSID [SIZE]",
-			Flags: []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "shrink a memory namespace, creating it again empty"}},
+		&cli.Command{Name: "resize", Usage: "resize a namespace (without a size: read a block device's or file's size again)",
+			ArgsUsage: "SUBSYSTEM-NQN NSID [SIZE]", Description: "The size is --size SIZE, as ns add takes it, or the third argument.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "size", Usage: "new `SIZE` in bytes or with a unit (64MiB, 1G)"},
+				&cli.BoolFlag{Name: "force", Usage: "shrink a memory namespace, creating it again empty"},
+			},
 			Action: func(c *cli.Context) error {
 				a, err := args(c, "SUBSYSTEM-NQN", "NSID", "[SIZE]")
 				if err != nil {
@@ -248,11 +254,18 @@ func nsCmd() *cli.Command {
 					return err
 				}
 				p := params(c, map[string]any{"nqn": a[0], "nsid": nsid})
-				if a[2] != "" {
-					if _, err := configfs.ParseSize(a[2]); err != nil {
-						return usagef("size %q: %v", a[2], err)
+				sz := a[2]
+				if c.IsSet("size") {
+					if sz != "" {
+						return usagef("%s: the size twice (--size %s and %s): give one", c.Command.FullName(), c.String("size"), sz)
 					}
-					p["size"] = a[2]
+					sz = c.String("size")
+				}
+				if sz != "" {
+					if _, err := configfs.ParseSize(sz); err != nil {
+						return usagef("size %q: %v", sz, err)
+					}
+					p["size"] = sz
 				}
 				return do(c, "ns.resize", p, func(ns control.Namespace) { say(c, "namespace %d of %s: %s", ns.NSID, ns.NQN, size(ns.Size)) })
 			}},
@@ -351,10 +364,10 @@ func portFlags() []cli.Flag {
 		&cli.StringFlag{Name: "service", Aliases: []string{"s"}, Usage: "service (port number), default 4420"},
 		&cli.StringFlag{Name: "provider", Usage: "RDMA provider: soft, ibverbs or auto"},
 		&cli.StringFlag{Name: "device", Usage: "rdma-core device name (ibverbs)"},
-		&cli.IntFlag{Name: "tos", Usage: "IP type of service"},
+		&cli.IntFlag{Name: "tos", Usage: "IP type of service (0-255)", DefaultText: "the provider's"},
 		&cli.StringFlag{Name: "treq", Usage: "transport requirements: not specified, required, not required"},
-		&cli.IntFlag{Name: "inline-data-size", Usage: "in-capsule data bytes"},
-		&cli.IntFlag{Name: "portid", Usage: "port number in discovery log entries"},
+		&cli.IntFlag{Name: "inline-data-size", Usage: "in-capsule data bytes", DefaultText: strconv.Itoa(configfs.DefaultInlineDataSize)},
+		&cli.IntFlag{Name: "portid", Usage: "port number in discovery log entries", DefaultText: "PORT-ID if a number, else the lowest free"},
 		&cli.StringSliceFlag{Name: "subsystem", Usage: "export subsystem `NQN` (repeat; replaces the list)"},
 	}
 }

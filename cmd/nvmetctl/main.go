@@ -19,6 +19,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nvmeof/nvmeof/control"
+	"github.com/nvmeof/nvmeof/internal/buildinfo"
 	"github.com/nvmeof/nvmeof/internal/cliutil"
 )
 
@@ -53,6 +54,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "socket", Aliases: []string{"s"}, Value: control.DefaultSocket, EnvVars: []string{"NVMETD_CONTROL_SOCKET"}, Usage: "nvmetd's control socket `PATH`"},
 			&cli.StringFlag{Name: "output-format", Aliases: []string{"o"}, Value: "normal", Usage: "output `FORMAT`: normal or json"},
+			&cli.BoolFlag{Name: "version", Usage: "print the version (module version and VCS revision) and exit"},
 			&cli.DurationFlag{Name: "wait", Value: defaultWait, Usage: "while nvmetd is busy (every control connection has a request under way), try again for up to `DURATION` (0: not at all)"},
 		},
 		Before: func(c *cli.Context) error {
@@ -66,7 +68,16 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Commands: []*cli.Command{
 			subsystemCmd(), nsCmd(), hostCmd(), portCmd(), ctrlCmd(), configCmd(), rpcCmd(),
 		},
-		Action: noCommand,
+		Action: func(c *cli.Context) error {
+			if c.Bool("version") {
+				if c.NArg() > 0 {
+					return usagef("--version takes no command (got %q)", c.Args().First())
+				}
+				_, err := fmt.Fprintln(c.App.Writer, buildinfo.Line("nvmetctl"))
+				return err
+			}
+			return noCommand(c)
+		},
 	}
 }
 

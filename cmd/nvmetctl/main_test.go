@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/control"
@@ -72,15 +75,31 @@ func TestCommands(t *testing.T) {
 		out    string // in stdout (status 0) or stderr
 	}{
 		{"subsystem list", 0, nqn + "  lp     any    1"},
+		// The serial, model and bounds in effect, derived or default.
+		{"subsystem list", 0, "1           b0138b93766ede5c4a6e  nvmeof"},
+		{"-o json subsystem list", 0, `"serial": "b0138b93766ede5c4a6e",`},
+		{"-o json subsystem list", 0, `"firmware": "0.1",`},
+		{"-o json subsystem list", 0, `"qid_max": 128,`},
+		{"-o json subsystem list", 0, `"max_controllers": 1024,`},
+		{"-o json subsystem list", 0, `"max_controllers_per_host": 16,`},
+		{"--version", 0, "nvmetctl version "},
 		{"ns add " + nqn + " --path disk.img --size 2MiB", 0, "namespace 2 added to " + nqn + " (file, 2MiB)"},
 		{"ns list " + nqn, 0, filepath.Join(dir, "disk.img")},
 		{"ns resize " + nqn + " 2 4MiB", 0, "namespace 2 of " + nqn + ": 4MiB"},
 		{"ns resize " + nqn + " 1 2MiB", 0, "namespace 1 of " + nqn + ": 2MiB"},
 		{"ns resize " + nqn + " 1 1MiB", 1, "data is lost; force to do it"},
+		{"ns resize " + nqn + " 2 --size 6MiB", 0, "namespace 2 of " + nqn + ": 6MiB"},
+		{"ns resize --size 8MiB " + nqn + " 2", 0, "namespace 2 of " + nqn + ": 8MiB"},
+		{"ns resize " + nqn + " 2 8MiB --size 8MiB", 2, "the size twice"},
+		{"ns resize " + nqn + " 2 --size 8XB", 2, `size "8XB"`},
 		{"ns disable " + nqn + " 2", 0, "namespace 2 of " + nqn + " disabled"},
 		{"-o json ns list " + nqn, 0, `"enabled": false`},
 		{"ns add " + nqn + " --backend memory", 1, "subsystems/" + nqn + "/namespaces/3: size: a size is required for backend memory"},
 		{"subsystem modify " + nqn + " --allow-any-host=false", 0, "changed"},
+		{"subsystem modify " + nqn + " --max-controllers 64 --max-controllers-per-host 4 --serial S1", 0, "changed"},
+		{"-o json subsystem list", 0, `"max_controllers": 64,`},
+		{"-o json subsystem list", 0, `"max_controllers_per_host": 4,`},
+		{"subsystem list", 0, "S1"},
 		{"host allow " + nqn + " nqn.2026-11.io.nvmeof:h1", 0, "allowed hosts nqn.2026-11.io.nvmeof:h1"},
 		{"host list", 0, "nqn.2026-11.io.nvmeof:h1  -             " + nqn},
 		{"port add p2 -t loop -s 4421 --subsystem " + nqn, 0, "port p2 added: loop :4421"},
@@ -156,6 +175,39 @@ func TestInterspersed(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("%q: %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestHelpDefaults: no flag's help shows a default it does not have (the
+// int flags said "(default: 0)" where the target uses 8192, 128, 1024...),
+// and --backend names every backend.
+func TestHelpDefaults(t *testing.T) {
+	app := newApp(io.Discard, io.Discard)
+	var walk func(path []string, cmds []*cli.Command)
+	n := 0
+	walk = func(path []string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			p := append(append([]string(nil), path...), c.Name)
+			if len(c.Subcommands) > 0 {
+				walk(p, c.Subcommands)
+				continue
+			}
+			var stdout bytes.Buffer
+			if status := run(append(append([]string{"nvmetctl"}, p...), "--help"), &stdout, io.Discard); status != 0 {
+				t.Errorf("%s --help: status %d", strings.Join(p, " "), status)
+			}
+			n++
+			if strings.Contains(stdout.String(), "(default: 0)") {
+				t.Errorf("%s --help shows a default of 0:\n%s", strings.Join(p, " "), stdout.String())
+			}
+			if c.Name == "add" && path[0] == "ns" && !strings.Contains(stdout.String(), "null or rbd") {
+				t.Errorf("ns add --help: --backend leaves out rbd:\n%s", stdout.String())
+			}
+		}
+	}
+	walk(nil, app.Commands)
+	if n < 28 {
+		t.Errorf("walked %d commands' help, want all 28", n)
 	}
 }
 
