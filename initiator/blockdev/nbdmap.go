@@ -112,7 +112,7 @@ func mapNBD(ctx context.Context, e *engine, c *config) (*nbdMapping, error) {
 	defer g.Close()
 	fam, err := g.family(nbdGenlName)
 	if errors.Is(err, errNoFamily) {
-		return nil, fmt.Errorf("blockdev: no nbd netlink family: load the nbd module (modprobe nbd) or use MethodFUSELoop: %w", err)
+		return nil, fmt.Errorf("blockdev: no nbd netlink family: load the nbd module (modprobe nbd) or map with FUSE + loop (nvmeof connect --map fuse): %w", err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("blockdev: %w", err)

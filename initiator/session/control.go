@@ -40,7 +40,8 @@ type Request struct {
 	Spec     json.RawMessage `json:"spec,omitempty"`
 	IOPolicy string          `json:"iopolicy,omitempty"`
 	// Path names OpRemovePath's path (PathState.Name), and the path
-	// OpAdmin and OpIdentify go to (empty: the first live one).
+	// OpAdmin, OpIdentify and OpSMARTLog go to (empty: the first live
+	// one).
 	Path string `json:"path,omitempty"`
 	// Data is what OpReservation sends to the controller.
 	Data []byte `json:"data,omitempty"`

@@ -539,7 +539,11 @@ func (d *Daemon) handle(req Request) Response {
 		}
 		return Response{Data: []byte(id)}
 	case OpSMARTLog:
-		l, err := d.adminCtrl().SMARTLog(ctx)
+		ctrl, err := d.pathCtrl(req)
+		if err != nil {
+			return Response{Error: err.Error()}
+		}
+		l, err := ctrl.SMARTLog(ctx)
 		if err != nil {
 			return Response{Error: describe(err)}
 		}

@@ -68,8 +68,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			"module needed; or, in a binary built with -tags ibverbs, on an RDMA NIC or rxe through\n" +
 			"rdma-core: --provider soft|ibverbs|auto, --device mlx5_0; auto, the default, uses\n" +
 			"ibverbs when an RDMA device holds the host address) and maps each namespace as a\n" +
-			"local block device (NBD where the kernel has it, otherwise a FUSE file behind a loop\n" +
-			"device). The commands and flags are\n" +
+			"local block device (ublk where the kernel has it, else NBD, else a FUSE file behind a\n" +
+			"loop device; connect's --map chooses). The commands and flags are\n" +
 			"nvme-cli's: `nvmeof discover -t rdma -a 192.0.2.1 -s 4420`, `nvmeof connect ... -n NQN`,\n" +
 			"`nvmeof list`, `nvmeof disconnect -n NQN`.\n\n" +
 			"Each connected controller is served by its own background process (named nvmeof0,\n" +

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,13 +178,37 @@ func addPath(c *cli.Context, e *session.Entry, a connectArgs) (*session.State, e
 // errAlreadyConnected is wrapped when connect finds the connection made.
 var errAlreadyConnected = errors.New("already connected")
 
-// connectOne starts the daemon of one connection and waits for its report.
-func connectOne(c *cli.Context, a connectArgs) (*session.State, error) {
+// connected is what connectOne made: a daemon's state, and whether the
+// connect added a path to a connected subsystem rather than a controller
+// (path: its name).
+type connected struct {
+	args  connectArgs
+	state *session.State
+	added bool
+	path  string
+}
+
+// addedPath names the path of st that a connected (the last that matches
+// its addresses).
+func addedPath(st *session.State, a connectArgs) string {
+	name := ""
+	for _, p := range st.Paths {
+		if p.Traddr == a.Traddr && p.Trsvcid == a.Trsvcid && (a.HostTraddr == "" || p.HostTraddr == a.HostTraddr) {
+			name = p.Name
+		}
+	}
+	return name
+}
+
+// connectOne starts the daemon of one connection and waits for its
+// report, or adds a path to the daemon of a's subsystem when one is
+// connected (docs/multipath.md).
+func connectOne(c *cli.Context, a connectArgs) (connected, error) {
 	if err := a.validateConnect(); err != nil {
-		return nil, err
+		return connected{}, err
 	}
 	if err := checkLogTarget(c); err != nil { // logtarget.go
-		return nil, err
+		return connected{}, err
 	}
 	if a.Trsvcid == "" {
 		a.Trsvcid = strconv.Itoa(fabrics.DefaultServiceID)
@@ -193,10 +218,14 @@ func connectOne(c *cli.Context, a connectArgs) (*session.State, error) {
 		a.HostNQN = defaultHostNQN()
 	}
 	if st := findConnected(runDir, a); st != nil && !a.Duplicate {
-		return nil, fmt.Errorf("%s at %s %s:%s: %w as %s (-D/--duplicate-connect makes another controller)", a.NQN, a.Transport, a.Traddr, a.Trsvcid, errAlreadyConnected, st.Name)
+		return connected{}, fmt.Errorf("%s at %s %s:%s: %w as %s (-D/--duplicate-connect makes another controller)", a.NQN, a.Transport, a.Traddr, a.Trsvcid, errAlreadyConnected, st.Name)
 	}
 	if e := findSubsystem(runDir, a); e != nil && !a.Duplicate {
-		return addPath(c, e, a)
+		st, err := addPath(c, e, a)
+		if err != nil {
+			return connected{}, err
+		}
+		return connected{args: a, state: st, added: true, path: addedPath(st, a)}, nil
 	}
 	switch lvl := hclog.LevelFromString(c.String("log-level")); lvl {
 	case hclog.Trace, hclog.Debug:
@@ -206,14 +235,14 @@ func connectOne(c *cli.Context, a connectArgs) (*session.State, error) {
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("cannot find this program to start the connection daemon: %w", err)
+		return connected{}, fmt.Errorf("cannot find this program to start the connection daemon: %w", err)
 	}
 	slot, err := session.Allocate(runDir)
 	if errors.Is(err, fs.ErrPermission) {
-		return nil, fmt.Errorf("run as root (the soft RoCE device needs CAP_NET_RAW, the block devices CAP_SYS_ADMIN): %s", trimPrefixes(err.Error()))
+		return connected{}, fmt.Errorf("run as root (the soft RoCE device needs CAP_NET_RAW, the block devices CAP_SYS_ADMIN): %s", trimPrefixes(err.Error()))
 	}
 	if err != nil {
-		return nil, trimErr(err)
+		return connected{}, trimErr(err)
 	}
 	var extra []*os.File
 	if a.DHChapSecret != "" || a.DHChapCtrlSecret != "" {
@@ -221,7 +250,7 @@ func connectOne(c *cli.Context, a connectArgs) (*session.State, error) {
 		pr, err := secretsPipe(a)
 		if err != nil {
 			slot.Release()
-			return nil, err
+			return connected{}, err
 		}
 		defer pr.Close()
 		extra = append(extra, pr)
@@ -229,13 +258,13 @@ func connectOne(c *cli.Context, a connectArgs) (*session.State, error) {
 	spec, err := json.Marshal(a)
 	if err != nil {
 		slot.Release()
-		return nil, err
+		return connected{}, err
 	}
 	args := []string{"--run-dir", runDir, daemonCommand, "--name", slot.Name, "--spec", string(spec)}
 	margs, err := daemonMetricsArgs(c) // metrics.go
 	if err != nil {
 		slot.Release()
-		return nil, err
+		return connected{}, err
 	}
 	args = append(args, margs...)
 	largs, lf := daemonLogArgs(c, secretsFD+len(extra)) // logtarget.go
@@ -249,10 +278,10 @@ func connectOne(c *cli.Context, a connectArgs) (*session.State, error) {
 	st, err := session.StartDaemon(exe, args, slot, a.Timeout+mapTimeout+startSlack, extra...)
 	if err != nil {
 		log.Debug("the connection daemon failed; its log stays", "name", slot.Name, "log", where)
-		return nil, fmt.Errorf("%s (log: %s)", trimPrefixes(err.Error()), where)
+		return connected{}, fmt.Errorf("%s (log: %s)", trimPrefixes(err.Error()), where)
 	}
 	log.Debug("connection daemon running", "name", st.Name, "pid", st.PID, "log", st.Log)
-	return st, nil
+	return connected{args: a, state: st}, nil
 }
 
 // trimErr makes an error one line without package prefixes.
@@ -260,9 +289,13 @@ func trimErr(err error) error { return errors.New(trimPrefixes(err.Error())) }
 
 // printConnected prints what connect made: the mapped devices, one per
 // line, then the controller name (JSON: nvme-cli's {"device": ...} plus
-// the namespaces).
-func printConnected(c *cli.Context, format string, st *session.State) error {
+// the namespaces); and, on stderr, connectNotes.
+func printConnected(c *cli.Context, format string, cn connected) error {
+	for _, n := range connectNotes(cn) {
+		fmt.Fprintln(c.App.ErrWriter, n)
+	}
 	w := c.App.Writer
+	st := cn.state
 	if format == formatJSON {
 		var nss []jobj
 		for _, ns := range st.Namespaces {
@@ -279,17 +312,54 @@ func printConnected(c *cli.Context, format string, st *session.State) error {
 	return nil
 }
 
+// connectNotes are what a connect's output leaves implicit, one line
+// each: that it added a path to a connected subsystem rather than a
+// controller, and which mapping --map auto chose.
+func connectNotes(cn connected) []string {
+	st := cn.state
+	var notes []string
+	if cn.added {
+		path := "a path"
+		if cn.path != "" {
+			path = "path " + cn.path
+		}
+		// The mapping was chosen by the subsystem's first connect.
+		return append(notes, fmt.Sprintf("%s: added %s to %s, connected already: no new controller or device (-D makes a separate controller)", st.Name, path, st.SubsysNQN))
+	}
+	if cn.args.Map != "" && cn.args.Map != "auto" {
+		return notes
+	}
+	var each, distinct []string // "nvmeof0n1 ublk" per mapped namespace; the methods
+	for _, ns := range st.Namespaces {
+		if ns.Method == "" {
+			continue
+		}
+		each = append(each, ns.Generic+" "+ns.Method)
+		if !slices.Contains(distinct, ns.Method) {
+			distinct = append(distinct, ns.Method)
+		}
+	}
+	chose := each
+	switch len(distinct) {
+	case 0:
+		return notes
+	case 1:
+		chose = distinct
+	}
+	return append(notes, fmt.Sprintf("%s: --map auto chose %s", st.Name, strings.Join(chose, ", ")))
+}
+
 func cmdConnect(c *cli.Context) error {
 	format, err := checkFormat(c)
 	if err != nil {
 		return err
 	}
 	a := parseFabricsArgs(c)
-	st, err := connectOne(c, a)
+	cn, err := connectOne(c, a)
 	if err != nil {
 		return err
 	}
-	return printConnected(c, format, st)
+	return printConnected(c, format, cn)
 }
 
 func cmdConnectAll(c *cli.Context) error {
@@ -329,7 +399,7 @@ func cmdConnectAll(c *cli.Context) error {
 			b.Traddr = addr.Addr.String()
 		}
 		b.Trsvcid = strconv.Itoa(int(addr.ServiceID))
-		st, err := connectOne(c, b)
+		cn, err := connectOne(c, b)
 		if errors.Is(err, errAlreadyConnected) {
 			continue
 		}
@@ -337,7 +407,7 @@ func cmdConnectAll(c *cli.Context) error {
 			errs = append(errs, fmt.Sprintf("%s: %v", e.SubNQN, err))
 			continue
 		}
-		if err := printConnected(c, format, st); err != nil {
+		if err := printConnected(c, format, cn); err != nil {
 			return err
 		}
 	}

@@ -118,7 +118,8 @@ func deviceArg(c *cli.Context) (string, error) {
 func request(c *cli.Context, t devTarget, req session.Request) (*session.Response, error) {
 	ctx, cancel := context.WithTimeout(c.Context, callTimeout)
 	defer cancel()
-	if req.Op == session.OpAdmin || req.Op == session.OpIdentify {
+	switch req.Op {
+	case session.OpAdmin, session.OpIdentify, session.OpSMARTLog:
 		req.Path = t.path
 	}
 	resp, err := session.Call(ctx, t.entry.SocketPath(), req)

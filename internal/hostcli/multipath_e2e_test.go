@@ -37,11 +37,17 @@ func TestMultipathConnect(t *testing.T) {
 		return append([]string{"connect", "-t", "rdma", "-a", addr, "-s", "4420", "--provider", "soft", "-w", host,
 			"-n", nqn, "-q", tHost, "--map", "none", "--timeout", "30s", "-o", "json"}, extra...)
 	}
-	if out := must(connect(a)...); !strings.Contains(out, `"device": "nvmeof0"`) {
-		t.Fatalf("first connect: %s", out)
+	if code, out, errs := cli(connect(a)...); code != 0 || !strings.Contains(out, `"device": "nvmeof0"`) || errs != "" {
+		t.Fatalf("first connect: exit %d, %s, stderr %q (want none: a new controller, --map none)", code, out, errs)
 	}
-	if out := must(connect(b, "--iopolicy", "round-robin")...); !strings.Contains(out, `"device": "nvmeof0"`) {
-		t.Fatalf("second connect did not add a path to nvmeof0: %s", out)
+	// The second connect says on stderr that it added a path, as its
+	// output is the first controller's.
+	code, out, errs := cli(connect(b, "--iopolicy", "round-robin")...)
+	if code != 0 || !strings.Contains(out, `"device": "nvmeof0"`) {
+		t.Fatalf("second connect did not add a path to nvmeof0: exit %d, %s, stderr %q", code, out, errs)
+	}
+	if want := "nvmeof0: added path nvmeof0c1 to " + nqn + ", connected already"; !strings.HasPrefix(errs, want) || strings.Count(errs, "\n") != 1 {
+		t.Errorf("second connect: stderr %q, want one line starting %q", errs, want)
 	}
 	live, _, err := session.Scan(runDir)
 	if err != nil || len(live) != 1 || live[0].State == nil {
@@ -186,7 +192,8 @@ func TestMultipathDisconnectPath(t *testing.T) {
 // TestMultipathPathCommands: admin commands given a path name
 // (nvmeof0c1) run on that path's controller, as nvme-cli's do on
 // /dev/nvme1: the second gateway's cntlid in id-ctrl, its ANA state in
-// ana-log; nvmeof0 and nvmeof0n1 stay on the daemon's choice.
+// ana-log, its error count in smart-log; nvmeof0 and nvmeof0n1 stay on
+// the daemon's choice.
 func TestMultipathPathCommands(t *testing.T) {
 	const nqn = "nqn.2026-11.io.nvmeof:e2e-mpath-cmds"
 	const a, b, host = "127.61.9.1", "127.61.9.3", "127.61.9.2"
@@ -258,5 +265,33 @@ subsystem %q {
 	}
 	if code, _, errs := cli("id-ctrl", "nvmeof0c7"); code != 1 || !strings.Contains(errs, "nvmeof0c7") {
 		t.Errorf("id-ctrl nvmeof0c7: exit %d, %q", code, errs)
+	}
+
+	// smart-log: the error log entry count is the controller's own, so
+	// failing commands on nvmeof0c1 show in its SMART log only.
+	errEntries := func(dev string) int {
+		var l struct {
+			N int `json:"num_err_log_entries"`
+		}
+		if err := json.Unmarshal([]byte(must("smart-log", dev, "-o", "json")), &l); err != nil {
+			t.Fatal(err)
+		}
+		return l.N
+	}
+	first, second := errEntries("nvmeof0"), errEntries("nvmeof0c1")
+	const failures = 2
+	for range failures {
+		if code, _, _ := cli("get-log", "nvmeof0c1", "--log-id", "126", "--log-len", "4"); code != 1 {
+			t.Fatalf("get-log nvmeof0c1 --log-id 126 (no such log page): exit %d, want 1", code)
+		}
+	}
+	if got := errEntries("nvmeof0c1"); got != second+failures {
+		t.Errorf("smart-log nvmeof0c1: %d error log entries, want %d (%d before, then %d failed commands on that path)", got, second+failures, second, failures)
+	}
+	if got := errEntries("nvmeof0"); got != first {
+		t.Errorf("smart-log nvmeof0: %d error log entries, want %d (the failures were on nvmeof0c1)", got, first)
+	}
+	if code, _, errs := cli("smart-log", "nvmeof0c7"); code != 1 || !strings.Contains(errs, "nvmeof0c7") {
+		t.Errorf("smart-log nvmeof0c7: exit %d, %q", code, errs)
 	}
 }
