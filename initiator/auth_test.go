@@ -473,6 +473,12 @@ func TestAuthRefused(t *testing.T) {
 			if strings.Count(err.Error(), "\n") > 0 {
 				t.Errorf("error is not one line: %q", err)
 			}
+			// The queue is named once: the exchange's error wrapped a
+			// transport failure as "queue reset: queue 0: ...", and
+			// nvme-rdma's says "queue 0:" itself.
+			if n := strings.Count(err.Error(), "qid 0") + strings.Count(err.Error(), "queue 0"); n != 1 {
+				t.Errorf("error %q names the queue %d times, want once", err, n)
+			}
 			var ae *auth.Error
 			if tc.remote || tc.local {
 				var authErr *AuthError

@@ -259,7 +259,8 @@ func (s *cmdSlot) submit() error {
 		// The transport took nothing and calls no Done.
 		q.put(s)
 		q.transportFailed(err)
-		return fmt.Errorf("%w: queue %d: %w", errQueueReset, q.qid, err)
+		// The transport's error names its queue: say it once.
+		return fmt.Errorf("%w: %w", errQueueReset, err)
 	}
 	// The command may already be done (and the slot reused): then the
 	// state is no longer w and the CAS fails.
@@ -354,7 +355,7 @@ func (s *cmdSlot) result(op string) error {
 		return s.terr
 	}
 	if s.cmd.Err != nil {
-		return fmt.Errorf("%w: queue %d: %w", errQueueReset, s.q.qid, s.cmd.Err)
+		return fmt.Errorf("%w: %w", errQueueReset, s.cmd.Err) // as in submit: the transport's error names the queue
 	}
 	return statusError(s.cmd.CQE[:], op, s.q.qid, binary.LittleEndian.Uint32(s.cmd.SQE[4:]))
 }
