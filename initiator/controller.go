@@ -170,11 +170,18 @@ func (c *Controller) setupWait() waitOpts {
 	return waitOpts{timeout: c.opts.CommandTimeout, noAbort: true}
 }
 
-// dial opens one transport queue within the connect timeout.
+// dial opens one transport queue within the connect timeout. When that
+// timeout, not ctx, ends the attempt, the error says so (a
+// *ConnectTimeoutError, not ctx's deadline: "within 5s" printed after
+// the 3 s of the connect timeout misled).
 func (c *Controller) dial(ctx context.Context, p fabrics.QueueParams) (fabrics.HostQueue, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
+	dctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
 	defer cancel()
-	return c.dialer.Dial(ctx, c.addr, p)
+	hq, err := c.dialer.Dial(dctx, c.addr, p)
+	if err != nil && ctx.Err() == nil && errors.Is(dctx.Err(), context.DeadlineExceeded) {
+		return nil, &ConnectTimeoutError{QID: p.QID, After: c.opts.ConnectTimeout}
+	}
+	return hq, err
 }
 
 // establish builds a new association: admin queue, controller enable,

@@ -53,6 +53,22 @@ func (e *TimeoutError) Is(target error) bool { return target == ErrTimeout }
 // Timeout reports true, as net.Error does.
 func (e *TimeoutError) Timeout() bool { return true }
 
+// ConnectTimeoutError is a queue whose transport connect (the RDMA CM
+// exchange) got no answer within Options.ConnectTimeout while the
+// caller's context still had time. Connect wraps it with ErrUnreachable.
+type ConnectTimeoutError struct {
+	QID   uint16
+	After time.Duration // Options.ConnectTimeout
+}
+
+// Error says which timeout expired.
+func (e *ConnectTimeoutError) Error() string {
+	return fmt.Sprintf("queue %d: no answer to the transport connect within %v (the connect timeout of a queue, as Linux's)", e.QID, e.After)
+}
+
+// Timeout reports true, as net.Error does.
+func (e *ConnectTimeoutError) Timeout() bool { return true }
+
 // CommandError is a command the controller completed with an error status.
 // errors.As(err, new(*nvme.Error)) yields the status.
 type CommandError struct {
