@@ -44,6 +44,11 @@ func eachDevice(f func(ctx *C.struct_ibv_context, info DeviceInfo) (keep bool)) 
 		if err == nil {
 			err = syscall.ENODEV
 		}
+		if errors.Is(err, syscall.ENOSYS) {
+			// rdma-core says ENOSYS when /sys/class/infiniband is
+			// missing: the kernel has no RDMA core loaded.
+			return fmt.Errorf("ibverbs: ibv_get_device_list: %w: no RDMA devices (no RDMA support in this kernel: load ib_uverbs and the NIC's or rxe's driver; `rdma link` lists the devices)", err)
+		}
 		return fmt.Errorf("ibverbs: ibv_get_device_list: %w", err)
 	}
 	defer C.ibv_free_device_list(list)
