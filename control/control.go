@@ -54,6 +54,9 @@ type Options struct {
 	// Loader validates changed configurations as the daemon validates its
 	// configuration file (cmd/nvmetd's checks the provider).
 	Loader configfs.Loader
+	// Load loads the daemon's configuration file for Reload (SIGHUP,
+	// config.reload); nil when the daemon has none.
+	Load func() (*configfs.Tree, error)
 	// ReadTimeout overrides the package's ReadTimeout (tests).
 	ReadTimeout time.Duration
 	// FirstRequestTimeout overrides the package's FirstRequestTimeout
@@ -113,18 +116,25 @@ func New(srv *server.Server, opts Options) *Service {
 // the control API's changes: cmd/nvmetd applies its configuration and
 // reloads through it.
 func (s *Service) Apply(tree *configfs.Tree) error {
+	_, err := s.apply(tree)
+	return err
+}
+
+// apply is Apply; it also returns the number of unsaved changes the tree
+// replaced (none when nothing was applied).
+func (s *Service) apply(tree *configfs.Tree) (dropped int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.unsaved > 0 {
 		s.log.Warn("the configuration applied replaces changes made through the control API and not saved since", "changes", s.unsaved)
 	}
-	err := s.srv.Apply(tree)
+	err = s.srv.Apply(tree)
 	s.applied = true
 	var na *target.NotAppliedError
 	if !errors.As(err, &na) {
-		s.unsaved = 0
+		dropped, s.unsaved = s.unsaved, 0
 	}
-	return err
+	return dropped, err
 }
 
 // errNotStarted answers changes made before the daemon applied its

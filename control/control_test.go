@@ -222,7 +222,7 @@ func TestMethods(t *testing.T) {
 	}
 	var names []string
 	e.call(t, "rpc.methods", nil, &names)
-	if len(names) != len(methods) || names[0] != "config.save" {
+	if len(names) != len(methods) || names[0] != "config.reload" || names[1] != "config.save" {
 		t.Errorf("rpc.methods = %v", names)
 	}
 }

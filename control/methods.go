@@ -41,7 +41,8 @@ func init() {
 	methods = map[string]method{
 		"rpc.methods": func(*Service, json.RawMessage) (any, *Error) { return Methods(), nil },
 
-		"config.save": typed((*Service).configSave),
+		"config.save":   typed((*Service).configSave),
+		"config.reload": typed((*Service).configReload),
 
 		"port.list":      typed((*Service).portList),
 		"port.add":       typed((*Service).portAdd),

@@ -543,6 +543,26 @@ func configCmd() *cli.Command {
 	)
 }
 
+// reloadCmd is nvmetctl reload: config.reload, what a SIGHUP does to
+// this nvmetd alone (kill -HUP $(pidof nvmetd) signals every nvmetd on
+// the machine), with the outcome as the answer.
+func reloadCmd() *cli.Command {
+	return &cli.Command{Name: "reload", Usage: "have nvmetd load its configuration file again and apply it, all or nothing (as SIGHUP)",
+		Description: "Connected hosts stay connected. Changes made through the control API and not\n" +
+			"saved (config save FILE) are replaced by the file's configuration.",
+		Action: func(c *cli.Context) error {
+			if _, err := args(c); err != nil {
+				return err
+			}
+			return do(c, "config.reload", nil, func(r control.ReloadResult) {
+				if r.Dropped > 0 {
+					fmt.Fprintf(c.App.ErrWriter, "warning: %d changes made through the control API and not saved were replaced\n", r.Dropped)
+				}
+				say(c, "configuration reloaded")
+			})
+		}}
+}
+
 // saveFormat returns config save's format: --format if given, else the
 // one FILE's extension names, else hcl. A --format FILE's extension
 // contradicts is refused: nvmetd reads a .json file as JSON and refuses

@@ -48,9 +48,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		HideHelpCommand:      true,
 		Description: "Every change is validated as nvmetd's configuration file is and applied all or\n" +
 			"nothing; hosts connected learn of namespace changes by asynchronous events. A\n" +
-			"SIGHUP reload of nvmetd replaces the running configuration with its file: save\n" +
-			"changes you want to keep (nvmetctl config save FILE). Shell completion:\n" +
-			"PROG=nvmetctl source urfave/cli's autocomplete/bash_autocomplete.",
+			"reload of nvmetd (nvmetctl reload, or SIGHUP) replaces the running\n" +
+			"configuration with its file: save changes you want to keep (nvmetctl config\n" +
+			"save FILE). Shell completion: PROG=nvmetctl source urfave/cli's\n" +
+			"autocomplete/bash_autocomplete.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "socket", Aliases: []string{"s"}, Value: control.DefaultSocket, EnvVars: []string{"NVMETD_CONTROL_SOCKET"}, Usage: "nvmetd's control socket `PATH`"},
 			&cli.StringFlag{Name: "output-format", Aliases: []string{"o"}, Value: "normal", Usage: "output `FORMAT`: normal or json"},
@@ -66,7 +67,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			}
 		},
 		Commands: []*cli.Command{
-			subsystemCmd(), nsCmd(), hostCmd(), portCmd(), ctrlCmd(), configCmd(), rpcCmd(),
+			subsystemCmd(), nsCmd(), hostCmd(), portCmd(), ctrlCmd(), configCmd(), reloadCmd(), rpcCmd(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.Bool("version") {

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
+	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/control"
 	"github.com/nvmeof/nvmeof/target/server"
 )
@@ -27,7 +28,13 @@ var controlFlag = &cli.StringFlag{
 // unprivileged on loopback) or another nvmetd serves it (several daemons,
 // say one per gateway address, each with a config of its own).
 func newControl(c *cli.Context, srv *server.Server, log hclog.Logger) (*control.Service, error) {
-	ctl := control.New(srv, control.Options{Logger: log, Loader: loader})
+	opts := control.Options{Logger: log, Loader: loader}
+	if c.String("config") != "" {
+		// Reload (SIGHUP, nvmetctl reload) reads the file again; the
+		// embedded default has none.
+		opts.Load = func() (*configfs.Tree, error) { return load(c) }
+	}
+	ctl := control.New(srv, opts)
 	path := c.String(controlFlag.Name)
 	if control.Disabled(path) {
 		return ctl, nil

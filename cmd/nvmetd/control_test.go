@@ -86,4 +86,22 @@ subsystem "nqn.2026-11.io.nvmeof:ctl" {
 	if !reflect.DeepEqual(after, before) {
 		t.Errorf("after restart from the saved file:\n%+v\nwant\n%+v", after, before)
 	}
+
+	// config.reload (nvmetctl reload) reloads this nvmetd's file, as its
+	// SIGHUP does, and answers the unsaved change it replaced.
+	if err := cl2.Call("ns.add", map[string]any{"nqn": "nqn.2026-11.io.nvmeof:ctl", "backend": "memory", "size": "1MiB"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var rr control.ReloadResult
+	if err := cl2.Call("config.reload", nil, &rr); err != nil || rr.Dropped != 1 {
+		t.Errorf("config.reload: %+v, %v; want 1 change dropped", rr, err)
+	}
+	d2.waitFor("configuration reloaded")
+	var reloaded []control.Subsystem
+	if err := cl2.Call("subsystem.list", nil, &reloaded); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(reloaded, before) {
+		t.Errorf("after config.reload:\n%+v\nwant\n%+v", reloaded, before)
+	}
 }

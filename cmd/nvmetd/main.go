@@ -18,13 +18,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nvmeof/nvmeof/configfs"
-	"github.com/nvmeof/nvmeof/control"
 	"github.com/nvmeof/nvmeof/internal/buildinfo"
 	"github.com/nvmeof/nvmeof/internal/cliutil"
 	"github.com/nvmeof/nvmeof/internal/sdnotify"
 	"github.com/nvmeof/nvmeof/internal/suggest"
 	"github.com/nvmeof/nvmeof/rdma/provider"
-	"github.com/nvmeof/nvmeof/target"
 	"github.com/nvmeof/nvmeof/target/server"
 )
 
@@ -250,32 +248,11 @@ func serve(c *cli.Context) error {
 			continue
 		}
 		notify(log, sdnotify.Reloading())
-		reload(log, ctl, c)
+		_, _ = ctl.Reload() // it logs the outcome; nvmetctl reload gets it as the answer
 		notifyReady(log, ctl.Tree())
 	}
 	ctl.Close()
 	return srv.Close()
-}
-
-// reload applies the configuration file again, all or nothing.
-// ctl serializes it with the control API's changes.
-func reload(log hclog.Logger, ctl *control.Service, c *cli.Context) {
-	nt, err := load(c)
-	if err != nil {
-		log.Error("reload refused: the configuration has errors; the running one stays", "error", err)
-		return
-	}
-	err = ctl.Apply(nt)
-	var na *target.NotAppliedError
-	switch {
-	case errors.As(err, &na):
-		log.Error("reload refused: nothing applied; the running configuration stays", "error", err)
-	case err != nil:
-		// Past the checks: what validation and preparation should rule out.
-		log.Error("reload applied, but some of it failed", "error", err)
-	default:
-		log.Info("configuration reloaded")
-	}
 }
 
 // defaultAnnouncement is the start-up line of the embedded default.
