@@ -123,12 +123,15 @@ type mapper interface {
 	path() string
 	// unmap tears down; it is retried after ErrBusy and must be idempotent.
 	unmap(ctx context.Context) error
+	// resize tells the kernel the device's new size (the engine has it).
+	resize(ctx context.Context, size int64) error
 }
 
 // Mapping is a namespace mapped as a block device.
 type Mapping struct {
 	method Method
 	m      mapper
+	e      *engine
 	log    hclog.Logger
 
 	mu   sync.Mutex
@@ -239,7 +242,7 @@ func Map(ctx context.Context, dev Device, opts *Options) (*Mapping, error) {
 			um, uerr := mapUblk(ctx, e, c)
 			if uerr == nil {
 				c.Logger.Info("mapped", "path", um.path(), "method", MethodUblk.String(), "size", c.size, "block_size", c.bs)
-				return &Mapping{method: MethodUblk, m: um, log: c.Logger}, nil
+				return &Mapping{method: MethodUblk, m: um, e: e, log: c.Logger}, nil
 			}
 			c.Logger.Warn("ublk mapping failed, trying the next method", "method", method.String(), "error", uerr)
 		}
@@ -259,7 +262,7 @@ func Map(ctx context.Context, dev Device, opts *Options) (*Mapping, error) {
 		return nil, err
 	}
 	c.Logger.Info("mapped", "path", m.path(), "method", method.String(), "size", c.size, "block_size", c.bs)
-	return &Mapping{method: method, m: m, log: c.Logger}, nil
+	return &Mapping{method: method, m: m, e: e, log: c.Logger}, nil
 }
 
 // cleanups is a stack of undo steps run in reverse; Map uses it so that an

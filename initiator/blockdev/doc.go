@@ -54,6 +54,13 @@
 // (possible through the FUSE file or an NBD client other than the kernel)
 // are done by read-modify-write of whole blocks.
 //
+// Mapping.Resize follows a namespace whose size changed (the Linux host's
+// set_capacity_and_notify on a Namespace Attribute Changed event): FUSE +
+// loop invalidates the file's cached size and sends LOOP_SET_CAPACITY, NBD
+// reconfigures the size over netlink (Linux 5.3+), ublk sends
+// UBLK_U_CMD_UPDATE_SIZE (Linux 6.16+; an older driver keeps the old size,
+// and Resize says so with ErrResizeUnsupported).
+//
 // # Lifetime
 //
 // Unmap detaches the device and removes everything Map created. It refuses

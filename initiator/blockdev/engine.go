@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -14,9 +15,11 @@ import (
 // read-modify-write of the edge blocks under an exclusive lock so that two
 // RMWs of one block (or an RMW and an aligned write) cannot lose data.
 type engine struct {
-	dev        Device
-	zeroer     Zeroer
-	size       int64
+	dev    Device
+	zeroer Zeroer
+	// sz is the device's size in bytes; Mapping.Resize changes it while
+	// requests run.
+	sz         atomic.Int64
 	bs         int64
 	trimZeroes bool
 	readOnly   bool
@@ -26,10 +29,14 @@ type engine struct {
 }
 
 func newEngine(dev Device, c *config) *engine {
-	e := &engine{dev: dev, size: c.size, bs: int64(c.bs), trimZeroes: c.TrimZeroes, readOnly: c.ReadOnly}
+	e := &engine{dev: dev, bs: int64(c.bs), trimZeroes: c.TrimZeroes, readOnly: c.ReadOnly}
+	e.sz.Store(c.size)
 	e.zeroer, _ = dev.(Zeroer)
 	return e
 }
+
+// size returns the device's current size in bytes.
+func (e *engine) size() int64 { return e.sz.Load() }
 
 // zeroChunk is the largest single zero-filled write.
 const zeroChunk = 1 << 20
@@ -40,8 +47,9 @@ var zeroes = make([]byte, zeroChunk)
 var errRange = errors.New("range outside the device")
 
 func (e *engine) check(off, n int64) error {
-	if off < 0 || n < 0 || off > e.size || n > e.size-off {
-		return fmt.Errorf("blockdev: %d bytes at offset %d on a %d-byte device: %w", n, off, e.size, errRange)
+	size := e.size()
+	if off < 0 || n < 0 || off > size || n > size-off {
+		return fmt.Errorf("blockdev: %d bytes at offset %d on a %d-byte device: %w", n, off, size, errRange)
 	}
 	return nil
 }

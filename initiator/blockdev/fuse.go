@@ -76,13 +76,15 @@ func (f *fuseFile) fill(out *fuse.Attr) {
 		out.Mode = syscall.S_IFREG | 0o400
 	}
 	out.Nlink = 1
-	out.Size = uint64(f.e.size)
-	out.Blocks = uint64(f.e.size) / 512
+	size := f.e.size()
+	out.Size = uint64(size)
+	out.Blocks = uint64(size) / 512
 	out.Blksize = uint32(f.e.bs)
 	out.SetTimes(nil, &f.mtime, &f.mtime)
 }
 
-// Getattr returns the file's fixed size and block size.
+// Getattr returns the file's size (the device's, changed only by
+// Mapping.Resize, which invalidates the kernel's copy) and block size.
 func (f *fuseFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	f.fill(&out.Attr)
 	out.SetTimeout(time.Hour)
@@ -92,7 +94,7 @@ func (f *fuseFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.Attr
 // Setattr refuses to change the size (O_TRUNC included) and ignores
 // owner, mode and time changes.
 func (f *fuseFile) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if sz, ok := in.GetSize(); ok && sz != uint64(f.e.size) {
+	if sz, ok := in.GetSize(); ok && sz != uint64(f.e.size()) {
 		return syscall.EPERM
 	}
 	f.fill(&out.Attr)
@@ -113,10 +115,11 @@ func (f *fuseFile) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off 
 	if off < 0 {
 		return nil, syscall.EINVAL
 	}
-	if off >= f.e.size {
+	size := f.e.size()
+	if off >= size {
 		return fuse.ReadResultData(nil), 0
 	}
-	n := min(int64(len(dest)), f.e.size-off)
+	n := min(int64(len(dest)), size-off)
 	if err := f.e.readAt(dest[:n], off); err != nil {
 		return nil, errno(err)
 	}
@@ -128,13 +131,14 @@ func (f *fuseFile) Write(ctx context.Context, fh fs.FileHandle, data []byte, off
 	if off < 0 {
 		return 0, syscall.EINVAL
 	}
-	if off >= f.e.size {
+	size := f.e.size()
+	if off >= size {
 		if len(data) == 0 {
 			return 0, 0
 		}
 		return 0, syscall.ENOSPC
 	}
-	n := min(int64(len(data)), f.e.size-off)
+	n := min(int64(len(data)), size-off)
 	if err := f.e.writeAt(data[:n], off); err != nil {
 		return 0, errno(err)
 	}
@@ -159,14 +163,14 @@ func (f *fuseFile) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 // write-zeroes) and ZERO_RANGE make the range read as zeroes, plain
 // allocation within the file is a no-op.
 func (f *fuseFile) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
-	if off > uint64(f.e.size) || size > uint64(f.e.size)-off {
+	if end := uint64(f.e.size()); off > end || size > end-off {
 		if mode&unix.FALLOC_FL_KEEP_SIZE == 0 {
 			return syscall.EFBIG
 		}
-		if off >= uint64(f.e.size) {
+		if off >= end {
 			return 0
 		}
-		size = uint64(f.e.size) - off
+		size = end - off
 	}
 	switch mode &^ unix.FALLOC_FL_KEEP_SIZE {
 	case 0:
@@ -186,7 +190,7 @@ func (f *fuseFile) Allocate(ctx context.Context, fh fs.FileHandle, off uint64, s
 func (f *fuseFile) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	out.Bsize = uint32(f.e.bs)
 	out.Frsize = uint32(f.e.bs)
-	out.Blocks = uint64(f.e.size / f.e.bs)
+	out.Blocks = uint64(f.e.size() / f.e.bs)
 	out.Files = 1
 	out.NameLen = 255
 	return 0

@@ -23,6 +23,7 @@ type fuseLoop struct {
 	dir    string // <RunDir>/<Name>
 	mnt    string // <dir>/fuse
 	srv    *fuse.Server
+	file   *fuseFile
 	connID uint32 // FUSE connection (minor of the mount's st_dev)
 	loop   *loopDev
 	undo   cleanups
@@ -72,6 +73,7 @@ func mapFUSELoop(ctx context.Context, e *engine, c *config) (_ *fuseLoop, err er
 		return nil, err
 	}
 	root := &fuseRoot{file: &fuseFile{e: e, mtime: time.Now()}}
+	m.file = root.file
 	long := time.Hour
 	opts := &fs.Options{
 		EntryTimeout: &long,

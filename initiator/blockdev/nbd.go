@@ -210,7 +210,8 @@ func (s *nbdServer) loop() error {
 			return fmt.Errorf("%w: %v", errNBDProtocol, err)
 		}
 		flags, typ, cookie, off, n := hdr.Flags(), hdr.Type(), hdr.Cookie(), hdr.Offset(), hdr.Length()
-		inRange := off <= uint64(s.e.size) && uint64(n) <= uint64(s.e.size)-off
+		size := uint64(s.e.size())
+		inRange := off <= size && uint64(n) <= size-off
 		switch typ {
 		case NBDCmdDisc:
 			return nil

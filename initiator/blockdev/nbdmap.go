@@ -25,6 +25,8 @@ const (
 
 	nbdCmdConnect    = 1 // NBD_CMD_CONNECT
 	nbdCmdDisconnect = 2 // NBD_CMD_DISCONNECT
+	// NBD_CMD_RECONFIGURE takes NBD_ATTR_SIZE_BYTES since Linux 5.3.
+	nbdCmdReconfigure = 3
 
 	nbdAttrIndex             = 1  // NBD_ATTR_INDEX, u32
 	nbdAttrSizeBytes         = 2  // NBD_ATTR_SIZE_BYTES, u64

@@ -101,6 +101,8 @@ func ublkCmdName(op uint32) string {
 		return "GET_PARAMS"
 	case ublkCmdGetDevInfo:
 		return "GET_DEV_INFO"
+	case ublkCmdUpdateSize:
+		return "UPDATE_SIZE"
 	}
 	return fmt.Sprintf("%#x", op)
 }

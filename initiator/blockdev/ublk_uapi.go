@@ -27,6 +27,9 @@ var (
 	ublkCmdStopDev    = ioc(iocRead|iocWrite, 'u', 0x07, ublkCtrlCmdLen) // UBLK_U_CMD_STOP_DEV
 	ublkCmdSetParams  = ioc(iocRead|iocWrite, 'u', 0x08, ublkCtrlCmdLen) // UBLK_U_CMD_SET_PARAMS
 	ublkCmdGetParams  = ioc(iocRead, 'u', 0x09, ublkCtrlCmdLen)          // UBLK_U_CMD_GET_PARAMS
+	// UBLK_U_CMD_UPDATE_SIZE (Linux 6.16): data[0] is the new size in
+	// 512-byte sectors; older drivers answer EOPNOTSUPP.
+	ublkCmdUpdateSize = ioc(iocRead|iocWrite, 'u', 0x15, ublkCtrlCmdLen)
 )
 
 // I/O commands, sent as URING_CMD on /dev/ublkcN.

@@ -794,8 +794,28 @@ func (d *Daemon) Abort() {
 	d.finish(ctx)
 }
 
-// reconcile maps namespaces that appeared and unmaps those that are gone
-// (when nothing holds them; otherwise they stay until released).
+// resize gives a mapped namespace's block device the namespace's new
+// size, as the Linux host does on a Namespace Attribute Changed event, so
+// that resize2fs or xfs_growfs work without a reconnect.
+func (d *Daemon) resize(ctx context.Context, nsid uint32, m *blockdev.Mapping, size int64) {
+	old := m.Size()
+	if size == old || size <= 0 {
+		return
+	}
+	if err := m.Resize(ctx, size); err != nil {
+		if errors.Is(err, blockdev.ErrResizeUnsupported) {
+			d.log.Warn("namespace resized; its block device cannot follow", "nsid", nsid, "device", m.Path(), "old_size", old, "size", size, "error", err)
+			return
+		}
+		d.log.Error("namespace resized; resizing its block device failed", "nsid", nsid, "device", m.Path(), "old_size", old, "size", size, "error", err)
+		return
+	}
+	d.log.Info("namespace resized", "nsid", nsid, "device", m.Path(), "old_size", old, "size", size)
+}
+
+// reconcile maps namespaces that appeared, resizes the devices of those
+// whose size changed, and unmaps those that are gone (when nothing holds
+// them; otherwise they stay until released).
 func (d *Daemon) reconcile() {
 	if d.mcfg.None {
 		return
@@ -806,9 +826,12 @@ func (d *Daemon) reconcile() {
 	for _, ns := range d.mp.Namespaces() {
 		active[ns.NSID()] = true
 		d.mu.Lock()
-		_, have := d.maps[ns.NSID()]
+		mp, have := d.maps[ns.NSID()]
 		d.mu.Unlock()
 		if have {
+			if mp.m != nil {
+				d.resize(ctx, ns.NSID(), mp.m, ns.Size())
+			}
 			continue
 		}
 		m, err := d.mapOne(ctx, ns)
