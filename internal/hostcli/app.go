@@ -23,6 +23,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nvmeof/nvmeof/initiator/session"
+	"github.com/nvmeof/nvmeof/internal/hostcli/nvmeprint"
 )
 
 // Run runs the CLI with args and returns the exit status: errors are one
@@ -54,7 +55,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	outputFlag := &cli.StringFlag{Name: "output-format", Aliases: []string{"o"}, Value: formatNormal,
+	outputFlag := &cli.StringFlag{Name: "output-format", Aliases: []string{"o"}, Value: nvmeprint.Normal,
 		Usage: "output `FORMAT`: normal or json"}
 	return &cli.App{
 		Name:      "nvmeof",
@@ -220,7 +221,7 @@ func newLogger(c *cli.Context, name string) hclog.Logger {
 func checkFormat(c *cli.Context) (string, error) {
 	f := c.String("output-format")
 	switch f {
-	case formatNormal, formatJSON:
+	case nvmeprint.Normal, nvmeprint.JSON:
 		return f, nil
 	}
 	return "", fmt.Errorf("output format %q: want normal or json", f)

@@ -21,6 +21,7 @@ import (
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/initiator"
 	"github.com/nvmeof/nvmeof/initiator/session"
+	"github.com/nvmeof/nvmeof/internal/hostcli/nvmeprint"
 	"github.com/nvmeof/nvmeof/nvme"
 )
 
@@ -106,7 +107,7 @@ func cmdDiscover(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return printDiscovery(c.App.Writer, format, genctr, entries)
+	return nvmeprint.Discovery(c.App.Writer, format, genctr, entries)
 }
 
 // sameConnection reports whether a live daemon already holds a's
@@ -294,22 +295,7 @@ func printConnected(c *cli.Context, format string, cn connected) error {
 	for _, n := range connectNotes(cn) {
 		fmt.Fprintln(c.App.ErrWriter, n)
 	}
-	w := c.App.Writer
-	st := cn.state
-	if format == formatJSON {
-		var nss []jobj
-		for _, ns := range st.Namespaces {
-			nss = append(nss, jobj{{"nsid", ns.NSID}, {"generic", ns.Generic}, {"device", ns.Device}})
-		}
-		return writeJSON(w, jobj{{"device", st.Name}, {"subsysnqn", st.SubsysNQN}, {"namespaces", nss}})
-	}
-	for _, ns := range st.Namespaces {
-		if ns.Device != "" {
-			fmt.Fprintln(w, ns.Device)
-		}
-	}
-	fmt.Fprintln(w, st.Name)
-	return nil
+	return nvmeprint.Connected(c.App.Writer, format, cn.state)
 }
 
 // connectNotes are what a connect's output leaves implicit, one line

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nvmeof/nvmeof/initiator/session"
+	"github.com/nvmeof/nvmeof/internal/hostcli/nvmeprint"
 	"github.com/nvmeof/nvmeof/nvme"
 )
 
@@ -138,11 +139,11 @@ func cmdList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(states) == 0 && format == formatNormal {
+	if len(states) == 0 && format == nvmeprint.Normal {
 		fmt.Fprintln(c.App.ErrWriter, "No NVMe devices detected.")
 		return nil
 	}
-	return printList(c.App.Writer, format, states)
+	return nvmeprint.List(c.App.Writer, format, states)
 }
 
 // deviceCommand reads what id-ctrl, id-ns and smart-log share: the output
@@ -171,7 +172,7 @@ func cmdIDCtrl(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: %v", t.entry.Name, err)
 	}
-	return printIDCtrl(c.App.Writer, format, id)
+	return nvmeprint.IDCtrl(c.App.Writer, format, id)
 }
 
 func cmdIDNS(c *cli.Context) error {
@@ -197,7 +198,7 @@ func cmdIDNS(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: %v", t.entry.Name, err)
 	}
-	return printIDNS(c.App.Writer, format, nsid, id)
+	return nvmeprint.IDNS(c.App.Writer, format, nsid, id)
 }
 
 func cmdSMARTLog(c *cli.Context) error {
@@ -213,5 +214,5 @@ func cmdSMARTLog(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: %v", t.entry.Name, err)
 	}
-	return printSMART(c.App.Writer, format, strings.TrimPrefix(dev, "/dev/"), nvme.NSIDAll, l)
+	return nvmeprint.SMART(c.App.Writer, format, strings.TrimPrefix(dev, "/dev/"), nvme.NSIDAll, l)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nvmeof/nvmeof/initiator/session"
+	"github.com/nvmeof/nvmeof/internal/hostcli/nvmeprint"
 	"github.com/nvmeof/nvmeof/nvme"
 )
 
@@ -28,7 +29,7 @@ const maxLogLen = session.MaxAdminData
 // nvmeCommands returns the commands of this file.
 func nvmeCommands() []*cli.Command {
 	outputFlag := func() cli.Flag {
-		return &cli.StringFlag{Name: "output-format", Aliases: []string{"o"}, Value: formatNormal,
+		return &cli.StringFlag{Name: "output-format", Aliases: []string{"o"}, Value: nvmeprint.Normal,
 			Usage: "output `FORMAT`: normal or json"}
 	}
 	dev := "DEVICE (nvmeofN, nvmeofNnM or a mapped device path)"
@@ -58,7 +59,7 @@ func nvmeCommands() []*cli.Command {
 				&cli.Uint64Flag{Name: "lpo", Aliases: []string{"o"}, Usage: "log page offset in `BYTES` (a multiple of 4)"},
 				&cli.BoolFlag{Name: "rae", Aliases: []string{"r"}, Usage: "retain an asynchronous event"},
 				&cli.BoolFlag{Name: "raw-binary", Aliases: []string{"b"}, Usage: "print the page as it is"},
-				&cli.StringFlag{Name: "output-format", Value: formatNormal, Usage: "output `FORMAT`: normal or json"},
+				&cli.StringFlag{Name: "output-format", Value: nvmeprint.Normal, Usage: "output `FORMAT`: normal or json"},
 			},
 			Action: cmdGetLog,
 		},
@@ -188,7 +189,7 @@ func cmdGetLog(c *cli.Context) error {
 		_, err := c.App.Writer.Write(resp.Data)
 		return err
 	}
-	return printGetLog(c.App.Writer, format, deviceName(dev), uint8(lid), uint32(nsid), resp.Data)
+	return nvmeprint.GetLog(c.App.Writer, format, deviceName(dev), uint8(lid), uint32(nsid), resp.Data)
 }
 
 // identifyController reads Identify Controller through t's daemon.
@@ -233,7 +234,7 @@ func cmdErrorLog(c *cli.Context) error {
 		_, err := c.App.Writer.Write(resp.Data)
 		return err
 	}
-	return printErrorLog(c.App.Writer, format, deviceName(dev), nvme.ParseErrorLog(resp.Data))
+	return nvmeprint.ErrorLog(c.App.Writer, format, deviceName(dev), nvme.ParseErrorLog(resp.Data))
 }
 
 // namespaceOf returns the namespace a command is about: -n, else the
@@ -277,7 +278,7 @@ func cmdNSDescs(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: namespace %d: %v", t.entry.Name, nsid, err)
 	}
-	return printNSDescs(c.App.Writer, format, nsid, ds)
+	return nvmeprint.NSDescs(c.App.Writer, format, nsid, ds)
 }
 
 // featureDataLen is nvme_get_feature_length: the size of the data
@@ -369,14 +370,14 @@ func cmdGetFeature(c *cli.Context) error {
 			return err
 		}
 		answered++
-		f := featureResult{FID: fid, Sel: uint8(sel), Result: resp.Result, Data: resp.Data}
+		f := nvmeprint.FeatureResult{FID: fid, Sel: uint8(sel), Result: resp.Result, Data: resp.Data}
 		if c.Bool("raw-binary") && len(f.Data) > 0 {
 			if _, err := c.App.Writer.Write(f.Data); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := printFeature(c.App.Writer, format, f, c.Bool("human-readable")); err != nil {
+		if err := nvmeprint.Feature(c.App.Writer, format, f, c.Bool("human-readable")); err != nil {
 			return err
 		}
 	}
@@ -432,5 +433,5 @@ func cmdListSubsys(c *cli.Context) error {
 	default:
 		return fmt.Errorf("at most one DEVICE argument, got %d", c.NArg())
 	}
-	return printListSubsysNS(c.App.Writer, format, states, nsid)
+	return nvmeprint.ListSubsysNS(c.App.Writer, format, states, nsid)
 }

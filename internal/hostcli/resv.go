@@ -1,14 +1,13 @@
 package hostcli
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/nvmeof/nvmeof/initiator/session"
+	"github.com/nvmeof/nvmeof/internal/hostcli/nvmeprint"
 	"github.com/nvmeof/nvmeof/nvme"
 )
 
@@ -31,7 +30,7 @@ func resvCommands() []*cli.Command {
 		return &cli.StringFlag{Name: name, Aliases: []string{alias}, Value: "0", Usage: usage + " (`KEY`, decimal or 0x hex)"}
 	}
 	outputFlag := func() cli.Flag {
-		return &cli.StringFlag{Name: "output-format", Aliases: []string{"o"}, Value: formatNormal, Usage: "output `FORMAT`: normal or json"}
+		return &cli.StringFlag{Name: "output-format", Aliases: []string{"o"}, Value: nvmeprint.Normal, Usage: "output `FORMAT`: normal or json"}
 	}
 	iekey := func() cli.Flag {
 		return &cli.BoolFlag{Name: "iekey", Aliases: []string{"i"}, Usage: "ignore the existing reservation key"}
@@ -157,14 +156,7 @@ func runResv(c *cli.Context, op nvme.IOOpcode, act uint8, rtype uint8, cptpl uin
 	if _, err := request(c, t, session.Request{Op: session.OpReservation, SQE: sqe, Data: d}); err != nil {
 		return err
 	}
-	name := map[nvme.IOOpcode]string{nvme.IOReservationRegister: "", nvme.IOReservationAcquire: "Acquire",
-		nvme.IOReservationRelease: "Release"}[op]
-	if format == formatJSON {
-		return writeJSON(c.App.Writer, jobj{{"command", "resv-" + map[nvme.IOOpcode]string{nvme.IOReservationRegister: "register",
-			nvme.IOReservationAcquire: "acquire", nvme.IOReservationRelease: "release"}[op]}, {"namespace-id", nsid}, {"result", "success"}})
-	}
-	_, err = fmt.Fprintf(c.App.Writer, "NVME Reservation %s success\n", name)
-	return err
+	return nvmeprint.ResvDone(c.App.Writer, format, op, nsid)
 }
 
 func cmdResvRegister(c *cli.Context) error {
@@ -232,76 +224,5 @@ func cmdResvReport(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("reservation report: %w", err)
 	}
-	return printResvReport(c.App.Writer, format, st, eds)
-}
-
-// printResvReport prints the Reservation Status as nvme-cli does: the
-// header's fields in decimal, each registrant's in hex (JSON: the same
-// names).
-func printResvReport(w io.Writer, format string, st nvme.ReservationStatus, eds bool) error {
-	hostID := func(r nvme.RegisteredController) string {
-		if eds {
-			return hex.EncodeToString(r.HostID[:])
-		}
-		return hex.EncodeToString(r.HostID[:8])
-	}
-	if format == formatJSON {
-		regs := make([]jobj, 0, len(st.Controllers))
-		for _, r := range st.Controllers {
-			rcsts := 0
-			if r.Holder {
-				rcsts = 1
-			}
-			regs = append(regs, jobj{{"cntlid", r.CNTLID}, {"rcsts", rcsts}, {"hostid", hostID(r)}, {"rkey", r.RKEY}})
-		}
-		ptpls := 0
-		if st.PTPLS {
-			ptpls = 1
-		}
-		return writeJSON(w, jobj{{"gen", st.Generation}, {"rtype", uint8(st.Type)}, {"regctl", st.Registrants},
-			{"ptpls", ptpls}, {"regctls", regs}})
-	}
-	ew := &errWriter{w: w}
-	ew.printf("\nNVME Reservation status:\n\n")
-	ew.printf("gen       : %d\n", st.Generation)
-	ew.printf("rtype     : %d\n", uint8(st.Type))
-	ew.printf("regctl    : %d\n", st.Registrants)
-	ptpls := 0
-	if st.PTPLS {
-		ptpls = 1
-	}
-	ew.printf("ptpls     : %d\n", ptpls)
-	for i, r := range st.Controllers {
-		rcsts := 0
-		if r.Holder {
-			rcsts = 1
-		}
-		if eds {
-			ew.printf("regctlext[%d] :\n", i)
-			ew.printf("  cntlid     : %x\n", r.CNTLID)
-			ew.printf("  rcsts      : %x\n", rcsts)
-			ew.printf("  rkey       : %x\n", r.RKEY)
-			ew.printf("  hostid     : %s\n", hostID(r))
-		} else {
-			ew.printf("regctl[%d] :\n", i)
-			ew.printf("  cntlid  : %x\n", r.CNTLID)
-			ew.printf("  rcsts   : %x\n", rcsts)
-			ew.printf("  hostid  : %s\n", hostID(r))
-			ew.printf("  rkey    : %x\n", r.RKEY)
-		}
-	}
-	ew.printf("\n")
-	return ew.err
-}
-
-// errWriter keeps the first write error of a sequence of prints.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) printf(f string, args ...any) {
-	if e.err == nil {
-		_, e.err = fmt.Fprintf(e.w, f, args...)
-	}
+	return nvmeprint.ResvReport(c.App.Writer, format, st, eds)
 }

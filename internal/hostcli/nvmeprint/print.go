@@ -1,4 +1,11 @@
-package hostcli
+// Package nvmeprint prints what the nvmeof commands read from a
+// controller (discovery log, Identify, log pages, features, reservation
+// status) and the connections they hold (list, list-subsys) as nvme-cli
+// 2.x does, in its normal and JSON output formats: nvme-print-stdout.c,
+// nvme-print-json.c and libnvme's fabrics.c string tables give the field
+// names, number bases and JSON keys, so that scripts written for nvme-cli
+// read ours.
+package nvmeprint
 
 import (
 	"bytes"
@@ -15,14 +22,10 @@ import (
 	"github.com/nvmeof/nvmeof/nvme"
 )
 
-// Output follows nvme-cli 2.x (nvme-print-stdout.c, nvme-print-json.c and
-// libnvme's fabrics.c string tables): the same field names, number bases
-// and JSON keys, so that scripts written for nvme-cli read ours.
-
 // Output formats (-o).
 const (
-	formatNormal = "normal"
-	formatJSON   = "json"
+	Normal = "normal"
+	JSON   = "json"
 )
 
 // hx formats v as C's "%#x" does: "0" for zero, "0x1f" otherwise.
@@ -33,17 +36,17 @@ func hx(v uint64) string {
 	return "0x" + strconv.FormatUint(v, 16)
 }
 
-// jkv is one member of an ordered JSON object.
-type jkv struct {
+// KV is one member of an ordered JSON object.
+type KV struct {
 	K string
 	V any
 }
 
-// jobj is a JSON object that keeps its members in order (nvme-cli's).
-type jobj []jkv
+// Obj is a JSON object that keeps its members in order (nvme-cli's).
+type Obj []KV
 
 // MarshalJSON implements json.Marshaler.
-func (o jobj) MarshalJSON() ([]byte, error) {
+func (o Obj) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	for i, kv := range o {
@@ -66,9 +69,9 @@ func (o jobj) MarshalJSON() ([]byte, error) {
 // u128 is a 128-bit counter as a JSON number.
 func u128(u nvme.Uint128) json.Number { return json.Number(u.String()) }
 
-// writeJSON prints v indented, as nvme-cli's json_print does, plus a
+// WriteJSON prints v indented, as nvme-cli's json_print does, plus a
 // newline.
-func writeJSON(w io.Writer, v any) error {
+func WriteJSON(w io.Writer, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
@@ -214,12 +217,12 @@ func rdmaTSAS(t [fabrics.TSASLen]byte) (qptype, prtype, cms uint8, pkey uint16) 
 	return t[0], t[1], t[2], uint16(t[8]) | uint16(t[9])<<8
 }
 
-// printDiscovery prints a discovery log as `nvme discover` does.
-func printDiscovery(w io.Writer, format string, genctr uint64, entries []initiator.DiscoveryEntry) error {
-	if format == formatJSON {
-		recs := make([]jobj, 0, len(entries))
+// Discovery prints a discovery log as `nvme discover` does.
+func Discovery(w io.Writer, format string, genctr uint64, entries []initiator.DiscoveryEntry) error {
+	if format == JSON {
+		recs := make([]Obj, 0, len(entries))
 		for _, e := range entries {
-			o := jobj{
+			o := Obj{
 				{"trtype", trtypeStr(e.TRType)},
 				{"adrfam", adrfamStr(e.AdrFam)},
 				{"subtype", subtypeStr(e.SubType)},
@@ -233,14 +236,14 @@ func printDiscovery(w io.Writer, format string, genctr uint64, entries []initiat
 			switch e.TRType {
 			case fabrics.TRTypeRDMA:
 				q, p, c, k := rdmaTSAS(e.TSAS)
-				o = append(o, jkv{"rdma_prtype", prtypeStr(p)}, jkv{"rdma_qptype", qptypeStr(q)},
-					jkv{"rdma_cms", cmsStr(c)}, jkv{"rdma_pkey", k})
+				o = append(o, KV{"rdma_prtype", prtypeStr(p)}, KV{"rdma_qptype", qptypeStr(q)},
+					KV{"rdma_cms", cmsStr(c)}, KV{"rdma_pkey", k})
 			case fabrics.TRTypeTCP:
-				o = append(o, jkv{"sectype", sectypeStr(e.TSAS[0])})
+				o = append(o, KV{"sectype", sectypeStr(e.TSAS[0])})
 			}
 			recs = append(recs, o)
 		}
-		return writeJSON(w, jobj{{"genctr", genctr}, {"records", recs}})
+		return WriteJSON(w, Obj{{"genctr", genctr}, {"records", recs}})
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nDiscovery Log Number of Records %d, Generation counter %d\n", len(entries), genctr)
@@ -292,11 +295,11 @@ func psPower(power uint16, scale uint8) string {
 	return "-"
 }
 
-// printIDCtrl prints Identify Controller data as `nvme id-ctrl`.
-func printIDCtrl(w io.Writer, format string, c nvme.IdentifyController) error {
+// IDCtrl prints Identify Controller data as `nvme id-ctrl`.
+func IDCtrl(w io.Writer, format string, c nvme.IdentifyController) error {
 	sn, mn, fr, subnqn := c.SN(), c.MN(), c.FR(), c.SUBNQN()
-	if format == formatJSON {
-		o := jobj{
+	if format == JSON {
+		o := Obj{
 			{"vid", c.VID()}, {"ssvid", c.SSVID()}, {"sn", sn}, {"mn", mn}, {"fr", fr},
 			{"rab", c.RAB()}, {"ieee", c.IEEE()}, {"cmic", c.CMIC()}, {"mdts", c.MDTS()},
 			{"cntlid", c.CNTLID()}, {"ver", c.VER()}, {"rtd3r", c.RTD3R()}, {"rtd3e", c.RTD3E()},
@@ -321,19 +324,19 @@ func printIDCtrl(w io.Writer, format string, c nvme.IdentifyController) error {
 			{"maxcna", c.MAXCNA()},
 		}
 		if subnqn != "" {
-			o = append(o, jkv{"subnqn", subnqn})
+			o = append(o, KV{"subnqn", subnqn})
 		}
-		o = append(o, jobj{
+		o = append(o, Obj{
 			{"ioccsz", c.IOCCSZ()}, {"iorcsz", c.IORCSZ()}, {"icdoff", c.ICDOFF()},
 			{"fcatt", c.FCATT()}, {"msdbd", c.MSDBD()}, {"ofcs", c.OFCS()},
 		}...)
-		var psds []jobj
+		var psds []Obj
 		for i := 0; i <= int(c.NPSS()); i++ {
 			p := c.PowerState(i)
 			if p == nil {
 				break
 			}
-			psds = append(psds, jobj{
+			psds = append(psds, Obj{
 				{"max_power", p.MP()}, {"max_power_scale", p.Flags() & 1},
 				{"non-operational_state", (p.Flags() & 2) >> 1},
 				{"entry_lat", p.ENLAT()}, {"exit_lat", p.EXLAT()},
@@ -343,8 +346,8 @@ func printIDCtrl(w io.Writer, format string, c nvme.IdentifyController) error {
 				{"active_power", p.ACTP()}, {"active_power_work", p.APW()}, {"active_scale", p.APS()},
 			})
 		}
-		o = append(o, jkv{"psds", psds})
-		return writeJSON(w, o)
+		o = append(o, KV{"psds", psds})
+		return WriteJSON(w, o)
 	}
 	var b strings.Builder
 	kv := func(k, v string) { fmt.Fprintf(&b, "%-10s: %s\n", k, v) }
@@ -467,12 +470,12 @@ func hexBytes(b []byte) string {
 	return s.String()
 }
 
-// printIDNS prints Identify Namespace data as `nvme id-ns`.
-func printIDNS(w io.Writer, format string, nsid uint32, n nvme.IdentifyNamespace) error {
+// IDNS prints Identify Namespace data as `nvme id-ns`.
+func IDNS(w io.Writer, format string, nsid uint32, n nvme.IdentifyNamespace) error {
 	nguid, eui := n.NGUID(), n.EUI64()
 	inUse := n.FormatIndex()
-	if format == formatJSON {
-		o := jobj{
+	if format == JSON {
+		o := Obj{
 			{"nsze", n.NSZE()}, {"ncap", n.NCAP()}, {"nuse", n.NUSE()}, {"nsfeat", n.NSFEAT()},
 			{"nlbaf", n.NLBAF()}, {"flbas", n.FLBAS()}, {"mc", n.MC()}, {"dpc", n.DPC()},
 			{"dps", n.DPS()}, {"nmic", n.NMIC()}, {"rescap", n.RESCAP()}, {"fpi", n.FPI()},
@@ -482,21 +485,21 @@ func printIDNS(w io.Writer, format string, nsid uint32, n nvme.IdentifyNamespace
 			{"nsattr", n.NSATTR()}, {"nvmsetid", n.NVMSETID()},
 		}
 		if n.NSFEAT()&0x10 != 0 {
-			o = append(o, jobj{{"npwg", n.NPWG()}, {"npwa", n.NPWA()}, {"npdg", n.NPDG()},
+			o = append(o, Obj{{"npwg", n.NPWG()}, {"npwa", n.NPWA()}, {"npdg", n.NPDG()},
 				{"npda", n.NPDA()}, {"nows", n.NOWS()}}...)
 		}
-		o = append(o, jobj{
+		o = append(o, Obj{
 			{"mssrl", n.MSSRL()}, {"mcl", n.MCL()}, {"msrc", n.MSRC()}, {"nulbaf", n.NULBAF()},
 			{"anagrpid", n.ANAGRPID()}, {"endgid", n.ENDGID()},
 			{"eui64", hexBytes(eui[:])}, {"nguid", hexBytes(nguid[:])},
 		}...)
-		var lbafs []jobj
+		var lbafs []Obj
 		for i := 0; i <= int(n.NLBAF()) && i < 64; i++ {
 			f := n.LBAF(i)
-			lbafs = append(lbafs, jobj{{"ms", f.MS}, {"ds", f.LBADS}, {"rp", f.RP}})
+			lbafs = append(lbafs, Obj{{"ms", f.MS}, {"ds", f.LBADS}, {"rp", f.RP}})
 		}
-		o = append(o, jkv{"lbafs", lbafs})
-		return writeJSON(w, o)
+		o = append(o, KV{"lbafs", lbafs})
+		return WriteJSON(w, o)
 	}
 	var b strings.Builder
 	kv := func(k, v string) { fmt.Fprintf(&b, "%-8s: %s\n", k, v) }
@@ -582,10 +585,10 @@ func dataUnits(u nvme.Uint128) string {
 // nvme_degrees_string plus the kelvins.
 func celsius(k uint16) string { return fmt.Sprintf("%d °C (%d K)", int(k)-273, k) }
 
-// printSMART prints a SMART / Health log page as `nvme smart-log`.
-func printSMART(w io.Writer, format, devname string, nsid uint32, l nvme.SMARTLog) error {
-	if format == formatJSON {
-		o := jobj{
+// SMART prints a SMART / Health log page as `nvme smart-log`.
+func SMART(w io.Writer, format, devname string, nsid uint32, l nvme.SMARTLog) error {
+	if format == JSON {
+		o := Obj{
 			{"critical_warning", l.CriticalWarning()},
 			{"temperature", l.CompositeTemperature()},
 			{"avail_spare", l.AvailableSpare()},
@@ -607,16 +610,16 @@ func printSMART(w io.Writer, format, devname string, nsid uint32, l nvme.SMARTLo
 		}
 		for i := range 8 {
 			if t := l.TemperatureSensor(i); t != 0 {
-				o = append(o, jkv{fmt.Sprintf("temperature_sensor_%d", i+1), t})
+				o = append(o, KV{fmt.Sprintf("temperature_sensor_%d", i+1), t})
 			}
 		}
-		o = append(o, jobj{
+		o = append(o, Obj{
 			{"thm_temp1_trans_count", l.ThermalMgmtT1TransitionCount()},
 			{"thm_temp2_trans_count", l.ThermalMgmtT2TransitionCount()},
 			{"thm_temp1_total_time", l.ThermalMgmtT1TotalTime()},
 			{"thm_temp2_total_time", l.ThermalMgmtT2TotalTime()},
 		}...)
-		return writeJSON(w, o)
+		return WriteJSON(w, o)
 	}
 	var b strings.Builder
 	kv := func(k, v string) { fmt.Fprintf(&b, "%-40s: %s\n", k, v) }
@@ -697,19 +700,19 @@ func listRows(states []*session.State) []listRow {
 	return rows
 }
 
-// printList prints the namespaces of the connected controllers as
+// List prints the namespaces of the connected controllers as
 // `nvme list` (Node is the mapped block device, Generic the name the
 // nvmeof commands take) with the controller's state (live, connecting,
 // resetting, deleting) in a last column, and, in JSON, nvme-cli's "Devices" array with the
 // controller's name, address and state added.
-func printList(w io.Writer, format string, states []*session.State) error {
+func List(w io.Writer, format string, states []*session.State) error {
 	rows := listRows(states)
-	if format == formatJSON {
-		devs := make([]jobj, 0, len(rows))
+	if format == JSON {
+		devs := make([]Obj, 0, len(rows))
 		for i, r := range rows {
 			bs := uint64(r.ns.BlockSize)
 			node := r.ns.Device
-			dev := jobj{
+			dev := Obj{
 				{"NameSpace", r.ns.NSID},
 				{"DevicePath", node},
 				{"GenericPath", r.ns.Generic},
@@ -728,11 +731,11 @@ func printList(w io.Writer, format string, states []*session.State) error {
 				{"State", r.ctrl.State},
 			}
 			if len(r.ctrl.Paths) > 0 {
-				dev = append(dev, jkv{"Paths", listNSPaths(r.ctrl, r.ns)})
+				dev = append(dev, KV{"Paths", listNSPaths(r.ctrl, r.ns)})
 			}
 			devs = append(devs, dev)
 		}
-		return writeJSON(w, jobj{{"Devices", devs}})
+		return WriteJSON(w, Obj{{"Devices", devs}})
 	}
 	// A Paths column (each path's name and the namespace's ANA state
 	// there) when a subsystem has more than one path.
@@ -779,19 +782,41 @@ func printList(w io.Writer, format string, states []*session.State) error {
 
 // listNSPaths returns a namespace's paths for `nvmeof list -o json`: each
 // controller's name, address, state and the namespace's ANA state there.
-func listNSPaths(st *session.State, ns session.Namespace) []jobj {
-	out := []jobj{}
+func listNSPaths(st *session.State, ns session.Namespace) []Obj {
+	out := []Obj{}
 	for _, p := range pathsOf(st, ns.NSID) {
-		o := jobj{{"Name", p.name}, {"Transport", p.transport}, {"Address", p.address}, {"State", p.state}}
+		o := Obj{{"Name", p.name}, {"Transport", p.transport}, {"Address", p.address}, {"State", p.state}}
 		if p.ana != "" {
-			o = append(o, jkv{"ANAState", p.ana})
+			o = append(o, KV{"ANAState", p.ana})
 		}
 		for _, np := range ns.Paths {
 			if np.Path == p.name && np.Current {
-				o = append(o, jkv{"Current", true})
+				o = append(o, KV{"Current", true})
 			}
 		}
 		out = append(out, o)
 	}
 	return out
+}
+
+// ---- connect ----
+
+// Connected prints what connect made: the mapped devices, one per line,
+// then the controller name (JSON: nvme-cli's {"device": ...} plus the
+// namespaces).
+func Connected(w io.Writer, format string, st *session.State) error {
+	if format == JSON {
+		var nss []Obj
+		for _, ns := range st.Namespaces {
+			nss = append(nss, Obj{{"nsid", ns.NSID}, {"generic", ns.Generic}, {"device", ns.Device}})
+		}
+		return WriteJSON(w, Obj{{"device", st.Name}, {"subsysnqn", st.SubsysNQN}, {"namespaces", nss}})
+	}
+	for _, ns := range st.Namespaces {
+		if ns.Device != "" {
+			fmt.Fprintln(w, ns.Device)
+		}
+	}
+	fmt.Fprintln(w, st.Name)
+	return nil
 }

@@ -1,4 +1,4 @@
-package hostcli
+package nvmeprint
 
 import (
 	"fmt"
@@ -67,12 +67,12 @@ func hexLines(b []byte) []string {
 	return out
 }
 
-// printGetLog prints a log page as `nvme get-log`: a header line and a
+// GetLog prints a log page as `nvme get-log`: a header line and a
 // hex dump (JSON: the same facts and the dump's lines; nvme-cli has no
 // JSON form for a raw log page).
-func printGetLog(w io.Writer, format, devname string, lid uint8, nsid uint32, data []byte) error {
-	if format == formatJSON {
-		return writeJSON(w, jobj{{"device", devname}, {"log-id", lid}, {"namespace-id", nsid},
+func GetLog(w io.Writer, format, devname string, lid uint8, nsid uint32, data []byte) error {
+	if format == JSON {
+		return WriteJSON(w, Obj{{"device", devname}, {"log-id", lid}, {"namespace-id", nsid},
 			{"log-len", len(data)}, {"data", hexLines(data)}})
 	}
 	if _, err := fmt.Fprintf(w, "Device:%s log-id:%d namespace-id:%#x\n", devname, lid, nsid); err != nil {
@@ -99,12 +99,12 @@ func trtypeErrStr(t uint8) string {
 	return "Reserved"
 }
 
-// printErrorLog prints Error Information log entries as `nvme error-log`.
-func printErrorLog(w io.Writer, format, devname string, es []nvme.ErrorLogEntry) error {
-	if format == formatJSON {
-		errs := make([]jobj, 0, len(es))
+// ErrorLog prints Error Information log entries as `nvme error-log`.
+func ErrorLog(w io.Writer, format, devname string, es []nvme.ErrorLogEntry) error {
+	if format == JSON {
+		errs := make([]Obj, 0, len(es))
 		for _, e := range es {
-			errs = append(errs, jobj{
+			errs = append(errs, Obj{
 				{"error_count", e.ErrorCount()},
 				{"sqid", e.SQID()},
 				{"cmdid", e.CID()},
@@ -119,7 +119,7 @@ func printErrorLog(w io.Writer, format, devname string, es []nvme.ErrorLogEntry)
 				{"trtype_spec_info", e.TransportSpecificInfo()},
 			})
 		}
-		return writeJSON(w, jobj{{"errors", errs}})
+		return WriteJSON(w, Obj{{"errors", errs}})
 	}
 	var s strings.Builder
 	fmt.Fprintf(&s, "Error Log Entries for device:%s entries:%d\n", devname, len(es))
@@ -165,25 +165,25 @@ func nsDescValue(d nvme.NSDescriptor) (name, value string) {
 	return "", ""
 }
 
-// printNSDescs prints the Namespace Identification Descriptor list of a
+// NSDescs prints the Namespace Identification Descriptor list of a
 // namespace as `nvme ns-descs` (JSON "loc" is each descriptor's offset in
 // the list).
-func printNSDescs(w io.Writer, format string, nsid uint32, ds []nvme.NSDescriptor) error {
-	if format == formatJSON {
-		var arr []jobj
+func NSDescs(w io.Writer, format string, nsid uint32, ds []nvme.NSDescriptor) error {
+	if format == JSON {
+		var arr []Obj
 		loc := 0
 		for _, d := range ds {
 			name, v := nsDescValue(d)
 			if name != "" {
-				arr = append(arr, jobj{{"loc", loc}, {"nidt", d.NIDT}, {"nidl", len(d.NID)}, {"Type", name}, {name, v}})
+				arr = append(arr, Obj{{"loc", loc}, {"nidt", d.NIDT}, {"nidl", len(d.NID)}, {"Type", name}, {name, v}})
 			}
 			loc += 4 + len(d.NID)
 		}
-		root := jobj{}
+		root := Obj{}
 		if arr != nil {
-			root = append(root, jkv{"ns-descs", arr})
+			root = append(root, KV{"ns-descs", arr})
 		}
-		return writeJSON(w, root)
+		return WriteJSON(w, root)
 	}
 	var s strings.Builder
 	fmt.Fprintf(&s, "NVME Namespace Identification Descriptors NS %d:\n", nsid)
@@ -224,8 +224,8 @@ func selectName(sel uint8) string {
 	return "Reserved"
 }
 
-// featureResult is one Get Features answer.
-type featureResult struct {
+// FeatureResult is one Get Features answer.
+type FeatureResult struct {
 	FID    nvme.FeatureID
 	Sel    uint8
 	Result uint32
@@ -247,7 +247,7 @@ func hexWidth(v uint32, w int) string {
 
 // featureWidths are the widths (hexWidth) nvme-cli prints get-feature's
 // feature ID and value with: narrower for 0, which %#x prints without 0x.
-func featureWidths(f featureResult) (fid, value int) {
+func featureWidths(f FeatureResult) (fid, value int) {
 	fid, value = 2, 8
 	if f.FID != 0 {
 		fid = 4
@@ -259,7 +259,7 @@ func featureWidths(f featureResult) (fid, value int) {
 }
 
 // featureHeader is get-feature's first line.
-func featureHeader(f featureResult) string {
+func featureHeader(f FeatureResult) string {
 	fw, rw := featureWidths(f)
 	return fmt.Sprintf("get-feature:%s (%s), %s value:%s", hexWidth(uint32(f.FID), fw), featureName(f.FID),
 		selectName(f.Sel), hexWidth(f.Result, rw))
@@ -412,15 +412,15 @@ func bitNames(v uint32, names []bitName) []string {
 	return out
 }
 
-// printFeature prints one Get Features answer as `nvme get-feature`:
+// Feature prints one Get Features answer as `nvme get-feature`:
 // the header line, then the capabilities (SEL 3), the decoded fields
 // (-H) or a hex dump of the feature's data. JSON is nvme-cli's
 // {"feature", "name", "sel", "value"} object, followed by one with the
 // capabilities or the decoded fields.
-func printFeature(w io.Writer, format string, f featureResult, human bool) error {
+func Feature(w io.Writer, format string, f FeatureResult, human bool) error {
 	fw, rw := featureWidths(f)
-	if format == formatJSON {
-		if err := writeJSON(w, jobj{{"feature", hexWidth(uint32(f.FID), fw)}, {"name", featureName(f.FID)},
+	if format == JSON {
+		if err := WriteJSON(w, Obj{{"feature", hexWidth(uint32(f.FID), fw)}, {"name", featureName(f.FID)},
 			{"sel", selectName(f.Sel)}, {"value", hexWidth(f.Result, rw)}}); err != nil {
 			return err
 		}
@@ -430,14 +430,14 @@ func printFeature(w io.Writer, format string, f featureResult, human bool) error
 			if caps == nil {
 				caps = []string{}
 			}
-			return writeJSON(w, jobj{{fmt.Sprintf("Feature: %s: select", hexWidth(uint32(f.FID), fw)), caps}})
+			return WriteJSON(w, Obj{{fmt.Sprintf("Feature: %s: select", hexWidth(uint32(f.FID), fw)), caps}})
 		case human:
 			if fs := featureFields(f.FID, f.Result); fs != nil {
-				o := jobj{}
+				o := Obj{}
 				for _, fl := range fs {
-					o = append(o, jkv{fl.Key, fl.Value})
+					o = append(o, KV{fl.Key, fl.Value})
 				}
-				return writeJSON(w, o)
+				return WriteJSON(w, o)
 			}
 		}
 		return nil
@@ -574,41 +574,41 @@ func pathsOf(st *session.State, nsid uint32) []listPath {
 	return out
 }
 
-// printListSubsys prints the connected subsystems and their controllers
+// ListSubsys prints the connected subsystems and their controllers
 // (paths) as `nvme list-subsys`, with each path's ANA state.
-func printListSubsys(w io.Writer, format string, states []*session.State) error {
-	return printListSubsysNS(w, format, states, 0)
+func ListSubsys(w io.Writer, format string, states []*session.State) error {
+	return ListSubsysNS(w, format, states, 0)
 }
 
-// printListSubsysNS is printListSubsys with the ANA states of namespace
+// ListSubsysNS is ListSubsys with the ANA states of namespace
 // nsid (0: each daemon's first namespace).
-func printListSubsysNS(w io.Writer, format string, states []*session.State, nsid uint32) error {
+func ListSubsysNS(w io.Writer, format string, states []*session.State, nsid uint32) error {
 	hosts := groupSubsystems(states)
-	if format == formatJSON {
-		arr := []jobj{}
+	if format == JSON {
+		arr := []Obj{}
 		for _, h := range hosts {
-			ho := jobj{{"HostNQN", h.hostnqn}}
+			ho := Obj{{"HostNQN", h.hostnqn}}
 			if h.hostid != "" {
-				ho = append(ho, jkv{"HostID", h.hostid})
+				ho = append(ho, KV{"HostID", h.hostid})
 			}
-			subs := []jobj{}
+			subs := []Obj{}
 			for _, s := range h.subsys {
-				paths := []jobj{}
+				paths := []Obj{}
 				for _, st := range s.paths {
 					for _, p := range pathsOf(st, nsid) {
-						o := jobj{{"Name", p.name}, {"Transport", p.transport}, {"Address", p.address}, {"State", p.state}}
+						o := Obj{{"Name", p.name}, {"Transport", p.transport}, {"Address", p.address}, {"State", p.state}}
 						if p.ana != "" {
-							o = append(o, jkv{"ANAState", p.ana})
+							o = append(o, KV{"ANAState", p.ana})
 						}
 						paths = append(paths, o)
 					}
 				}
-				subs = append(subs, jobj{{"Name", s.name}, {"NQN", s.nqn}, {"IOPolicy", subsysPolicy(s)}, {"Paths", paths}})
+				subs = append(subs, Obj{{"Name", s.name}, {"NQN", s.nqn}, {"IOPolicy", subsysPolicy(s)}, {"Paths", paths}})
 			}
-			ho = append(ho, jkv{"Subsystems", subs})
+			ho = append(ho, KV{"Subsystems", subs})
 			arr = append(arr, ho)
 		}
-		return writeJSON(w, arr)
+		return WriteJSON(w, arr)
 	}
 	var b strings.Builder
 	first := true

@@ -1,4 +1,4 @@
-package hostcli
+package nvmeprint
 
 import (
 	"bytes"
@@ -14,6 +14,12 @@ import (
 	"github.com/nvmeof/nvmeof/initiator"
 	"github.com/nvmeof/nvmeof/initiator/session"
 	"github.com/nvmeof/nvmeof/nvme"
+)
+
+// The host NQN and subsystem NQN in the golden files.
+const (
+	tHost       = "nqn.2014-08.org.nvmexpress:uuid:5a3c1b2e-0b7a-4c1e-9d8f-0123456789ab"
+	selftestNQN = "nqn.2026-11.io.nvmeof:default"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -188,14 +194,14 @@ func render(t *testing.T, f func(w *bytes.Buffer) error) []byte {
 // of nvmeCLI's lines, and returns the JSON output.
 func goldenOutputs(t *testing.T, name string, out func(format string) func(w *bytes.Buffer) error, nvmeCLI []string) []byte {
 	t.Helper()
-	text := render(t, out(formatNormal))
+	text := render(t, out(Normal))
 	golden(t, name+".txt", text)
 	for _, l := range nvmeCLI {
 		if !strings.Contains(string(text), l) {
 			t.Errorf("normal output lacks nvme-cli's %q", l)
 		}
 	}
-	js := render(t, out(formatJSON))
+	js := render(t, out(JSON))
 	golden(t, name+".json", js)
 	return js
 }
@@ -214,25 +220,25 @@ func TestGoldenOutput(t *testing.T) {
 		nvmeCLI []string
 	}{
 		{"id-ctrl", func(f string) func(*bytes.Buffer) error {
-			return func(w *bytes.Buffer) error { return printIDCtrl(w, f, idc) }
+			return func(w *bytes.Buffer) error { return IDCtrl(w, f, idc) }
 		}, []string{"NVME Identify Controller:", "vid       : 0\n", "sn        : NVMEOF0001\n", "ieee      : 5cd2e4\n",
 			"cmic      : 0xb\n", "ver       : 0x10400\n", "subnqn    : " + selftestNQN + "\n", "ioccsz    : 516\n",
 			"iorcsz    : 1\n", "icdoff    : 0\n", "fcatt     : 0\n", "msdbd     : 1\n", "ofcs      : 0\n",
 			"tnvmcap   : 18446745173221179392\n", "sqes      : 0x66\n",
 			"ps    0 : mp:25.00W operational enlat:10 exlat:20 rrt:0 rrl:0\n          rwt:0 rwl:0 idle_power:5.00W active_power:-\n"}},
 		{"id-ns", func(f string) func(*bytes.Buffer) error {
-			return func(w *bytes.Buffer) error { return printIDNS(w, f, 1, idns) }
+			return func(w *bytes.Buffer) error { return IDNS(w, f, 1, idns) }
 		}, []string{"NVME Identify Namespace 1:\n", "nsze    : 0x200000\n", "nuse    : 0x1000\n", "nsfeat  : 0x14\n",
 			"nlbaf   : 1\n", "flbas   : 0\n", "dlfeat  : 1\n", "npwg    : 7\n", "nguid   : aa0102030405060708090a0b0c0d0eff\n",
 			"eui64   : bb02030405060708\n", "lbaf  0 : ms:0   lbads:9  rp:0 (in use)\n", "lbaf  1 : ms:8   lbads:12 rp:0x1\n"}},
 		{"smart-log", func(f string) func(*bytes.Buffer) error {
-			return func(w *bytes.Buffer) error { return printSMART(w, f, "nvmeof0", nvme.NSIDAll, smart) }
+			return func(w *bytes.Buffer) error { return SMART(w, f, "nvmeof0", nvme.NSIDAll, smart) }
 		}, []string{"Smart Log for NVME device:nvmeof0 namespace-id:ffffffff\n", "critical_warning",
 			"temperature                             : 35 °C (308 K)\n", "available_spare                         : 100%\n",
 			"data_units_read                         : 1234567 (632.10 GB)\n", "power_on_hours                          : 18446744073709551616\n",
 			"Temperature Sensor 1"}},
 		{"discover", func(f string) func(*bytes.Buffer) error {
-			return func(w *bytes.Buffer) error { return printDiscovery(w, f, 5, disc) }
+			return func(w *bytes.Buffer) error { return Discovery(w, f, 5, disc) }
 		}, []string{"\nDiscovery Log Number of Records 3, Generation counter 5\n", "=====Discovery Log Entry 0======\n",
 			"trtype:  rdma\n", "adrfam:  ipv4\n", "subtype: current discovery subsystem\n",
 			"treq:    not specified, sq flow control disable supported\n", "portid:  1\n", "trsvcid: 4420\n",
@@ -241,12 +247,12 @@ func TestGoldenOutput(t *testing.T) {
 			"rdma_prtype: not specified\n", "rdma_qptype: connected\n", "rdma_cms:    rdma-cm\n", "rdma_pkey: 0x0000\n",
 			"rdma_prtype: roce-v2\n", "rdma_pkey: 0xffff\n", "eflags:  none\n", "adrfam:  \n"}},
 		{"list", func(f string) func(*bytes.Buffer) error {
-			return func(w *bytes.Buffer) error { return printList(w, f, states) }
+			return func(w *bytes.Buffer) error { return List(w, f, states) }
 		}, []string{"Node                  Generic               SN                   Model                                    Namespace  Usage                      Format           FW Rev   State",
 			"/dev/loop3            nvmeof0n1             NVMEOF0001           nvmeof                                   0x1         67.11  MB /   1.07  GB    512   B +  0 B   0.1      live\n",
 			"  4 KiB +  8 B", "-                     nvmeof1n1", " connecting\n"}},
 		{"list-multipath", func(f string) func(*bytes.Buffer) error {
-			return func(w *bytes.Buffer) error { return printList(w, f, fixedMultipathStates()) }
+			return func(w *bytes.Buffer) error { return List(w, f, fixedMultipathStates()) }
 		}, []string{"FW Rev   State      Paths\n", " live       nvmeof0:connecting:inaccessible,nvmeof0c1:live:non-optimized\n"}},
 	}
 	for _, tc := range tests {
@@ -269,24 +275,24 @@ func TestJSONKeys(t *testing.T) {
 		}
 		return v
 	}
-	idc := get(func(w *bytes.Buffer) error { return printIDCtrl(w, formatJSON, fixedIDCtrl(t)) })
+	idc := get(func(w *bytes.Buffer) error { return IDCtrl(w, JSON, fixedIDCtrl(t)) })
 	if idc["sn"] != "NVMEOF0001" || idc["subnqn"] != selftestNQN || idc["ioccsz"] != 516.0 || idc["mdts"] != 5.0 {
 		t.Errorf("id-ctrl JSON: sn %v subnqn %v ioccsz %v mdts %v", idc["sn"], idc["subnqn"], idc["ioccsz"], idc["mdts"])
 	}
-	ns := get(func(w *bytes.Buffer) error { return printIDNS(w, formatJSON, 1, fixedIDNS()) })
+	ns := get(func(w *bytes.Buffer) error { return IDNS(w, JSON, 1, fixedIDNS()) })
 	if ns["nsze"] != float64(0x200000) || len(ns["lbafs"].([]any)) != 2 {
 		t.Errorf("id-ns JSON: nsze %v lbafs %v", ns["nsze"], ns["lbafs"])
 	}
-	sm := get(func(w *bytes.Buffer) error { return printSMART(w, formatJSON, "x", nvme.NSIDAll, fixedSMART()) })
+	sm := get(func(w *bytes.Buffer) error { return SMART(w, JSON, "x", nvme.NSIDAll, fixedSMART()) })
 	if sm["temperature"] != 308.0 || sm["avail_spare"] != 100.0 || sm["data_units_read"] != 1234567.0 {
 		t.Errorf("smart-log JSON: %v", sm)
 	}
-	d := get(func(w *bytes.Buffer) error { return printDiscovery(w, formatJSON, 5, fixedDiscovery()) })
+	d := get(func(w *bytes.Buffer) error { return Discovery(w, JSON, 5, fixedDiscovery()) })
 	recs := d["records"].([]any)
 	if d["genctr"] != 5.0 || len(recs) != 3 || recs[1].(map[string]any)["rdma_prtype"] != "roce-v2" {
 		t.Errorf("discovery JSON: %v", d)
 	}
-	l := get(func(w *bytes.Buffer) error { return printList(w, formatJSON, fixedStates()) })
+	l := get(func(w *bytes.Buffer) error { return List(w, JSON, fixedStates()) })
 	devs := l["Devices"].([]any)
 	d0 := devs[0].(map[string]any)
 	if len(devs) != 3 || d0["DevicePath"] != "/dev/loop3" || d0["PhysicalSize"] != float64(2097152*512) || d0["SectorSize"] != 512.0 {
