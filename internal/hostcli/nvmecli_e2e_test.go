@@ -46,19 +46,27 @@ subsystem %q {
 }
 `
 
-// startSoftTarget serves e2eTargetHCL in this process on addr.
-func startSoftTarget(t *testing.T, addr, nqn string) {
+// softTargetTree is e2eTargetHCL on addr with subsystem nqn.
+func softTargetTree(t *testing.T, addr, nqn string) *configfs.Tree {
 	t.Helper()
 	tree, err := configfs.ParseHCL([]byte(fmt.Sprintf(e2eTargetHCL, addr, nqn)), "e2e.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tree
+}
+
+// startSoftTarget serves e2eTargetHCL in this process on addr; the
+// server takes changed trees (softTargetTree) until the test ends.
+func startSoftTarget(t *testing.T, addr, nqn string) *server.Server {
+	t.Helper()
 	srv := server.New(server.Options{Logger: hclog.NewNullLogger()})
-	if err := srv.Apply(tree); err != nil {
+	if err := srv.Apply(softTargetTree(t, addr, nqn)); err != nil {
 		srv.Close()
 		t.Skipf("cannot serve on %s with the soft provider: %v", addr, err)
 	}
 	t.Cleanup(func() { srv.Close() })
+	return srv
 }
 
 // e2eSession connects one controller through a connection daemon to an
