@@ -103,6 +103,10 @@ type nbdMapping struct {
 
 func (m *nbdMapping) path() string { return m.dev }
 
+// nbdBackend is the NBD backend identifier of mapping name (shown in
+// /sys/block/nbdN/backend; a reconfigure must repeat it).
+func nbdBackend(name string) string { return "nvmeof:" + name }
+
 func mapNBD(ctx context.Context, e *engine, c *config) (*nbdMapping, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("blockdev: NBD needs root (NBD_CMD_CONNECT needs CAP_SYS_ADMIN)")
@@ -142,7 +146,7 @@ func mapNBD(ctx context.Context, e *engine, c *config) (*nbdMapping, error) {
 		flags = NBDFlagHasFlags | NBDFlagReadOnly | NBDFlagSendFlush
 	}
 	replies, err := g.request(fam, nbdCmdConnect, nbdGenlVersion,
-		nbdConnectAttrs(kernelFD, c.size, int64(c.bs), flags, c.NBDTimeout, "nvmeof:"+c.Name))
+		nbdConnectAttrs(kernelFD, c.size, int64(c.bs), flags, c.NBDTimeout, nbdBackend(c.Name)))
 	unix.Close(kernelFD) // the kernel holds its own reference now
 	if err == nil {
 		m.index, err = nbdIndexFromReply(replies)

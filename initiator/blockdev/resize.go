@@ -78,7 +78,9 @@ func (m *fuseLoop) resize(ctx context.Context, size int64) error {
 }
 
 // resize reconfigures the NBD device's size over netlink (a device set up
-// by netlink takes no NBD_SET_SIZE ioctl).
+// by netlink takes no NBD_SET_SIZE ioctl). The kernel refuses a
+// reconfigure without the backend identifier the device was connected
+// with ("must specify backend", EINVAL).
 func (m *nbdMapping) resize(ctx context.Context, size int64) error {
 	g, err := dialGenl()
 	if err != nil {
@@ -92,13 +94,19 @@ func (m *nbdMapping) resize(ctx context.Context, size int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var a nlAttrs
-	a.putU32(nbdAttrIndex, m.index)
-	a.putU64(nbdAttrSizeBytes, uint64(size))
-	if _, err := g.request(fam, nbdCmdReconfigure, nbdGenlVersion, a); err != nil {
+	if _, err := g.request(fam, nbdCmdReconfigure, nbdGenlVersion, nbdResizeAttrs(m.index, size, nbdBackend(m.c.Name))); err != nil {
 		return fmt.Errorf("blockdev: resize %s: NBD_CMD_RECONFIGURE: %w", m.dev, err)
 	}
 	return nil
+}
+
+// nbdResizeAttrs are NBD_CMD_RECONFIGURE's attributes for a new size.
+func nbdResizeAttrs(index uint32, size int64, backend string) nlAttrs {
+	var a nlAttrs
+	a.putU32(nbdAttrIndex, index)
+	a.putU64(nbdAttrSizeBytes, uint64(size))
+	a.putString(nbdAttrBackendIdentifier, backend)
+	return a
 }
 
 // resize sends UBLK_U_CMD_UPDATE_SIZE; a driver without it (before Linux

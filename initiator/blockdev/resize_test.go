@@ -3,6 +3,7 @@ package blockdev
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"strings"
@@ -107,5 +108,27 @@ func TestFUSELoopResize(t *testing.T) {
 	}
 	if err := m.Resize(ctx, big); !errors.Is(err, ErrUnmapped) {
 		t.Errorf("Resize after Unmap: %v, want ErrUnmapped", err)
+	}
+}
+
+// TestNBDResizeAttrs checks NBD_CMD_RECONFIGURE's attributes byte by
+// byte: the index, the new size and the backend identifier the device was
+// connected with, without which the kernel refuses ("must specify
+// backend", EINVAL: seen on 6.12).
+func TestNBDResizeAttrs(t *testing.T) {
+	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+		t.Skip("golden bytes are for a little-endian host")
+	}
+	got := nbdResizeAttrs(3, 96<<20, nbdBackend("n1"))
+	want := []byte{
+		8, 0, 1, 0, 3, 0, 0, 0, // NBD_ATTR_INDEX = 3
+		12, 0, 2, 0, 0, 0, 0, 6, 0, 0, 0, 0, // NBD_ATTR_SIZE_BYTES = 96 MiB
+		14, 0, 10, 0, 'n', 'v', 'm', 'e', 'o', 'f', ':', 'n', '1', 0, 0, 0, // NBD_ATTR_BACKEND_IDENTIFIER
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("attrs\n got % x\nwant % x", []byte(got), want)
+	}
+	if c := nbdConnectAttrs(7, 64<<20, 512, 0, 0, nbdBackend("n1")); !bytes.HasSuffix(c, want[20:]) {
+		t.Errorf("connect's backend identifier is not the one resize repeats: % x", []byte(c))
 	}
 }
