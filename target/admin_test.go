@@ -55,7 +55,7 @@ func TestIdentifyController(t *testing.T) {
 		{"CQES", id.CQES(), uint8(0x44)},
 		{"MAXCMD", id.MAXCMD(), uint16(1024)},
 		{"NN", id.NN(), uint32(MaxNamespaces)},
-		{"ONCS", id.ONCS(), uint16(nvme.ONCSCompare | nvme.ONCSDatasetManagement | nvme.ONCSWriteZeroes | nvme.ONCSReservations)},
+		{"ONCS", id.ONCS(), uint16(nvme.ONCSCompare | nvme.ONCSDatasetManagement | nvme.ONCSWriteZeroes | nvme.ONCSReservations | nvme.ONCSVerify)},
 		{"VWC present", id.VWC() & nvme.VWCPresent, uint8(nvme.VWCPresent)},
 		{"SGLS", id.SGLS(), uint32(nvme.SGLSSupported | nvme.SGLSOffset)},
 		{"SUBNQN", id.SUBNQN(), testSubNQN},

@@ -120,7 +120,7 @@ func (c *controller) identifyController(q *queue, r *fabrics.Request) {
 	id.SetMNAN(MaxNamespaces)
 	// Reservations: set as Linux does; each namespace's RESCAP says whether
 	// it has them (resv_enable).
-	id.SetONCS(nvme.ONCSCompare | nvme.ONCSDatasetManagement | nvme.ONCSWriteZeroes | nvme.ONCSReservations)
+	id.SetONCS(nvme.ONCSCompare | nvme.ONCSDatasetManagement | nvme.ONCSWriteZeroes | nvme.ONCSReservations | nvme.ONCSVerify)
 	// A volatile write cache is reported present, as Linux does: the
 	// namespaces behind the controller may change after the host read
 	// this, and Flush is harmless on backends without one. Bits 2:1 =

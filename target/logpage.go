@@ -162,7 +162,7 @@ func commandEffects() []byte {
 		nvme.AdminSetFeatures, nvme.AdminGetFeatures, nvme.AdminAsyncEventRequest, nvme.AdminKeepAlive} {
 		l.SetACS(op, nvme.EffectsCSUPP)
 	}
-	for _, op := range []nvme.IOOpcode{nvme.IORead, nvme.IOFlush, nvme.IODatasetManagement, nvme.IOCompare,
+	for _, op := range []nvme.IOOpcode{nvme.IORead, nvme.IOFlush, nvme.IODatasetManagement, nvme.IOCompare, nvme.IOVerify,
 		nvme.IOReservationRegister, nvme.IOReservationReport, nvme.IOReservationAcquire, nvme.IOReservationRelease} {
 		l.SetIOCS(op, nvme.EffectsCSUPP)
 	}

@@ -52,6 +52,9 @@ type namespace struct {
 	// async: the backend starts I/O without waiting (bdev.Async); the
 	// common commands skip the workers (ioCmd.startAsync).
 	async bdev.Async
+	// fua: the asynchronous backend makes one write durable by itself
+	// (RWF_DSYNC), for FUA writes and writes with the cache disabled.
+	fua bdev.FUAWriter
 	// pr: persistent reservations (reservation.go); nil when disabled.
 	pr *reservations
 	// log names the namespace; mon logs its backend's errors and
@@ -120,6 +123,13 @@ func newNamespace(t *Target, subsys string, cfg NamespaceConfig) (*namespace, er
 	}
 	if a, ok := cfg.Device.(bdev.Async); ok {
 		ns.async = a
+		if m, ok := cfg.Device.(bdev.MaybeAsync); ok && !m.AsyncReady() {
+			ns.async = nil
+			ns.log.Warn("io_uring unavailable: the backend runs on blocking workers", "workers", t.workers)
+		}
+		if f, ok := cfg.Device.(bdev.FUAWriter); ok && ns.async != nil {
+			ns.fua = f
+		}
 	}
 	if w, ok := cfg.Device.(bdev.SizeWatcher); ok {
 		// A resize seen by the backend: read the size again and raise the

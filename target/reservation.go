@@ -81,7 +81,9 @@ type resvEvent struct {
 // isReadCmd and isWriteCmd are the command groups of the reservation
 // access matrix (NVMe Base 2.0, "Command Behavior in the Presence of a
 // Reservation").
-func isReadCmd(op nvme.IOOpcode) bool { return op == nvme.IORead || op == nvme.IOCompare }
+func isReadCmd(op nvme.IOOpcode) bool {
+	return op == nvme.IORead || op == nvme.IOCompare || op == nvme.IOVerify
+}
 
 func isWriteCmd(op nvme.IOOpcode) bool {
 	switch op {

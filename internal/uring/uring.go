@@ -1,10 +1,14 @@
 // Package uring is a minimal io_uring (Linux 5.1+) for the few operations
 // this module needs: IORING_OP_URING_CMD (ublk's control and I/O commands,
-// which need 128-byte SQEs), IORING_OP_READ and IORING_OP_NOP. No cgo.
+// which need 128-byte SQEs), positioned READ and WRITE (with RWF_* flags),
+// FSYNC, FALLOCATE (Linux 5.6) and NOP. No cgo.
 //
-// A Ring is not safe for concurrent use: one goroutine owns it. For ublk
-// the owner must also stay on one OS thread (runtime.LockOSThread), since
-// the driver ties a queue to the thread that submitted its commands.
+// A Ring is not safe for concurrent use, with one exception: one goroutine
+// may Wait for completions and consume them (PeekCQE, Advance) while
+// another, holding whatever lock serialises submitters, gets SQEs and
+// Submits with wait 0. For ublk the owner must also stay on one OS thread
+// (runtime.LockOSThread), since the driver ties a queue to the thread that
+// submitted its commands.
 package uring
 
 import (
@@ -27,10 +31,20 @@ const (
 
 // Opcodes (enum io_uring_op).
 const (
-	OpNop      = 0
-	OpRead     = 22
-	OpURingCmd = 46
+	OpNop       = 0
+	OpFsync     = 3
+	OpFallocate = 17
+	OpRead      = 22
+	OpWrite     = 23
+	OpURingCmd  = 46
 )
+
+// FsyncDatasync makes an OpFsync an fdatasync (IORING_FSYNC_DATASYNC).
+const FsyncDatasync = 1
+
+// RWFDsync is RWF_DSYNC: a write with it is durable when it completes, as
+// if the file were opened O_DSYNC (a FUA write on a block device).
+const RWFDsync = 0x2
 
 // io_uring_enter flags.
 const enterGetEvents = 1 // IORING_ENTER_GETEVENTS
@@ -116,6 +130,52 @@ func (e SQE) PrepRead(fd int, addr uintptr, n uint32, userData uint64) {
 	binary.NativeEndian.PutUint64(e[sqeOff:], ^uint64(0))
 	binary.NativeEndian.PutUint64(e[sqeAddr:], uint64(addr))
 	binary.NativeEndian.PutUint32(e[sqeLen:], n)
+	binary.NativeEndian.PutUint64(e[sqeUserData:], userData)
+}
+
+// PrepReadAt makes e an IORING_OP_READ of n bytes at file offset off into
+// addr, with the RWF_* flags rwFlags.
+func (e SQE) PrepReadAt(fd int, addr uintptr, n uint32, off int64, rwFlags uint32, userData uint64) {
+	e.prepRW(OpRead, fd, addr, n, off, rwFlags, userData)
+}
+
+// PrepWriteAt makes e an IORING_OP_WRITE of n bytes from addr at file
+// offset off, with the RWF_* flags rwFlags (RWFDsync for a durable write).
+func (e SQE) PrepWriteAt(fd int, addr uintptr, n uint32, off int64, rwFlags uint32, userData uint64) {
+	e.prepRW(OpWrite, fd, addr, n, off, rwFlags, userData)
+}
+
+func (e SQE) prepRW(op byte, fd int, addr uintptr, n uint32, off int64, rwFlags uint32, userData uint64) {
+	clear(e)
+	e[sqeOpcode] = op
+	binary.NativeEndian.PutUint32(e[sqeFD:], uint32(int32(fd)))
+	binary.NativeEndian.PutUint64(e[sqeOff:], uint64(off))
+	binary.NativeEndian.PutUint64(e[sqeAddr:], uint64(addr))
+	binary.NativeEndian.PutUint32(e[sqeLen:], n)
+	binary.NativeEndian.PutUint32(e[sqeOpFlags:], rwFlags)
+	binary.NativeEndian.PutUint64(e[sqeUserData:], userData)
+}
+
+// PrepFsync makes e an IORING_OP_FSYNC of the whole file (flags
+// FsyncDatasync: fdatasync).
+func (e SQE) PrepFsync(fd int, flags uint32, userData uint64) {
+	clear(e)
+	e[sqeOpcode] = OpFsync
+	binary.NativeEndian.PutUint32(e[sqeFD:], uint32(int32(fd)))
+	binary.NativeEndian.PutUint32(e[sqeOpFlags:], flags)
+	binary.NativeEndian.PutUint64(e[sqeUserData:], userData)
+}
+
+// PrepFallocate makes e an IORING_OP_FALLOCATE of n bytes at off with the
+// FALLOC_FL_* mode (the kernel takes the length in the address field and
+// the mode in the length field).
+func (e SQE) PrepFallocate(fd int, mode uint32, off, n int64, userData uint64) {
+	clear(e)
+	e[sqeOpcode] = OpFallocate
+	binary.NativeEndian.PutUint32(e[sqeFD:], uint32(int32(fd)))
+	binary.NativeEndian.PutUint64(e[sqeOff:], uint64(off))
+	binary.NativeEndian.PutUint64(e[sqeAddr:], uint64(n))
+	binary.NativeEndian.PutUint32(e[sqeLen:], mode)
 	binary.NativeEndian.PutUint64(e[sqeUserData:], userData)
 }
 
@@ -252,6 +312,17 @@ func (r *Ring) Submit(wait uint32) error {
 		}
 		wait = 0 // the wait, if any, is over; submit the rest
 	}
+}
+
+// Wait blocks in io_uring_enter until at least one completion is there,
+// submitting nothing: the one call a reaping goroutine may make while
+// another submits. A signal ends the wait early with nil.
+func (r *Ring) Wait() error {
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), 0, 1, enterGetEvents, 0, 0)
+	if errno != 0 && errno != syscall.EINTR {
+		return fmt.Errorf("uring: io_uring_enter wait: %w", errno)
+	}
+	return nil
 }
 
 // PeekCQE returns the oldest completion without consuming it.

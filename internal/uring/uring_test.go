@@ -1,8 +1,12 @@
 package uring
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"os"
+	"runtime"
+	"sync"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -110,5 +114,95 @@ func TestFullQueue(t *testing.T) {
 	}
 	if n != 2 {
 		t.Fatalf("%d SQEs before full, want 2", n)
+	}
+}
+
+// TestFileOps writes with RWF_DSYNC, reads back, fdatasyncs and punches a
+// hole in a temporary file through the ring, each checked against the file.
+func TestFileOps(t *testing.T) {
+	r := newRing(t, 8, 0)
+	f, err := os.CreateTemp(t.TempDir(), "uring")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(8192); err != nil {
+		t.Fatal(err)
+	}
+	fd := int(f.Fd())
+	data := bytes.Repeat([]byte{0xa5}, 4096)
+	got := make([]byte, 4096)
+	run := func(name string, prep func(SQE), want int32) {
+		t.Helper()
+		prep(r.SQE())
+		if err := r.Submit(1); err != nil {
+			t.Fatal(err)
+		}
+		c, ok := r.PeekCQE()
+		if !ok {
+			t.Fatalf("%s: no completion", name)
+		}
+		r.Advance()
+		if c.Res != want || c.UserData != 7 {
+			t.Fatalf("%s: completion %+v, want res %d", name, c, want)
+		}
+	}
+	run("write", func(e SQE) { e.PrepWriteAt(fd, uintptr(unsafe.Pointer(&data[0])), 4096, 4096, RWFDsync, 7) }, 4096)
+	run("read", func(e SQE) { e.PrepReadAt(fd, uintptr(unsafe.Pointer(&got[0])), 4096, 4096, 0, 7) }, 4096)
+	if !bytes.Equal(got, data) {
+		t.Fatal("read back differs from the write")
+	}
+	run("fdatasync", func(e SQE) { e.PrepFsync(fd, FsyncDatasync, 7) }, 0)
+	run("punch", func(e SQE) {
+		e.PrepFallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 4096, 4096, 7)
+	}, 0)
+	if _, err := f.ReadAt(got, 4096); err != nil || !bytes.Equal(got, make([]byte, 4096)) {
+		t.Fatalf("after the punch: %v, data not zero", err)
+	}
+	run("read past the end", func(e SQE) { e.PrepReadAt(fd, uintptr(unsafe.Pointer(&got[0])), 4096, 8192, 0, 7) }, 0)
+	run("bad fd", func(e SQE) { e.PrepFsync(-1, 0, 7) }, -int32(unix.EBADF))
+}
+
+// TestWaitWhileSubmitting has one goroutine Wait and reap while another
+// submits NOPs, as the file backends use a ring.
+func TestWaitWhileSubmitting(t *testing.T) {
+	r := newRing(t, 8, 0)
+	const n = 200
+	done := make(chan int)
+	go func() {
+		seen := 0
+		for seen < n {
+			if err := r.Wait(); err != nil {
+				t.Error(err)
+				break
+			}
+			for {
+				if _, ok := r.PeekCQE(); !ok {
+					break
+				}
+				r.Advance()
+				seen++
+			}
+		}
+		done <- seen
+	}()
+	var mu sync.Mutex
+	for i := 0; i < n; {
+		mu.Lock()
+		e := r.SQE()
+		if e != nil {
+			e.PrepNop(uint64(i))
+			if err := r.Submit(0); err != nil {
+				t.Fatal(err)
+			}
+			i++
+		}
+		mu.Unlock()
+		if e == nil {
+			runtime.Gosched()
+		}
+	}
+	if seen := <-done; seen != n {
+		t.Fatalf("reaped %d completions, want %d", seen, n)
 	}
 }

@@ -148,9 +148,13 @@ type Spec struct {
 	// Grow lets the file backend extend an existing file smaller than
 	// Size. Files are never shrunk.
 	Grow bool
-	// BufferedIO keeps the block backend off O_DIRECT (nvmet's
-	// buffered_io attribute).
+	// BufferedIO keeps the file and block backends off O_DIRECT
+	// (nvmet's buffered_io attribute): I/O goes through the page cache.
 	BufferedIO bool
+	// QueueDepth bounds the I/Os in flight to a file or block backend
+	// (queue_depth); 0 means DefaultQueueDepth. Commands beyond it wait
+	// in order for a free slot.
+	QueueDepth int
 	// RBD: the image (Path unused). CephConf "" means librados'
 	// default search (/etc/ceph/ceph.conf, $CEPH_CONF); ClientID ""
 	// means "admin"; Keyring "" means the conf's.
@@ -192,6 +196,9 @@ func checkSpec(spec Spec) error {
 	}
 	if spec.Size < 0 {
 		return fmt.Errorf("bdev: %s %q: negative size %d", spec.Kind, spec.Path, spec.Size)
+	}
+	if spec.QueueDepth < 0 || spec.QueueDepth > MaxQueueDepth {
+		return fmt.Errorf("bdev: %s %q: queue depth %d outside 1-%d", spec.Kind, spec.Path, spec.QueueDepth, MaxQueueDepth)
 	}
 	return nil
 }

@@ -18,13 +18,14 @@ import (
 // It keeps two descriptors on the device node: a buffered one, opened
 // O_EXCL so the kernel refuses the device while it is mounted or claimed by
 // another exclusive user, and an O_DIRECT one (unless Spec.BufferedIO).
-// ReadAt and WriteAt use the O_DIRECT descriptor when the offset, the length
-// and the buffer's address are multiples of the device's logical block size,
+// Transfers use the O_DIRECT descriptor when the offset, the length and
+// the buffer's address are multiples of the device's logical block size,
 // and the buffered one otherwise; the kernel keeps the page cache coherent
-// with direct I/O to the same range.
+// with direct I/O to the same range. The asynchronous methods (Async) run
+// on an io_uring.
 type Block struct {
+	ringDev
 	buffered *os.File
-	direct   *os.File // nil with BufferedIO
 	bfd      int
 	path     string
 	size     atomic.Int64 // grows in place (Resize)
@@ -39,6 +40,9 @@ var (
 	_ Device         = (*Block)(nil)
 	_ HealthReporter = (*Block)(nil)
 	_ Identifier     = (*Block)(nil)
+	_ Async          = (*Block)(nil)
+	_ FUAWriter      = (*Block)(nil)
+	_ MaybeAsync     = (*Block)(nil)
 )
 
 // OpenBlock opens a block device node; see Spec for the size rules.
@@ -54,12 +58,11 @@ func OpenBlock(spec Spec) (*Block, error) {
 		return nil, fmt.Errorf("bdev: block: %w", err)
 	}
 	d := &Block{buffered: f, bfd: int(f.Fd()), path: spec.Path}
+	d.dfd = -1
 	d.health.read = func() (Health, error) { return ReadHealth(d.path) }
 	fail := func(err error) (*Block, error) {
+		_ = d.closeRing()
 		d.buffered.Close()
-		if d.direct != nil {
-			d.direct.Close()
-		}
 		return nil, err
 	}
 	var st unix.Stat_t
@@ -94,12 +97,19 @@ func OpenBlock(spec Spec) (*Block, error) {
 		return fail(err)
 	}
 	d.size.Store(size)
-	if !spec.BufferedIO {
-		df, err := os.OpenFile(spec.Path, os.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fail(fmt.Errorf("bdev: block %q: open O_DIRECT: %w", spec.Path, err))
-		}
-		d.direct = df
+	what := fmt.Sprintf("block %q", spec.Path)
+	if err := d.openDirect(what, spec.Path, spec.BufferedIO); err != nil {
+		return fail(err)
+	}
+	d.align = int64(lbs)
+	// fallocate on a block device (blkdev_fallocate): ZERO_RANGE writes
+	// zeroes (offloaded where the device can), PUNCH_HOLE zeroes by
+	// unmapping only, and falls back to BLKDISCARD where it cannot.
+	if err := d.startRing(ringFiles{what: what, bfd: d.bfd,
+		zeroMode: unix.FALLOC_FL_ZERO_RANGE | unix.FALLOC_FL_KEEP_SIZE,
+		discMode: unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE,
+		zero:     d.WriteZeroes, discard: d.Discard}, spec.QueueDepth); err != nil {
+		return fail(err)
 	}
 	return d, nil
 }
@@ -182,10 +192,43 @@ func (d *Block) Flush() error {
 	if d.closed.Load() {
 		return ErrClosed
 	}
-	if err := unix.Fsync(d.bfd); err != nil {
-		return fmt.Errorf("bdev: block %q: fsync: %w", d.path, err)
+	var err error
+	if e := unix.Fsync(d.bfd); e != nil {
+		err = fmt.Errorf("bdev: block %q: fsync: %w", d.path, e)
 	}
-	return nil
+	return d.latch.check(err)
+}
+
+// ReadAsync implements Async.
+func (d *Block) ReadAsync(p []byte, off int64, c Completion) {
+	d.rw(&d.closed, d.size.Load(), opRead, p, off, c)
+}
+
+// WriteAsync implements Async.
+func (d *Block) WriteAsync(p []byte, off int64, c Completion) {
+	d.rw(&d.closed, d.size.Load(), opWrite, p, off, c)
+}
+
+// WriteFUAAsync implements FUAWriter with RWF_DSYNC (a FUA write on the
+// O_DIRECT descriptor).
+func (d *Block) WriteFUAAsync(p []byte, off int64, c Completion) {
+	d.rw(&d.closed, d.size.Load(), opWriteFUA, p, off, c)
+}
+
+// FlushAsync implements Async with fdatasync of the device, which flushes
+// its volatile write cache.
+func (d *Block) FlushAsync(c Completion) { d.flush(&d.closed, c) }
+
+// WriteZeroesAsync implements Async with fallocate(FALLOC_FL_ZERO_RANGE),
+// or BLKZEROOUT.
+func (d *Block) WriteZeroesAsync(off, n int64, c Completion) {
+	d.rangeOp(&d.closed, d.size.Load(), opZero, off, n, c)
+}
+
+// DiscardAsync implements Async with fallocate(FALLOC_FL_PUNCH_HOLE), or
+// BLKDISCARD where the device cannot zero by unmapping.
+func (d *Block) DiscardAsync(off, n int64, c Completion) {
+	d.rangeOp(&d.closed, d.size.Load(), opDiscard, off, n, c)
 }
 
 // rangeIoctl issues BLKZEROOUT or BLKDISCARD for [off, off+n). The argument
@@ -233,9 +276,6 @@ func (d *Block) BlockSize() uint32 { return d.bs }
 
 // LogicalBlockSize returns the device's own logical block size (BLKSSZGET).
 func (d *Block) LogicalBlockSize() uint32 { return d.lbs }
-
-// Direct reports whether aligned requests use O_DIRECT.
-func (d *Block) Direct() bool { return d.direct != nil }
 
 // Health implements HealthReporter with ReadHealth on the device node,
 // reading the disk at most once per HealthTTL (the answer, error or not,
@@ -288,10 +328,7 @@ func (d *Block) Close() error {
 	if d.closed.Swap(true) {
 		return ErrClosed
 	}
-	var err error
-	if d.direct != nil {
-		err = d.direct.Close()
-	}
+	err := d.closeRing()
 	if cerr := d.buffered.Close(); err == nil {
 		err = cerr
 	}

@@ -11,8 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// File is the file backend: a regular file accessed with pread/pwrite.
+// File is the file backend: a regular file. Its asynchronous methods
+// (Async) run on an io_uring with O_DIRECT unless Spec.BufferedIO; the
+// blocking ones use pread/pwrite on a buffered descriptor.
 type File struct {
+	ringDev
 	f      *os.File
 	fd     int
 	path   string
@@ -27,6 +30,9 @@ type File struct {
 var (
 	_ Device     = (*File)(nil)
 	_ Identifier = (*File)(nil)
+	_ Async      = (*File)(nil)
+	_ FUAWriter  = (*File)(nil)
+	_ MaybeAsync = (*File)(nil)
 )
 
 // OpenFile opens (or creates) the file backend; see Spec for the size rules.
@@ -53,7 +59,10 @@ func OpenFile(spec Spec) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bdev: file: %w", err)
 	}
+	d := &File{f: f, fd: int(f.Fd()), path: spec.Path, bs: bs}
+	d.dfd = -1
 	fail := func(err error) (*File, error) {
+		_ = d.closeRing()
 		f.Close()
 		if created {
 			os.Remove(spec.Path)
@@ -77,8 +86,18 @@ func OpenFile(spec Spec) (*File, error) {
 			return fail(fmt.Errorf("bdev: file %q: set size from %d to %d bytes: %w", spec.Path, st.Size(), size, err))
 		}
 	}
-	d := &File{f: f, fd: int(f.Fd()), path: spec.Path, bs: bs}
 	d.size.Store(size)
+	what := fmt.Sprintf("file %q", spec.Path)
+	if err := d.openDirect(what, spec.Path, spec.BufferedIO); err != nil {
+		return fail(err)
+	}
+	d.align = fileDIOAlign(d.fd)
+	if err := d.startRing(ringFiles{what: what, bfd: d.fd,
+		zeroMode: unix.FALLOC_FL_ZERO_RANGE | unix.FALLOC_FL_KEEP_SIZE,
+		discMode: unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE,
+		zero:     d.WriteZeroes, discard: d.Discard}, spec.QueueDepth); err != nil {
+		return fail(err)
+	}
 	return d, nil
 }
 
@@ -163,10 +182,41 @@ func (d *File) Flush() error {
 	if d.closed.Load() {
 		return ErrClosed
 	}
-	if err := unix.Fdatasync(d.fd); err != nil {
-		return fmt.Errorf("bdev: file %q: fdatasync: %w", d.path, err)
+	var err error
+	if e := unix.Fdatasync(d.fd); e != nil {
+		err = fmt.Errorf("bdev: file %q: fdatasync: %w", d.path, e)
 	}
-	return nil
+	return d.latch.check(err)
+}
+
+// ReadAsync implements Async.
+func (d *File) ReadAsync(p []byte, off int64, c Completion) {
+	d.rw(&d.closed, d.size.Load(), opRead, p, off, c)
+}
+
+// WriteAsync implements Async.
+func (d *File) WriteAsync(p []byte, off int64, c Completion) {
+	d.rw(&d.closed, d.size.Load(), opWrite, p, off, c)
+}
+
+// WriteFUAAsync implements FUAWriter with RWF_DSYNC.
+func (d *File) WriteFUAAsync(p []byte, off int64, c Completion) {
+	d.rw(&d.closed, d.size.Load(), opWriteFUA, p, off, c)
+}
+
+// FlushAsync implements Async with fdatasync.
+func (d *File) FlushAsync(c Completion) { d.flush(&d.closed, c) }
+
+// WriteZeroesAsync implements Async with fallocate(FALLOC_FL_ZERO_RANGE),
+// or WriteZeroes' fallback where the file system lacks it.
+func (d *File) WriteZeroesAsync(off, n int64, c Completion) {
+	d.rangeOp(&d.closed, d.size.Load(), opZero, off, n, c)
+}
+
+// DiscardAsync implements Async with fallocate(FALLOC_FL_PUNCH_HOLE), or
+// Discard's fallback.
+func (d *File) DiscardAsync(off, n int64, c Completion) {
+	d.rangeOp(&d.closed, d.size.Load(), opDiscard, off, n, c)
 }
 
 // WriteZeroes implements Device with fallocate(FALLOC_FL_ZERO_RANGE),
@@ -215,7 +265,11 @@ func (d *File) Close() error {
 	if d.closed.Swap(true) {
 		return ErrClosed
 	}
-	return d.f.Close()
+	err := d.closeRing()
+	if cerr := d.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // fallocateUnsupported reports whether a fallocate error means the file
