@@ -100,12 +100,15 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Usage: "connect to a subsystem and map its namespaces as block devices",
 				Description: "Connects to subsystem -n at -a/-s (admin queue, I/O queues, keep-alive), maps\n" +
 					"each namespace as a block device and prints the device paths, one per line, then\n" +
-					"the controller name (nvmeofN). The connection is held by a background process that\n" +
-					"outlives this command; `nvmeof disconnect` ends it. Fails with a one-line reason\n" +
-					"(unknown NQN, host not allowed, authentication failed, target unreachable) within\n" +
-					"--timeout. A target that requires DH-HMAC-CHAP authentication needs -S (and -C for\n" +
-					"bidirectional authentication); the daemon gets the secrets through a pipe and keeps\n" +
-					"them in memory only, for reconnecting: not in its command line, state or log.\n" +
+					"the controller name (nvmeofN); on stderr, one line says which mapping --map auto\n" +
+					"chose, or that the subsystem was connected already and the connect added a path to\n" +
+					"it (nvmeofNcM: no new controller or device; -D makes a separate controller). The\n" +
+					"connection is held by a background process that outlives this command; `nvmeof\n" +
+					"disconnect` ends it. Fails with a one-line reason (unknown NQN, host not allowed,\n" +
+					"authentication failed, target unreachable) within --timeout. A target that requires\n" +
+					"DH-HMAC-CHAP authentication needs -S (and -C for bidirectional authentication); the\n" +
+					"daemon gets the secrets through a pipe and keeps them in memory only, for\n" +
+					"reconnecting: not in its command line, state or log.\n" +
 					"Example: nvmeof connect -t rdma -a 192.0.2.1 -s 4420 -n nqn.2026-11.io.nvmeof:disk0",
 				Flags: append(fabricsFlags(true), outputFlag, metricsAddressFlag, pprofFlag, logTargetFlag,
 					&cli.StringFlag{Name: "map", Value: "auto",
