@@ -14,9 +14,25 @@ func TestVersionFlag(t *testing.T) {
 }
 
 // TestLogLevelFlag: unknown levels are usage errors with the level meant;
-// "verbose" used to be taken and mean info.
+// "verbose" used to be taken and mean info. The configuration checked
+// listens on an address of its own: the embedded default's 127.0.0.1:4791
+// is taken while a ./nvmetd runs, as README's order has it.
 func TestLogLevelFlag(t *testing.T) {
 	dir := t.TempDir()
+	cfg := filepath.Join(dir, "t.hcl")
+	writeFile(t, cfg, `port "p" {
+  address  = "127.83.62.1"
+  provider = "soft"
+}
+subsystem "nqn.2026-11.io.nvmeof:level" {
+  ports          = ["p"]
+  allow_any_host = true
+  namespace "1" {
+    backend = "memory"
+    size    = "1MiB"
+  }
+}
+`)
 	for _, tt := range []struct {
 		level  string
 		status int
@@ -29,7 +45,7 @@ func TestLogLevelFlag(t *testing.T) {
 		{"TRACE", 0, ""},
 		{"off", 0, ""},
 	} {
-		status, _, stderr := runNvmetd(t, dir, "--log-level", tt.level, "--check")
+		status, _, stderr := runNvmetd(t, dir, "--config", cfg, "--log-level", tt.level, "--check")
 		if status != tt.status || !strings.Contains(stderr, tt.want) {
 			t.Errorf("--log-level %s: status %d (want %d), stderr %q, want %q", tt.level, status, tt.status, stderr, tt.want)
 		}
