@@ -148,6 +148,7 @@ func (ns *Namespace) equal(o *Namespace, subnqn string) bool {
 	a, b := *ns, *o
 	a.src, b.src = nil, nil
 	a.ANAGrpID, b.ANAGrpID = ns.EffectiveANAGrpID(), o.EffectiveANAGrpID()
+	a.QueueDepth, b.QueueDepth = ns.EffectiveQueueDepth(), o.EffectiveQueueDepth()
 	a.DeviceUUID, a.DeviceNGUID, a.DeviceEUI64 = ns.IDs(subnqn)
 	b.DeviceUUID, b.DeviceNGUID, b.DeviceEUI64 = o.IDs(subnqn)
 	return a == b

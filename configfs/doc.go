@@ -73,7 +73,8 @@
 //	    nguid       = "…"            # device_nguid
 //	    eui64       = "…"            # device_eui64
 //	    enabled     = true           # enable
-//	    buffered_io = false          # buffered_io
+//	    buffered_io = false          # buffered_io: file and block through the page cache, not O_DIRECT
+//	    queue_depth = 128            # nvmetd only: I/Os in flight to a file or block backend, 1..4096
 //	    resv_enable = false          # resv_enable: persistent reservations
 //	    resv_ptpl_file = "…"         # nvmetd only: where they persist through power loss
 //	    ana_grpid   = 1              # ana_grpid: the namespace's ANA group, 1..128

@@ -457,6 +457,8 @@ func (d *hclDecoder) namespace(b *hcl.Block, subsysPath string) *Namespace {
 			ns.Enable, _ = d.boolean(ns.src, path, a)
 		case "buffered_io":
 			ns.BufferedIO, _ = d.boolean(ns.src, path, a)
+		case "queue_depth":
+			intAttr(d, &ns.QueueDepth, ns.src, path, a, 1, MaxQueueDepth)
 		case "resv_enable":
 			ns.ResvEnable, _ = d.boolean(ns.src, path, a)
 		case "resv_ptpl_file":
@@ -758,6 +760,9 @@ func (t *Tree) HCL() []byte {
 			nb.SetAttributeValue("enabled", cty.BoolVal(ns.Enable))
 			if ns.BufferedIO {
 				nb.SetAttributeValue("buffered_io", cty.True)
+			}
+			if ns.QueueDepth != 0 {
+				nb.SetAttributeValue("queue_depth", cty.NumberIntVal(int64(ns.QueueDepth)))
 			}
 			if ns.ResvEnable {
 				nb.SetAttributeValue("resv_enable", cty.True)

@@ -95,6 +95,7 @@ type nvmeofNamespace struct {
 	Backend    string `json:"backend,omitempty"`
 	BlockSize  uint32 `json:"block_size,omitempty"`
 	BufferedIO bool   `json:"buffered_io,omitempty"`
+	QueueDepth int    `json:"queue_depth,omitempty"`
 	EUI64      string `json:"eui64,omitempty"`
 	Grow       bool   `json:"grow,omitempty"`
 	Size       int64  `json:"size,omitempty"`
@@ -272,6 +273,7 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 				ns.Backend, ns.BlockSize, ns.BufferedIO, ns.Grow, ns.Size = x.Backend, x.BlockSize, x.BufferedIO, x.Grow, x.Size
 				ns.Pool, ns.Image, ns.CephConf, ns.ClientID, ns.Keyring = x.Pool, x.Image, x.CephConf, x.ClientID, x.Keyring
 				ns.ResvPTPLFile = x.ResvPTPLFile
+				ns.QueueDepth = x.QueueDepth
 				if x.EUI64 != "" {
 					e, err := ParseEUI64(x.EUI64)
 					if err != nil {
@@ -561,7 +563,7 @@ func (t *Tree) NvmetcliJSON() ([]byte, error) {
 				NSID:   &nsid,
 				Nvmeof: &nvmeofNamespace{Backend: ns.Backend, BlockSize: ns.BlockSize, BufferedIO: ns.BufferedIO, Grow: ns.Grow, Size: ns.Size,
 					Pool: ns.Pool, Image: ns.Image, CephConf: ns.CephConf, ClientID: ns.ClientID, Keyring: ns.Keyring,
-					ResvPTPLFile: ns.ResvPTPLFile},
+					ResvPTPLFile: ns.ResvPTPLFile, QueueDepth: ns.QueueDepth},
 			}
 			if !ns.DeviceEUI64.IsZero() {
 				jn.Nvmeof.EUI64 = ns.DeviceEUI64.String()

@@ -232,7 +232,7 @@ func warnUnless(why string, defaults ...string) keyRule {
 
 // Keys of nvmetcli JSON, by object; nil rules are applied as read.
 var (
-	nvmeofNSKeys = map[string]keyRule{"backend": applied, "block_size": applied, "buffered_io": applied, "eui64": applied, "grow": applied, "size": applied, "resv_ptpl_file": applied,
+	nvmeofNSKeys = map[string]keyRule{"backend": applied, "block_size": applied, "buffered_io": applied, "queue_depth": applied, "eui64": applied, "grow": applied, "size": applied, "resv_ptpl_file": applied,
 		"pool": applied, "image": applied, "ceph_conf": applied, "client_id": applied, "keyring": applied}
 	nvmeofPortKeys = map[string]keyRule{"connect_timeout": applied, "device": applied, "max_pending": applied, "max_pending_per_host": applied,
 		"name": applied, "provider": applied, "tos": applied}

@@ -238,7 +238,11 @@ type Namespace struct {
 	DeviceNGUID NGUID
 	DeviceEUI64 EUI64
 	Enable      bool // enable
-	BufferedIO  bool // buffered_io: keep block devices off O_DIRECT
+	BufferedIO  bool // buffered_io: keep files and block devices off O_DIRECT
+	// QueueDepth is queue_depth (nvmetd only): the bound on I/Os in
+	// flight to a file or block backend, 1..MaxQueueDepth; 0 means
+	// DefaultQueueDepth.
+	QueueDepth int
 	// ResvEnable is resv_enable: persistent reservations (off by
 	// default, as in Linux; docs/reservations.md).
 	ResvEnable bool
@@ -533,4 +537,19 @@ func (t *Tree) Clone() *Tree {
 		c.Hosts = append(c.Hosts, &ch)
 	}
 	return c
+}
+
+// Queue depth of file and block namespaces (Namespace.QueueDepth).
+const (
+	DefaultQueueDepth = 128
+	MaxQueueDepth     = 4096
+)
+
+// EffectiveQueueDepth is the queue depth a file or block backend runs
+// with: QueueDepth, or DefaultQueueDepth when it is 0.
+func (ns *Namespace) EffectiveQueueDepth() int {
+	if ns.QueueDepth == 0 {
+		return DefaultQueueDepth
+	}
+	return ns.QueueDepth
 }

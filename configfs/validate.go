@@ -178,7 +178,7 @@ var (
 	nsHCLNames = map[string]string{
 		"backend": "backend", "device_path": "path", "size": "size", "block_size": "block_size", "grow": "grow",
 		"device_uuid": "uuid", "device_nguid": "nguid", "device_eui64": "eui64", "enable": "enabled",
-		"buffered_io": "buffered_io", "resv_enable": "resv_enable", "resv_ptpl_file": "resv_ptpl_file", "ana_grpid": "ana_grpid", "pool": "pool", "image": "image", "ceph_conf": "ceph_conf", "client_id": "client_id", "keyring": "keyring",
+		"buffered_io": "buffered_io", "queue_depth": "queue_depth", "resv_enable": "resv_enable", "resv_ptpl_file": "resv_ptpl_file", "ana_grpid": "ana_grpid", "pool": "pool", "image": "image", "ceph_conf": "ceph_conf", "client_id": "client_id", "keyring": "keyring",
 	}
 	// anaGroupHCLNames are the attributes of a port's ana_group block
 	// (ports/<id>/ana_groups/<grpid>/).
@@ -674,6 +674,9 @@ func (ns *Namespace) validate(c *collector, path string) {
 	add := func(attr, format string, args ...any) { c.add(ns.src, nsHCLNames, path, attr, format, args...) }
 	if ns.NSID == 0 || ns.NSID > MaxNSID {
 		add("", "NSID %d is not from 1 to %d", ns.NSID, uint32(MaxNSID))
+	}
+	if ns.QueueDepth < 0 || ns.QueueDepth > MaxQueueDepth {
+		add("queue_depth", "queue depth %d is not from 1 to %d", ns.QueueDepth, MaxQueueDepth)
 	}
 	if ns.ANAGrpID > MaxANAGroups {
 		add("ana_grpid", "ANA group %d is not from 1 to %d", ns.ANAGrpID, MaxANAGroups)

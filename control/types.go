@@ -87,6 +87,8 @@ type Namespace struct {
 	EUI64      *string `json:"eui64,omitempty"`
 	Enabled    *bool   `json:"enabled,omitempty"`
 	BufferedIO *bool   `json:"buffered_io,omitempty"`
+	// QueueDepth bounds the I/Os in flight to a file or block backend.
+	QueueDepth *int `json:"queue_depth,omitempty"`
 	// ANAGrpID is the namespace's ANA group.
 	ANAGrpID *uint32 `json:"ana_grpid,omitempty"`
 	// Ceph RBD (backend rbd): the image, its pool, the cluster's
@@ -307,6 +309,9 @@ func namespaceInfo(nqn string, ns *configfs.Namespace) Namespace {
 	out := Namespace{NQN: nqn, NSID: ns.NSID, Backend: ptr(ns.Backend), Size: ptr(Size(ns.Size)),
 		BlockSize: ptr(ns.BlockSize), Grow: ptr(ns.Grow), UUID: ptr(uuid.String()), NGUID: ptr(nguid.String()),
 		EUI64: ptr(eui.String()), Enabled: ptr(ns.Enable), BufferedIO: ptr(ns.BufferedIO), ANAGrpID: ptr(ns.EffectiveANAGrpID())}
+	if ns.Backend == configfs.BackendFile || ns.Backend == configfs.BackendBlock {
+		out.QueueDepth = ptr(ns.EffectiveQueueDepth())
+	}
 	out.Path = nonEmpty(ns.DevicePath)
 	out.Pool, out.Image, out.CephConf = nonEmpty(ns.Pool), nonEmpty(ns.Image), nonEmpty(ns.CephConf)
 	out.ClientID, out.Keyring = nonEmpty(ns.ClientID), nonEmpty(ns.Keyring)
@@ -324,6 +329,7 @@ func setNamespace(ns *configfs.Namespace, q *Namespace) *Error {
 	set(&ns.Grow, q.Grow)
 	set(&ns.Enable, q.Enabled)
 	set(&ns.BufferedIO, q.BufferedIO)
+	set(&ns.QueueDepth, q.QueueDepth)
 	set(&ns.ANAGrpID, q.ANAGrpID)
 	set(&ns.Pool, q.Pool)
 	set(&ns.Image, q.Image)

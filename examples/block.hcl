@@ -27,5 +27,6 @@ subsystem "nqn.2026-11.io.nvmeof:block" {
     path    = "/dev/nullb0"
     # size: left out, the whole device; smaller exports only the start.
     # buffered_io: true goes through the page cache instead of O_DIRECT.
+    # queue_depth: I/Os in flight to the device at once (default 128).
   }
 }

@@ -235,8 +235,15 @@ subsystem "nqn.2026-11.io.nvmeof:disk0" {
     enabled = true
 
     # buffered_io (buffered_io): go through the page cache instead of
-    # O_DIRECT (block backend). Default false.
+    # O_DIRECT (file and block backends). Default false: O_DIRECT, and a
+    # file system that refuses it (tmpfs before Linux 6.6) fails the
+    # namespace with an error that says to set this. docs/backends.md.
     buffered_io = false
+
+    # queue_depth (nvmetd only): I/Os in flight to a file or block
+    # backend at once, 1..4096; the hosts' commands beyond it wait in
+    # order. Default 128.
+    queue_depth = 128
 
     # resv_enable (resv_enable): NVMe persistent reservations (Register,
     # Acquire, Release, Report) for cluster software that fences with

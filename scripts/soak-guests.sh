@@ -67,6 +67,7 @@ subsystem "$NQN" {
     path       = "/tmp/soak.img"
     size       = "128MiB"
     block_size = 512
+    buffered_io = true # the guest's root (initramfs) refuses O_DIRECT
   }
 }
 EOF

@@ -398,7 +398,7 @@ func sameBlockDevice(a, b *configfs.Namespace) bool {
 // nsSpec is the backend of a configfs namespace.
 func nsSpec(ns *configfs.Namespace) bdev.Spec {
 	return bdev.Spec{Kind: ns.Backend, Path: ns.DevicePath, Size: ns.Size, BlockSize: ns.BlockSize,
-		Grow: ns.Grow, BufferedIO: ns.BufferedIO,
+		Grow: ns.Grow, BufferedIO: ns.BufferedIO, QueueDepth: ns.QueueDepth,
 		Pool: ns.Pool, Image: ns.Image, CephConf: ns.CephConf, ClientID: ns.ClientID, Keyring: ns.Keyring}
 }
 

@@ -135,7 +135,7 @@ func (t *Target) namespaceDevice(nqn string, nsid uint32) bdev.Device {
 func sameBackend(a, b *configfs.Namespace) bool {
 	return a != nil && b != nil && a.NSID == b.NSID && a.Backend == b.Backend && a.DevicePath == b.DevicePath &&
 		a.BlockSize == b.BlockSize && a.DeviceUUID == b.DeviceUUID && a.DeviceNGUID == b.DeviceNGUID &&
-		a.DeviceEUI64 == b.DeviceEUI64 && a.BufferedIO == b.BufferedIO && a.ResvEnable == b.ResvEnable && a.ResvPTPLFile == b.ResvPTPLFile &&
+		a.DeviceEUI64 == b.DeviceEUI64 && a.BufferedIO == b.BufferedIO && a.EffectiveQueueDepth() == b.EffectiveQueueDepth() && a.ResvEnable == b.ResvEnable && a.ResvPTPLFile == b.ResvPTPLFile &&
 		a.Pool == b.Pool && a.Image == b.Image && a.CephConf == b.CephConf && a.ClientID == b.ClientID && a.Keyring == b.Keyring
 }
 
