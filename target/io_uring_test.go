@@ -62,3 +62,34 @@ func TestIOFileRing(t *testing.T) {
 		})
 	}
 }
+
+// TestIOFileRingAllocs: reads, writes and FUA writes to a file namespace
+// on io_uring allocate nothing per command, as on memory.
+func TestIOFileRingAllocs(t *testing.T) {
+	dev, err := bdev.OpenFile(bdev.Spec{Kind: bdev.KindFile, Path: filepath.Join(t.TempDir(), "ns.img"), Size: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !dev.AsyncReady() {
+		dev.Close()
+		t.Skip("no io_uring here")
+	}
+	f := newFixture(t)
+	must(t, f.tgt.AddNamespace(testSubNQN, NamespaceConfig{NSID: 2, Device: dev}))
+	s := f.session()
+	for _, tc := range []struct {
+		name string
+		op   nvme.IOOpcode
+		fua  bool
+	}{{"read", nvme.IORead, false}, {"write", nvme.IOWrite, false}, {"write FUA", nvme.IOWrite, true}} {
+		l := newIOLoop(t, s, tc.op, 8)
+		l.cmd.SQE = rwSQE(tc.op, 2, 8, 8)
+		nvme.RWCommand{SQE: nvme.SQE(l.cmd.SQE[:])}.SetFUA(tc.fua)
+		for range 100 {
+			l.once(t)
+		}
+		if n := testing.AllocsPerRun(300, func() { l.once(t) }); n != 0 {
+			t.Errorf("%s: %.2f allocations per command, want 0", tc.name, n)
+		}
+	}
+}

@@ -89,6 +89,15 @@ func checkFile(spec Spec) error {
 		return fmt.Errorf("bdev: file: %w", err)
 	}
 	defer f.Close()
-	_, _, err = fileSize(spec, bs, st.Size(), false)
-	return err
+	if _, _, err = fileSize(spec, bs, st.Size(), false); err != nil {
+		return err
+	}
+	if !spec.BufferedIO {
+		df, err := os.OpenFile(spec.Path, os.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return errDirect(fmt.Sprintf("file %q", spec.Path), err)
+		}
+		df.Close()
+	}
+	return nil
 }
