@@ -17,9 +17,15 @@ import (
 // ublk_drv with the ioctl-encoded opcodes checked).
 const ublkKernel = "6.12"
 
-// ublkNvmetdConfig exports namespace 1 (64 MiB, 512-byte blocks) and, with
-// ns2, namespace 2 (32 MiB, 4096-byte blocks) from files in dir.
-func ublkNvmetdConfig(dir string, ns2 bool) string {
+// ublkNvmetdConfig exports namespace 1 (64 MiB, or 96 MiB grown in place
+// with grow; 512-byte blocks) and, with ns2, namespace 2 (32 MiB,
+// 4096-byte blocks) from files in dir.
+func ublkNvmetdConfig(dir string, ns2, grow bool) string {
+	ns1 := `size       = "64MiB"`
+	if grow {
+		ns1 = `size       = "96MiB"
+    grow       = true`
+	}
 	cfg := fmt.Sprintf(`
 log_level = "info"
 port "kpeer" {
@@ -35,10 +41,10 @@ subsystem %q {
   namespace "1" {
     backend    = "file"
     path       = %q
-    size       = "64MiB"
+    %s
     block_size = 512
   }
-`, kpeer.HostAddr, kpeerNQN, filepath.Join(dir, "ns1.img"))
+`, kpeer.HostAddr, kpeerNQN, filepath.Join(dir, "ns1.img"), ns1)
 	if ns2 {
 		cfg += fmt.Sprintf(`  namespace "2" {
     backend    = "file"
@@ -57,10 +63,13 @@ subsystem %q {
 // driver (guest/ublk-host.sh): ext4 with checksums after a remount, a
 // disconnect refused while mounted, write zeroes, fio verify, a namespace
 // added by nvmetd's reload mapped and unmapped when a reload removes it,
-// disconnect with nothing left, a killed daemon's device cleaned up. Then
+// disconnect with nothing left. Then
 // fio 4k random reads at QD1 and QD32 on the same namespace through ublk
 // and through NBD, logged with their ratio (correctness is asserted, speed
-// is not).
+// is not). Then namespace 1 grown by a reload while mapped through NBD
+// and through ublk (two controllers): the NBD disk follows; the ublk disk
+// follows on 6.16+, else keeps its size with a warning that says why.
+// Last, a killed daemon's device cleaned up.
 func TestUblkInGuest(t *testing.T) {
 	dir := kpeer.RequireKernel(t, ublkKernel)
 	s := newGuestShare(t)
@@ -70,15 +79,20 @@ func TestUblkInGuest(t *testing.T) {
 	buildTagged(t, "./cmd/nvmetd", nvmetd, false)
 	cfg := filepath.Join(work, "nvmetd.hcl")
 	cfg2 := filepath.Join(work, "nvmetd-ns2.hcl")
-	if err := writeFile(cfg, ublkNvmetdConfig(work, false)); err != nil {
+	cfg3 := filepath.Join(work, "nvmetd-grown.hcl")
+	if err := writeFile(cfg, ublkNvmetdConfig(work, false, false)); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeFile(cfg2, ublkNvmetdConfig(work, true)); err != nil {
+	if err := writeFile(cfg2, ublkNvmetdConfig(work, true, false)); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(cfg3, ublkNvmetdConfig(work, false, true)); err != nil {
 		t.Fatal(err)
 	}
 	// nvmetd; on the guest's add-ns signal the second namespace comes by a
-	// configuration reload (SIGHUP), on del-ns it goes by another; the
-	// guest polls for its disk to appear and to go.
+	// configuration reload (SIGHUP), on del-ns it goes by another, on
+	// grow-ns namespace 1 grows by a third; the guest polls for its disks
+	// to appear, go and grow.
 	host := filepath.Join(work, "nvmetd-host.sh")
 	if err := writeFile(host, fmt.Sprintf(`#!/bin/bash
 %s --config %s &
@@ -94,8 +108,13 @@ while [ ! -e "$KPEER_SIGNAL/del-ns" ]; do
   sleep 0.2
 done
 cp %s.1 %s && kill -HUP $p && echo "nvmetd: namespace 2 removed" && touch "$KPEER_SIGNAL/ns-deleted"
+while [ ! -e "$KPEER_SIGNAL/grow-ns" ]; do
+  kill -0 $p 2>/dev/null || { echo "nvmetd exited"; exit 1; }
+  sleep 0.2
+done
+cp %s %s && kill -HUP $p && echo "nvmetd: namespace 1 grown" && touch "$KPEER_SIGNAL/ns-grown"
 wait $p
-`, nvmetd, cfg, cfg, cfg, cfg2, cfg, cfg, cfg)); err != nil {
+`, nvmetd, cfg, cfg, cfg, cfg2, cfg, cfg, cfg, cfg3, cfg)); err != nil {
 		t.Fatal(err)
 	}
 	res := kpeer.Do(t, dir, kpeer.Run{
@@ -120,6 +139,7 @@ wait $p
 		"deleted by the stale cleanup", "PASS: no ublk device left", "logical block size 4096", "--map auto chose ublk",
 		"unmapped after the namespace was removed", "deleted after the namespace was removed",
 		"PASS: no ublk warning in the daemon's log",
+		"PASS: NBD disk grown", "PASS: ublk disk",
 	} {
 		if !strings.Contains(script, want) {
 			t.Errorf("guest log lacks %q", want)

@@ -7,12 +7,16 @@
 # (SIGHUP) mapped as a second ublk disk and unmapped when nvmetd removes it
 # again, disconnect (disks and devices gone,
 # daemon exited); then fio 4k randread QD1/QD32 on the same namespace mapped
-# through ublk and through NBD; last, a daemon killed with SIGKILL: its disk
-# goes away with it and `nvmeof list` deletes the stopped device.
+# through ublk and through NBD; then namespace 1 grown by nvmetd (SIGHUP,
+# $SIGNAL/grow-ns -> $SIGNAL/ns-grown) while mapped through NBD and ublk (two
+# controllers): the NBD disk grows in place, the ublk disk too on 6.16+ (else
+# it keeps its size and the daemon's log says why); last, a daemon killed
+# with SIGKILL: its disk goes away with it and `nvmeof list` deletes the
+# stopped device.
 #
 # env (defaults):
 #   TARGET_ADDR=$KPEER_HOST_ADDR  TRSVCID=4420  NQN=nqn.2014-08.org.nvmexpress:kpeer-target
-#   NS_SIZE_MB=64  NS2_SIZE_MB=32  FILE_MB=8  FIO_VERIFY_MB=16  PERF_S=8  PERF_ROUNDS=2
+#   NS_SIZE_MB=64  NS2_SIZE_MB=32  NS_GROWN_MB=96  FILE_MB=8  FIO_VERIFY_MB=16  PERF_S=8  PERF_ROUNDS=2
 #   KATO=30    keep-alive timeout of the connections (s)
 #   ADD_NS=1   ask the host side for a second namespace, 4 KiB blocks ($SIGNAL/add-ns
 #              -> $SIGNAL/ns-added), check it is mapped, then for its removal
@@ -26,6 +30,7 @@ TRSVCID="${TRSVCID:-4420}"
 NQN="${NQN:-nqn.2014-08.org.nvmexpress:kpeer-target}"
 NS_SIZE_MB="${NS_SIZE_MB:-64}"
 NS2_SIZE_MB="${NS2_SIZE_MB:-32}"
+NS_GROWN_MB="${NS_GROWN_MB:-96}"
 FILE_MB="${FILE_MB:-8}"
 FIO_VERIFY_MB="${FIO_VERIFY_MB:-16}"
 PERF_S="${PERF_S:-8}"
@@ -51,14 +56,16 @@ trap finish EXIT
 
 secs() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# connect MAP: connect with --map MAP, set DEV to the first device printed.
+# connect MAP [FLAG...]: connect with --map MAP (and FLAGs), set DEV to the
+# first device printed.
 connect() {
   local map=$1 out t0
-  step "nvmeof connect -t rdma -a $TARGET_ADDR -s $TRSVCID -n $NQN -w $MYADDR -k $KATO --map $map"
+  shift
+  step "nvmeof connect -t rdma -a $TARGET_ADDR -s $TRSVCID -n $NQN -w $MYADDR -k $KATO --map $map $*"
   t0=$(date +%s.%N)
   # keep-alive 30 s: a TCG guest on a loaded machine misses the 5 s default
   # (seen: nvmetd expired the controller mid-fio at a host load of 30).
-  if out=$(timeout 120 nvmeof connect -t rdma -a "$TARGET_ADDR" -s "$TRSVCID" -n "$NQN" -w "$MYADDR" -k "$KATO" --map "$map" 2>&1); then
+  if out=$(timeout 120 nvmeof connect -t rdma -a "$TARGET_ADDR" -s "$TRSVCID" -n "$NQN" -w "$MYADDR" -k "$KATO" --map "$map" "$@" 2>&1); then
     CONNECTED=1
     echo "$out"
     pass "connect --map $map in $(secs "$t0") s"
@@ -254,6 +261,44 @@ for round in $(seq "$PERF_ROUNDS"); do
   perf nbd
   disconnect
 done
+
+# --- namespace 1 grows while mapped (NBD, and ublk through a second controller) ---
+if [ "$ADD_NS" = 1 ]; then
+  step "namespace 1 grown by nvmetd (SIGHUP) to $NS_GROWN_MB MiB: the mapped disks follow in place"
+  connect nbd
+  NDEV=$DEV
+  connect ublk -D
+  GDEV=$DEV
+  put_signal grow-ns
+  if wait_signal ns-grown 60; then
+    want=$((NS_GROWN_MB << 11))
+    nb=$(basename "$NDEV")
+    for _ in $(seq 150); do [ "$(cat "/sys/block/$nb/size")" = "$want" ] && break; sleep 0.2; done
+    got=$(cat "/sys/block/$nb/size")
+    [ "$got" = "$want" ] && pass "NBD disk grown in place: $NDEV $((got >> 11)) MiB" || failc "$NDEV: $got sectors 30 s after the namespace grew, want $want"
+    dd if="$NDEV" of=/dev/null bs=64k skip=$(((NS_GROWN_MB << 4) - 1)) count=1 iflag=direct status=none && pass "$NDEV: the grown end reads" || failc "$NDEV: the grown end does not read"
+    gb=$(basename "$GDEV")
+    for _ in $(seq 150); do
+      [ "$(cat "/sys/block/$gb/size")" = "$want" ] && break
+      grep -q 'UBLK_U_CMD_UPDATE_SIZE' "$RUNDIR"/nvmeof1.log 2>/dev/null && break
+      sleep 0.2
+    done
+    got=$(cat "/sys/block/$gb/size")
+    if [ "$got" = "$want" ]; then
+      pass "ublk disk grown in place: $GDEV $((got >> 11)) MiB (kernel $(uname -r))"
+    elif [ "$got" = $((NS_SIZE_MB << 11)) ] && grep -q 'UBLK_U_CMD_UPDATE_SIZE' "$RUNDIR"/nvmeof1.log; then
+      grep 'UBLK_U_CMD_UPDATE_SIZE' "$RUNDIR"/nvmeof1.log | tail -n 1
+      pass "ublk disk $GDEV keeps $NS_SIZE_MB MiB on kernel $(uname -r) (no UBLK_U_CMD_UPDATE_SIZE) and the daemon's log says why"
+    else
+      tail -n 20 "$RUNDIR"/nvmeof1.log; failc "$GDEV: $got sectors and no word in the daemon's log"
+    fi
+    cp "$RUNDIR"/nvmeof1.log "$OUT/nvmeof-grow-ublk.log" 2>/dev/null
+  else
+    failc "the host side did not grow the namespace"
+  fi
+  step "disconnect (grown namespace)"
+  disconnect
+fi
 
 # --- daemon death ---
 step "daemon killed: the disk goes with it, the stopped device is deleted by the next nvmeof list"
