@@ -15,3 +15,14 @@ type Poller interface {
 	// spin on a Poller that cannot.
 	CanPoll() bool
 }
+
+// Plugger is implemented by a HostQueue that can hold the commands
+// submitted to it and send them together (Linux's block plugging, a
+// doorbell per batch): between Plug and Unplug, Submit queues its command
+// and returns; Unplug sends every queued command at once (over RDMA one
+// PostSend, which the soft provider sends as one UDP GSO run). A command
+// that Unplug cannot send completes with the error through its Done.
+type Plugger interface {
+	Plug()
+	Unplug()
+}

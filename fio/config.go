@@ -72,6 +72,11 @@ type Config struct {
 	// thread (Namespace.Poll) before it sleeps; 0 sleeps at once, and
 	// completions then come from the provider's goroutine.
 	BusyPoll time.Duration
+	// DelaySubmit holds the commands Submit starts until the next Reap
+	// (or Close), which sends each I/O queue's together: one doorbell,
+	// one UDP send on the soft provider (SPDK's delay_cmd_submit, on by
+	// default in its RDMA transport). Off, each leaves from Submit.
+	DelaySubmit bool
 	// Logger receives the initiator's log (default: none).
 	Logger hclog.Logger
 

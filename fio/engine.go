@@ -68,6 +68,12 @@ type Engine struct {
 	conn *conn
 	ns   namespace
 	poll poller // ns, when it is one and cfg.BusyPoll > 0 (else nil)
+	// plug is ns when it is one and cfg.DelaySubmit (else nil); plugged:
+	// Submit plugged it and no Reap has unplugged it since; held: the
+	// requests submitted since (the submitting goroutine's).
+	plug    plugger
+	plugged bool
+	held    int
 
 	slots []slot
 
@@ -136,6 +142,9 @@ func newEngine(cfg Config, c *conn, ns namespace) *Engine {
 	if p, ok := ns.(poller); ok && cfg.BusyPoll > 0 {
 		e.poll = p
 	}
+	if p, ok := ns.(plugger); ok && cfg.DelaySubmit {
+		e.plug = p
+	}
 	for i := range e.slots {
 		e.slots[i].io.Done = func(*initiator.IO) { e.done(int32(i)) }
 	}
@@ -187,8 +196,45 @@ func (e *Engine) Submit(slot int, r Request) error {
 		e.done(int32(slot))
 		return nil
 	}
+	if e.plug != nil {
+		if !e.plugged {
+			e.plug.Plug()
+			e.plugged = true
+		}
+		e.held++
+	}
 	e.ns.Start(x) // Done may run before Start returns: s is not touched after
 	return nil
+}
+
+// plugger is implemented by a namespace that can hold the commands its
+// caller starts and send them together (*initiator.Namespace).
+type plugger interface {
+	Plug()
+	Unplug()
+}
+
+// unplug sends the commands Submit held (DelaySubmit).
+func (e *Engine) unplug() {
+	if e.plugged {
+		e.plugged, e.held = false, 0
+		e.plug.Unplug()
+	}
+}
+
+// keepHolding reports whether Reap may leave the held requests for a
+// later Reap: while it has min completions to return at once, fewer than
+// a quarter of the slots are held and at least half are in flight. fio
+// reaps one completion and commits one request at a time (iodepth_batch
+// 1): sent at each Reap, every request would be a send of its own.
+func (e *Engine) keepHolding(min int) bool {
+	if !e.plugged || e.held >= len(e.slots)/4 || int(e.pending.Load())-e.held < len(e.slots)/2 {
+		return false
+	}
+	e.mu.Lock()
+	ready := e.count
+	e.mu.Unlock()
+	return ready >= max(min, 1)
 }
 
 // done is the Done of slot i's I/O: it turns the I/O's result into the
@@ -227,6 +273,9 @@ func (e *Engine) Pending() int { return int(e.pending.Load()) }
 // of requests outstanding), or until timeout has passed (negative: no
 // limit; 0: do not wait).
 func (e *Engine) Reap(min, max int, timeout time.Duration, out []Completion) int {
+	if !e.keepHolding(min) {
+		e.unplug()
+	}
 	max = minInt(max, len(out))
 	min = minInt(min, max, int(e.pending.Load()))
 	n := 0
@@ -319,6 +368,7 @@ func (e *Engine) Close() error {
 	var err error
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
+		e.unplug()
 		e.inflight.Wait()
 		if e.conn != nil {
 			err = e.conn.close()

@@ -98,8 +98,11 @@ type Controller struct {
 	recovery  sync.WaitGroup
 	disconned chan struct{}
 
-	cur      atomic.Pointer[assoc]
-	rr       atomic.Uint32
+	cur atomic.Pointer[assoc]
+	rr  atomic.Uint32
+	// plugged are the I/O queues Plug held (poll.go), under plugMu.
+	plugMu   sync.Mutex
+	plugged  []fabrics.Plugger
 	compSeen atomic.Bool
 	authTID  atomic.Uint32 // next DH-HMAC-CHAP transaction ID (ctrl->transaction)
 	ff       failFast

@@ -63,6 +63,50 @@ func (c *Controller) CanPoll() bool {
 	return false
 }
 
+// Plug holds the commands the caller submits to the controller's I/O
+// queues until Unplug, which sends each queue's commands together (one
+// doorbell, one UDP send on the soft provider, per queue) where the
+// transport can (fabrics.Plugger). Commands submitted by others meanwhile
+// wait for the Unplug too: the caller must unplug before it waits for
+// completions.
+func (c *Controller) Plug() {
+	a := c.cur.Load()
+	if a == nil {
+		return
+	}
+	c.plugMu.Lock()
+	defer c.plugMu.Unlock()
+	if len(c.plugged) > 0 {
+		return
+	}
+	for i := range a.io {
+		if q := a.io[i].Load(); q != nil {
+			if p, ok := q.hq.(fabrics.Plugger); ok {
+				p.Plug()
+				c.plugged = append(c.plugged, p)
+			}
+		}
+	}
+}
+
+// Unplug sends the commands held since Plug, on the queues Plug plugged
+// (also those a reconnect has replaced since).
+func (c *Controller) Unplug() {
+	c.plugMu.Lock()
+	defer c.plugMu.Unlock()
+	for _, p := range c.plugged {
+		p.Unplug()
+	}
+	clear(c.plugged)
+	c.plugged = c.plugged[:0]
+}
+
+// Plug is the controller's Plug (Controller.Plug).
+func (ns *Namespace) Plug() { ns.c.Plug() }
+
+// Unplug is the controller's Unplug (Controller.Unplug).
+func (ns *Namespace) Unplug() { ns.c.Unplug() }
+
 // Poll is the controller's Poll (Controller.Poll).
 func (ns *Namespace) Poll() bool { return ns.c.Poll() }
 

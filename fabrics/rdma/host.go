@@ -185,6 +185,18 @@ type hostQueue struct {
 	closing chan struct{}
 	once    sync.Once
 	done    chan struct{}
+
+	// Plugged submission (fabrics.Plugger): while plugged, Submit copies
+	// its command's work requests into plugWRs, chained (the slots' own
+	// requests keep Next as it was: a command may complete and its slot
+	// be reused before PostSend returns), and records its tag and how
+	// many requests it has; Unplug posts the chain.
+	plugged  atomic.Bool
+	plugMu   sync.Mutex
+	plugWRs  []rdma.SendWR // 2 per slot: a BIND_MW and a SEND
+	plugN    int
+	plugTags []int32
+	plugWRN  []uint8
 }
 
 func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams) (*hostQueue, error) {
@@ -553,6 +565,9 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 	if q.windows && s.cur != nil {
 		wr = &s.bindWR // the window's bind, then the SEND: the send queue keeps them in order
 	}
+	if q.plugged.Load() && q.hold(wr, i) {
+		return nil
+	}
 	if err := q.qp.PostSend(wr); err != nil {
 		var pe *rdma.PostError
 		if wr == &s.bindWR && (!errors.As(err, &pe) || pe.Index > 0) {
@@ -567,6 +582,101 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 		return fmt.Errorf("nvme-rdma: queue %d: post SEND: %w", q.qid, err)
 	}
 	return nil
+}
+
+// hold queues the work requests wr of tag i's command for Unplug, if the
+// queue is still plugged.
+func (q *hostQueue) hold(wr *rdma.SendWR, i int) bool {
+	q.plugMu.Lock()
+	defer q.plugMu.Unlock()
+	if !q.plugged.Load() {
+		return false
+	}
+	n := 0
+	for w := wr; w != nil; w = w.Next {
+		c := &q.plugWRs[q.plugN]
+		*c = *w
+		c.Next = nil
+		if q.plugN > 0 {
+			q.plugWRs[q.plugN-1].Next = c
+		}
+		q.plugN++
+		n++
+	}
+	q.plugTags = append(q.plugTags, int32(i))
+	q.plugWRN = append(q.plugWRN, uint8(n))
+	return true
+}
+
+// Plug holds the commands submitted from now on until Unplug
+// (fabrics.Plugger).
+func (q *hostQueue) Plug() {
+	if q.plugged.Load() {
+		return
+	}
+	q.plugMu.Lock()
+	if q.plugWRs == nil {
+		// Room for every slot's command: at most a BIND_MW and a SEND.
+		q.plugWRs = make([]rdma.SendWR, 2*q.depth)
+		q.plugTags = make([]int32, 0, q.depth)
+		q.plugWRN = make([]uint8, 0, q.depth)
+	}
+	q.plugged.Store(true)
+	q.plugMu.Unlock()
+}
+
+// Unplug posts the commands held since Plug as one chain of work requests
+// (fabrics.Plugger). Those the QP refuses complete with the error, as a
+// refused Submit would have returned it.
+func (q *hostQueue) Unplug() {
+	q.plugMu.Lock()
+	defer q.plugMu.Unlock()
+	q.plugged.Store(false)
+	if q.plugN == 0 {
+		return
+	}
+	err := q.qp.PostSend(&q.plugWRs[0])
+	posted := len(q.plugTags)
+	if err != nil {
+		posted = q.postedCommands(err)
+	}
+	for _, t := range q.plugTags[posted:] {
+		q.failHeld(int(t), err)
+	}
+	q.plugN, q.plugTags, q.plugWRN = 0, q.plugTags[:0], q.plugWRN[:0]
+}
+
+// postedCommands returns how many held commands, in order, the QP took
+// whole before PostSend failed with err; a command whose memory window was
+// bound but whose SEND was refused shuts the queue down (see Submit).
+func (q *hostQueue) postedCommands(err error) int {
+	var pe *rdma.PostError
+	if !errors.As(err, &pe) {
+		return 0
+	}
+	n := 0
+	for k, wrs := range q.plugWRN {
+		if n+int(wrs) > pe.Index {
+			if pe.Index > n {
+				q.shutdown(fmt.Errorf("nvme-rdma: queue %d: post SEND after BIND_MW: %w", q.qid, err))
+			}
+			return k
+		}
+		n += int(wrs)
+	}
+	return len(q.plugWRN)
+}
+
+// failHeld completes tag i's held command, which PostSend refused, with err.
+func (q *hostQueue) failHeld(i int, err error) {
+	q.mu.Lock()
+	cmd := q.slots[i].cmd
+	q.mu.Unlock()
+	if cmd == nil || !q.release(i) {
+		return // the queue's teardown completes it
+	}
+	cmd.Err = fmt.Errorf("nvme-rdma: queue %d: post SEND: %w", q.qid, err)
+	cmd.Done(cmd)
 }
 
 // mapData gives the target access to the data of cmd, a keyed transfer,

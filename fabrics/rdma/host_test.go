@@ -33,6 +33,7 @@ type rogue struct {
 	recvWR []rdma.RecvWR
 	got    [][]byte // capsules received while waiting for something else
 	wcs    []rdma.WorkCompletion
+	host   rdma.Device // the host queue's device
 }
 
 const (
@@ -78,7 +79,7 @@ func dialRogue(t *testing.T, ctx context.Context, port uint16) (*rogue, fabrics.
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rogue{t: t, ctx: ctx, nrecv: rogueRecvs, wcs: make([]rdma.WorkCompletion, 16)}
+	r := &rogue{t: t, ctx: ctx, nrecv: rogueRecvs, wcs: make([]rdma.WorkCompletion, 16), host: hdev}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {

@@ -49,6 +49,7 @@ struct nvmeof_options {
 	unsigned int queue_size;
 	unsigned long long loop_size;
 	unsigned int busy_poll;
+	unsigned int delay_submit;
 };
 
 enum { NVMEOF_TRANSPORT_RDMA = 0, NVMEOF_TRANSPORT_LOOP = 1 };
@@ -221,6 +222,16 @@ static struct fio_option options[] = {
 		.group = FIO_OPT_G_INVALID,
 	},
 	{
+		.name = "delay_submit",
+		.lname = "delay command submission",
+		.type = FIO_OPT_BOOL,
+		.off1 = offsetof(struct nvmeof_options, delay_submit),
+		.help = "Hold committed commands until fio reaps completions and send them together (SPDK's delay_cmd_submit); 0 sends each at commit",
+		.def = "1",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
 		.name = NULL,
 	},
 };
@@ -345,6 +356,7 @@ static int nvmeof_setup(struct thread_data *td)
 		cfg.queue_size = o->queue_size;
 		cfg.loop_size = o->loop_size;
 		cfg.busy_poll_us = o->busy_poll;
+		cfg.delay_submit = o->delay_submit;
 		cfg.depth = d->depth;
 		errbuf[0] = '\0';
 		d->h = nvmeofOpen(&cfg, errbuf, sizeof(errbuf));

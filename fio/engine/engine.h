@@ -36,6 +36,7 @@ struct nvmeof_config {
 	uint32_t queue_size;
 	uint64_t loop_size;
 	uint32_t busy_poll_us; /* busy-poll window in microseconds (0: none) */
+	uint32_t delay_submit; /* hold commands until getevents (1) or send at commit (0) */
 	uint32_t depth;
 	uint64_t size;
 	uint32_t block_size;
