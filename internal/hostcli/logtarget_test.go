@@ -46,7 +46,7 @@ func TestDaemonLogsToJournal(t *testing.T) {
 			t.Errorf("%s = %q, want %q; entry %v", k, got, want, e)
 		}
 	}
-	if !strings.HasSuffix(e.Get("CODE_FILE"), "fabrics.go") || e.Get("CODE_LINE") == "" {
+	if !strings.HasSuffix(e.Get("CODE_FILE"), "daemon.go") || e.Get("CODE_LINE") == "" {
 		t.Errorf("entry without the code location: %v", e)
 	}
 	e = j.WaitFor(t, 30*time.Second, func(e journaltest.Entry) bool {
