@@ -139,7 +139,7 @@ wait $p
 		"deleted by the stale cleanup", "PASS: no ublk device left", "logical block size 4096", "--map auto chose ublk",
 		"unmapped after the namespace was removed", "deleted after the namespace was removed",
 		"PASS: no ublk warning in the daemon's log",
-		"PASS: NBD disk grown", "PASS: ublk disk",
+		"PASS: NBD disk grown", "PASS: ublk disk", "PASS: connect said: nvmeof0: --map auto chose ublk",
 	} {
 		if !strings.Contains(script, want) {
 			t.Errorf("guest log lacks %q", want)

@@ -57,7 +57,7 @@ trap finish EXIT
 secs() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
 # connect MAP [FLAG...]: connect with --map MAP (and FLAGs), set DEV to the
-# first device printed.
+# first device printed and CONNECT_OUT to all it printed (stdout and stderr).
 connect() {
   local map=$1 out t0
   shift
@@ -74,6 +74,7 @@ connect() {
     for f in "$RUNDIR"/nvmeof*.log; do [ -e "$f" ] && tail -n 30 "$f"; done
     abort "connect --map $map"
   fi
+  CONNECT_OUT=$out
   DEV=$(grep -m1 -oE '^/dev/(ublkb|nbd)[0-9]+$' <<< "$out")
   [ -n "$DEV" ] && [ -b "$DEV" ] || abort "connect --map $map printed no block device"
 }
@@ -253,6 +254,8 @@ for round in $(seq "$PERF_ROUNDS"); do
   step "fio 4k randread, ublk (--map auto must pick ublk), round $round"
   connect auto
   case "$DEV" in /dev/ublkb*) pass "--map auto chose ublk ($DEV)" ;; *) failc "--map auto gave $DEV, want a ublk disk" ;; esac
+  grep -qx 'nvmeof0: --map auto chose ublk' <<< "$CONNECT_OUT" && pass "connect said: nvmeof0: --map auto chose ublk" || failc "connect did not say which mapping --map auto chose"
+  grep -q "added" <<< "$CONNECT_OUT" && failc "a first connect said it added a path"
   perf ublk
   disconnect
   step "fio 4k randread, nbd, round $round"
