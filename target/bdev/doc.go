@@ -9,7 +9,11 @@
 //
 // Backends:
 //
-//   - file: a regular file read and written with pread/pwrite. Created
+//   - file: a regular file, opened O_DIRECT as well unless Spec.BufferedIO
+//     (a file system that refuses O_DIRECT fails Open with an error that
+//     says to set buffered_io). Its asynchronous methods (Async, FUAWriter)
+//     run on an io_uring with at most Spec.QueueDepth operations in flight
+//     (uring.go, docs/backends.md); the blocking ones use pread/pwrite. Created
 //     (sparse) at Spec.Size when missing. An existing file of another size is
 //     refused unless Spec.Grow is set and the file is smaller, in which case
 //     it is extended; a file is never shrunk. Spec.Size 0 uses the file's
@@ -22,7 +26,12 @@
 //     Requests aligned to the logical block size, with a buffer aligned to it,
 //     go through a second O_DIRECT descriptor unless Spec.BufferedIO is set;
 //     the rest use the buffered descriptor. Flush is fsync, WriteZeroes is
-//     BLKZEROOUT, Discard is BLKDISCARD (falling back to BLKZEROOUT).
+//     BLKZEROOUT, Discard is BLKDISCARD (falling back to BLKZEROOUT). The
+//     asynchronous methods run on an io_uring as for files, with fallocate
+//     (ZERO_RANGE, PUNCH_HOLE) for Write Zeroes and Discard.
+//
+// A failed Flush of a file or block device is kept and returned by every
+// later Flush: the kernel may have dropped the pages it could not write.
 //   - memory: a sparse RAM disk in 64 KiB chunks allocated on first write.
 //   - null: reads return zeroes, writes are dropped.
 //
