@@ -1,0 +1,75 @@
+#!/bin/bash
+# bench-backends-guest.sh - the guest half of scripts/bench-backends.sh, in a
+# kernel-peer guest (KPEER_KERNEL=6.12): null_blk with 10 ms per I/O and any
+# number in flight, measured (1) by fio with libaio O_DIRECT on /dev/nullb0
+# and (2) by fio through our engine against nvmetd exporting /dev/nullb0 as
+# a block namespace on the soft provider over the guest's loopback.
+# fio's JSON goes to $KPEER_OUT/<side>-<job>.json, nvmetd's CPU ticks to
+# $KPEER_OUT/nvmetd-usage.txt.
+#
+# env: BB_RUNTIME_S (10)  BB_QD (32)  BB_JOBS ("randread randwrite")
+#   BB_COMPLETION_NSEC (10000000)
+set -u
+RUNTIME="${BB_RUNTIME_S:-10}"
+QD="${BB_QD:-32}"
+JOBS="${BB_JOBS:-randread randwrite}"
+NSEC="${BB_COMPLETION_NSEC:-10000000}"
+OUT="${KPEER_OUT:?}"
+ENGINE=/share/lib/fio-nvmeof.so
+NQN=nqn.2026-11.io.nvmeof:bench-backends
+fail=0
+step() { echo "== $*"; }
+
+step "$(uname -r), $(nproc) CPUs"
+ip link set lo up 2>/dev/null
+modprobe null_blk nr_devices=1 irqmode=2 completion_nsec="$NSEC" gb=4 bs=512 hw_queue_depth=256 ||
+	{ echo "FAIL: modprobe null_blk"; exit 1; }
+for _ in $(seq 50); do [ -b /dev/nullb0 ] && break; sleep 0.1; done
+[ -b /dev/nullb0 ] || { echo "FAIL: no /dev/nullb0"; exit 1; }
+echo "null_blk: irqmode=2 completion_nsec=$NSEC ($(cat /sys/block/nullb0/queue/nr_requests) requests per queue)"
+
+# (1) fio directly on the device.
+for job in $JOBS; do
+	step "direct: fio libaio O_DIRECT $job 4k QD$QD on /dev/nullb0, ${RUNTIME}s"
+	fio --name="$job" --filename=/dev/nullb0 --ioengine=libaio --direct=1 --rw="$job" --bs=4k \
+		--iodepth="$QD" --runtime="$RUNTIME" --time_based --size=1g \
+		--output-format=json --output="$OUT/direct-$job.json" || { echo "FAIL: fio direct $job"; fail=1; }
+done
+
+# (2) nvmetd exporting it, fio through our engine on loopback.
+cat > /tmp/nvmetd.hcl <<EOF
+log_level = "info"
+port "lo" {
+  transport = "rdma"
+  provider  = "soft"
+  address   = "127.0.0.1"
+  service   = 4420
+}
+subsystem "$NQN" {
+  ports          = ["lo"]
+  allow_any_host = true
+  namespace "1" {
+    backend     = "block"
+    path        = "/dev/nullb0"
+    queue_depth = 128
+  }
+}
+EOF
+/share/bin/nvmetd --config /tmp/nvmetd.hcl > "$OUT/nvmetd.log" 2>&1 &
+pid=$!
+ok=0
+for _ in $(seq 300); do grep -q '\blistening\b' "$OUT/nvmetd.log" && { ok=1; break; }; kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+[ "$ok" = 1 ] || { tail -n 30 "$OUT/nvmetd.log"; echo "FAIL: nvmetd did not start"; exit 1; }
+ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+for job in $JOBS; do
+	step "nvmetd: fio through the engine $job 4k QD$QD, ${RUNTIME}s"
+	t0=$(ticks)
+	fio --ioengine=external:"$ENGINE" --traddr=127.0.0.1 --trsvcid=4420 --host_traddr=127.0.0.2 \
+		--subnqn="$NQN" --nsid=1 --nr_io_queues=1 --busy_poll=0 \
+		--name="$job" --rw="$job" --bs=4k --iodepth="$QD" --runtime="$RUNTIME" --time_based --size=1g \
+		--output-format=json --output="$OUT/nvmetd-$job.json" || { echo "FAIL: fio nvmetd $job"; fail=1; }
+	echo "$job ticks_per_s $(getconf CLK_TCK) nvmetd_ticks $(( $(ticks) - t0 ))" | tee -a "$OUT/nvmetd-usage.txt"
+done
+kill -TERM "$pid"; wait "$pid"
+[ "$fail" = 0 ] && echo "RESULT: PASS" || echo "RESULT: FAIL"
+exit "$fail"
