@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -182,7 +183,11 @@ func Open(cfg Config) (rdma.Device, error) {
 			scfg.TrafficClass = cfg.TOS
 		}
 		dev, err := soft.Open(scfg)
-		if errors.Is(err, soft.ErrShareUnsupported) {
+		// A user without privilege cannot share: the steering program is
+		// refused (ErrShareUnsupported), or the share directory
+		// (/run/soft-roce, root's) cannot be written. Both open an
+		// unshared device, as a developer's go test on 127.x needs.
+		if errors.Is(err, soft.ErrShareUnsupported) || cfg.Share && errors.Is(err, fs.ErrPermission) {
 			// Without privilege that is expected; anything else (a kernel
 			// without SK_REUSEPORT programs, a refused program) is news.
 			lvl := hclog.Warn

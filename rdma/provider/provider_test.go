@@ -2,13 +2,17 @@ package provider
 
 import (
 	"errors"
+	"io/fs"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/ibverbs"
+	"github.com/nvmeof/nvmeof/rdma/soft"
 )
 
 // checkCase is a case of TestCheck.
@@ -196,5 +200,29 @@ func TestInfoFormat(t *testing.T) {
 				t.Errorf("LogArgs() = %v, want %v", a, tc.args)
 			}
 		})
+	}
+}
+
+// TestOpenShareWithoutPermission: a shared soft device whose share
+// directory cannot be written (a user without privilege: /run/soft-roce is
+// root's) opens unshared, as one refused its steering program does; the
+// fio engine's shared host device failed with "shared device lock:
+// permission denied" for a developer's go test. /sys/kernel refuses new
+// files to root too.
+func TestOpenShareWithoutPermission(t *testing.T) {
+	dir := "/sys/kernel"
+	if f, err := os.OpenFile(filepath.Join(dir, "127.77.3.1-4791.lock"), os.O_RDWR|os.O_CREATE, 0o600); !errors.Is(err, fs.ErrPermission) {
+		if err == nil {
+			f.Close()
+		}
+		t.Skipf("%s takes new files here (%v): no share directory that refuses them", dir, err)
+	}
+	dev, err := Open(Config{Provider: Soft, Addr: netip.MustParseAddr("127.77.3.1"), Share: true, ShareDir: dir})
+	if err != nil {
+		t.Fatalf("Open with an unwritable share directory: %v", err)
+	}
+	defer dev.Close()
+	if sd, ok := dev.(*soft.Device); !ok || sd.Shared() {
+		t.Errorf("device %T shared %v, want an unshared *soft.Device", dev, ok && sd.Shared())
 	}
 }
