@@ -28,6 +28,9 @@ type rxQueue struct {
 	// Progress calls; seen is the count watchQuiet saw last.
 	quiet       bool
 	polls, seen uint64
+	// drained: the goroutine's last batch was smaller than batch
+	// (readRecv; the goroutine's own).
+	drained bool
 
 	// The two receive callbacks, bound once so that neither allocates.
 	readFn func(fd uintptr) bool
@@ -47,7 +50,17 @@ func (rq *rxQueue) recv(fd uintptr) bool {
 // (whose descriptor it is given and ignores): it takes mu and keeps it when
 // datagrams (or an error) came from the socket, so that they are handled
 // before anyone else receives.
+//
+// After a batch smaller than the batch size (drained) it first waits
+// without receiving: recvmmsg took all the socket held then, and what
+// arrived since has made the epoll instance ready, which the netpoller
+// latches for the next wait. That saves the recvmmsg that would find
+// nothing, one of the two per wake-up of a target at queue depth 1.
 func (rq *rxQueue) readRecv(uintptr) bool {
+	if rq.drained {
+		rq.drained = false
+		return false
+	}
 	rq.mu.Lock()
 	if rq.recv(uintptr(rq.w.sock)) {
 		return true

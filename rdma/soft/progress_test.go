@@ -156,3 +156,32 @@ func TestProgressQuietsItsQueues(t *testing.T) {
 	}
 	poll(t, ea.scq, 3, 5*time.Second)
 }
+
+// TestReceiveGoroutineNoStall: a receive goroutine that waits without a
+// recvmmsg after a short batch (readRecv's drained) misses no datagram:
+// 100 SEND ping-pongs, each sent only once the previous one was received
+// (so no later datagram would rescue one left in the socket), complete
+// without a single retransmission, with a 1 s retransmission timeout that
+// a stalled datagram would have had to wait for.
+func TestReceiveGoroutineNoStall(t *testing.T) {
+	a, b := openPair(t, Config{RecvQueues: 1}, Config{RecvQueues: 1})
+	ea, eb := connect(t, a, b, qpOpts{timeout: 18})
+	bufA := regMR(t, ea.pd, 64, rdma.AccessLocalWrite)
+	bufB := regMR(t, eb.pd, 64, rdma.AccessLocalWrite)
+	for i := range 100 {
+		from, to := ea, eb
+		sbuf, rbuf := bufA, bufB
+		if i%2 == 1 {
+			from, to, sbuf, rbuf = eb, ea, bufB, bufA
+		}
+		postRecv(t, to.qp, uint64(i), sge(rbuf, 0, 64))
+		postSend(t, from.qp, &rdma.SendWR{WRID: uint64(i), Opcode: rdma.WRSend, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(sbuf, 0, 16)}})
+		poll(t, to.rcq, 1, 10*time.Second)
+		poll(t, from.scq, 1, 10*time.Second)
+	}
+	for _, d := range []*Device{a, b} {
+		if s := d.Stats(); s.Retransmissions != 0 || s.Timeouts != 0 {
+			t.Errorf("%s: %d retransmissions, %d timeouts; want none", d.Name(), s.Retransmissions, s.Timeouts)
+		}
+	}
+}

@@ -162,6 +162,7 @@ func (d *Device) rxLoop(rq *rxQueue) {
 		}
 		rq.process(n)
 		rq.mu.Unlock()
+		rq.drained = n < rq.batch
 	}
 }
 
