@@ -13,8 +13,10 @@
 #         vs fio libaio O_DIRECT on /dev/nullb0 (scripts/bench-backends-guest.sh).
 #         Goal: >= 0.8x; the old 4-worker ceiling was 4/32 = 0.125x.
 #
-# usage: sudo scripts/bench-backends.sh [-smoke] [-runtime S] [-host-only|-guest-only] [-out DIR]
+# usage: sudo scripts/bench-backends.sh [-smoke] [-runtime S] [-smp N] [-host-only|-guest-only] [-out DIR]
 #   -smoke       3 s per job (does everything run?), default 30 s
+#   -smp N       the guest's vCPUs (default 2: fio, the engine and nvmetd
+#                share them; under TCG one vCPU is the limit, not the device)
 #   -out DIR     fio JSON, logs and bench-backends.txt (default bench-out/backends-<date>)
 # env: KPEER_DIR (default ../shared/kernel-peer), SIZE_MB (file size, 1024)
 #
@@ -24,11 +26,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-RUNTIME=30 OUT="" PARTS="host guest"
+RUNTIME=30 OUT="" PARTS="host guest" SMP=2
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-smoke) RUNTIME=3; shift ;;
 	-runtime) RUNTIME=$2; shift 2 ;;
+	-smp) SMP=$2; shift 2 ;;
 	-host-only) PARTS=host; shift ;;
 	-guest-only) PARTS=guest; shift ;;
 	-out) OUT=$2; shift 2 ;;
@@ -131,14 +134,14 @@ fi
 if [[ " $PARTS " == *" guest "* ]]; then
 	KPEER_DIR="${KPEER_DIR:-$(cd .. && pwd)/shared/kernel-peer}"
 	[ -x "$KPEER_DIR/run.sh" ] || { echo "no kernel-peer at $KPEER_DIR" >&2; exit 1; }
-	echo "== guest (Linux 6.12, QEMU TCG): null_blk 10 ms, ${RUNTIME}s per job"
+	echo "== guest (Linux 6.12, QEMU TCG, $SMP vCPUs): null_blk 10 ms, ${RUNTIME}s per job"
 	SHARE="$OUT/share"
 	rm -rf "$SHARE"
 	mkdir -p "$SHARE/bin" "$SHARE/lib"
 	cp out/nvmetd "$SHARE/bin/"
 	cp out/fio-nvmeof.so "$SHARE/lib/"
 	rc=0
-	KPEER_KERNEL=6.12 "$KPEER_DIR/run.sh" --share "$SHARE" --timeout $((600 + 4 * RUNTIME)) \
+	KPEER_KERNEL=6.12 "$KPEER_DIR/run.sh" --share "$SHARE" --smp "$SMP" --timeout $((600 + 4 * RUNTIME)) \
 		--env BB_RUNTIME_S="$RUNTIME" --env BB_QD="$QD" \
 		"$ROOT/scripts/bench-backends-guest.sh" > "$OUT/guest-run.log" 2>&1 || rc=$?
 	if [ "$rc" != 0 ]; then
