@@ -15,8 +15,9 @@
 #
 # usage: sudo scripts/bench-backends.sh [-smoke] [-runtime S] [-smp N] [-host-only|-guest-only] [-out DIR]
 #   -smoke       3 s per job (does everything run?), default 30 s
-#   -smp N       the guest's vCPUs (default 2: fio, the engine and nvmetd
-#                share them; under TCG one vCPU is the limit, not the device)
+#   -smp N       the guest's vCPUs (default 1, as bench-guests.sh: fio, the engine and nvmetd
+#                share them, so under TCG the CPU may bound the rows, not the device;
+#                2 was slower in a smoke run on a loaded host)
 #   -out DIR     fio JSON, logs and bench-backends.txt (default bench-out/backends-<date>)
 # env: KPEER_DIR (default ../shared/kernel-peer), SIZE_MB (file size, 1024)
 #
@@ -26,7 +27,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-RUNTIME=30 OUT="" PARTS="host guest" SMP=2
+RUNTIME=30 OUT="" PARTS="host guest" SMP=1
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-smoke) RUNTIME=3; shift ;;
