@@ -1,16 +1,24 @@
-// Package chart draws grouped bar charts as PNG images with the standard
-// library only (image, image/png) and a built-in bitmap font: no plotting
-// library, no external binary.
+// Package chart draws grouped bar charts as PNG images with
+// gonum.org/v1/plot: panels stacked vertically under a title, a subtitle
+// and a legend, with notes in small print at the bottom. Labels that would
+// run into each other are turned upright: x tick labels wider than their
+// group (on one line), value labels wider than their bar.
 package chart
 
 import (
 	"fmt"
-	"image"
 	"image/color"
-	"image/png"
 	"io"
 	"math"
 	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // Series is one kind of bar, the same in every group (one legend entry).
@@ -27,7 +35,7 @@ type Group struct {
 }
 
 // RefLine is a horizontal reference line across a panel (a ceiling). A line
-// above the panel's scale is named in the panel's corner instead.
+// above the panel's scale is named under the panel's title instead.
 type RefLine struct {
 	Value float64
 	Label string
@@ -68,6 +76,13 @@ var (
 	grid   = color.RGBA{0xe4, 0xe4, 0xe4, 0xff}
 	white  = color.RGBA{0xff, 0xff, 0xff, 0xff}
 )
+
+// dpi maps pixels to vg lengths: an image of Width pixels is Width/dpi
+// inches.
+const dpi = 96
+
+// px is n pixels as a vg length.
+func px(n float64) vg.Length { return vg.Length(n) * vg.Inch / dpi }
 
 // FormatSI formats v with a K, M or G suffix and three significant digits.
 func FormatSI(v float64) string {
@@ -119,74 +134,20 @@ func niceStep(max float64, n int) float64 {
 	return 10 * mag
 }
 
-// canvas wraps an RGBA image with drawing helpers that clip to its bounds.
-type canvas struct{ *image.RGBA }
-
-func (c canvas) fill(x0, y0, x1, y1 int, col color.RGBA) {
-	r := image.Rect(x0, y0, x1, y1).Canon().Intersect(c.Bounds())
-	for y := r.Min.Y; y < r.Max.Y; y++ {
-		for x := r.Min.X; x < r.Max.X; x++ {
-			c.SetRGBA(x, y, col)
-		}
-	}
+// style returns a text style of the default font at size points.
+func style(size float64, col color.Color) text.Style {
+	return text.Style{Color: col, Font: font.From(plot.DefaultFont, vg.Points(size)), Handler: plot.DefaultTextHandler}
 }
 
-func (c canvas) dashedH(x0, x1, y int, col color.RGBA) {
-	for x := x0; x < x1; x++ {
-		if (x-x0)%12 < 7 {
-			c.fill(x, y-1, x+1, y+1, col)
-		}
-	}
-}
+// Text sizes in points.
+const (
+	titleSize = 18
+	bigSize   = 13
+	smallSize = 11
+)
 
-// text draws s with its top-left corner at (x, y).
-func (c canvas) text(x, y int, s string, scale int, col color.RGBA) {
-	for i, r := range []rune(s) {
-		g := glyphFor(r)
-		ox := x + i*advance*scale
-		y := y
-		if descenders[r] {
-			y += 2 * scale
-		}
-		for gy := 0; gy < glyphH; gy++ {
-			for gx := 0; gx < glyphW; gx++ {
-				if g[gy][gx] {
-					c.fill(ox+gx*scale, y+gy*scale, ox+(gx+1)*scale, y+(gy+1)*scale, col)
-				}
-			}
-		}
-	}
-}
-
-// centered draws s centred horizontally on cx.
-func (c canvas) centered(cx, y int, s string, scale int, col color.RGBA) {
-	c.text(cx-TextWidth(s, scale)/2, y, s, scale, col)
-}
-
-// vtext draws s rotated 90° counter-clockwise (reading bottom to top), with
-// its bottom-left corner at (x, y).
-func (c canvas) vtext(x, y int, s string, scale int, col color.RGBA) {
-	for i, r := range []rune(s) {
-		g := glyphFor(r)
-		oy := y - i*advance*scale
-		x := x
-		if descenders[r] {
-			x += 2 * scale
-		}
-		for gy := 0; gy < glyphH; gy++ {
-			for gx := 0; gx < glyphW; gx++ {
-				if g[gy][gx] {
-					px := x + gy*scale
-					py := oy - (gx+1)*scale
-					c.fill(px, py, px+scale, py+scale, col)
-				}
-			}
-		}
-	}
-}
-
-// Draw renders the chart.
-func (ch Chart) Draw() *image.RGBA {
+// Draw renders the chart on a new image canvas.
+func (ch Chart) Draw() (*vgimg.Canvas, error) {
 	w, h := ch.Width, ch.Height
 	if w <= 0 {
 		w = 1600
@@ -194,67 +155,131 @@ func (ch Chart) Draw() *image.RGBA {
 	if h <= 0 {
 		h = 1200
 	}
-	c := canvas{image.NewRGBA(image.Rect(0, 0, w, h))}
-	c.fill(0, 0, w, h, white)
+	c := vgimg.NewWith(vgimg.UseWH(px(float64(w)), px(float64(h))), vgimg.UseDPI(dpi), vgimg.UseBackgroundColor(white))
+	dc := draw.New(c)
+	margin := px(24)
+	left, right := dc.Min.X+margin, dc.Max.X-margin
 
-	const margin = 24
-	y := margin
+	// Header, top down: title, subtitle, legend.
+	y := dc.Max.Y - margin
+	line := func(s string, sty text.Style) {
+		y -= sty.Height(s)
+		dc.FillText(sty, vg.Point{X: left, Y: y}, s)
+		y -= px(6)
+	}
 	if ch.Title != "" {
-		c.text(margin, y, ch.Title, 3, ink)
-		y += lineH * 3
+		line(ch.Title, style(titleSize, ink))
 	}
 	if ch.Subtitle != "" {
-		c.text(margin, y, ch.Subtitle, 2, Grey)
-		y += lineH * 2
+		line(ch.Subtitle, style(smallSize, Grey))
 	}
-	// Legend.
-	lx := margin
-	y += 6
-	for _, s := range ch.Series {
-		c.fill(lx, y, lx+22, y+14, s.Color)
-		c.text(lx+30, y, s.Name, 2, ink)
-		lx += 30 + TextWidth(s.Name, 2) + 40
+	if len(ch.Series) > 0 {
+		sty := style(bigSize, ink)
+		sty.YAlign = draw.YCenter
+		lh := sty.Height("M")
+		mid := y - lh/2
+		x := left
+		for _, s := range ch.Series {
+			dc.FillPolygon(s.Color, []vg.Point{{X: x, Y: mid - px(7)}, {X: x + px(22), Y: mid - px(7)}, {X: x + px(22), Y: mid + px(7)}, {X: x, Y: mid + px(7)}})
+			dc.FillText(sty, vg.Point{X: x + px(30), Y: mid}, s.Name)
+			x += px(30) + sty.Width(s.Name) + px(40)
+		}
+		y -= lh + px(10)
 	}
-	y += lineH*2 + 10
 
-	bottom := h - margin
-	if ch.XLabel != "" {
-		bottom -= lineH * 2
+	// Footer, bottom up: notes, then the x-axis label.
+	bottom := dc.Min.Y + margin
+	for i := len(ch.Notes) - 1; i >= 0; i-- {
+		sty := style(smallSize, Grey)
+		dc.FillText(sty, vg.Point{X: left, Y: bottom}, ch.Notes[i])
+		bottom += sty.Height(ch.Notes[i]) + px(4)
 	}
-	bottom -= len(ch.Notes) * lineH * 2
-	if n := len(ch.Panels); n > 0 {
-		ph := (bottom - y) / n
+	if ch.XLabel != "" {
+		sty := style(bigSize, ink)
+		sty.XAlign = draw.XCenter
+		dc.FillText(sty, vg.Point{X: (left + right) / 2, Y: bottom}, ch.XLabel)
+		bottom += sty.Height(ch.XLabel) + px(6)
+	}
+
+	if n := len(ch.Panels); n > 0 && y > bottom {
+		ph := (y - bottom) / vg.Length(n)
 		for i, p := range ch.Panels {
-			ch.drawPanel(c, p, margin, y+i*ph, w-margin, y+(i+1)*ph-8)
+			top := y - ph*vg.Length(i)
+			pc := draw.Crop(dc, left-dc.Min.X, right-dc.Max.X, top-ph+px(8)-dc.Min.Y, top-dc.Max.Y)
+			pl, err := ch.panelPlot(p, right-left)
+			if err != nil {
+				return nil, fmt.Errorf("chart: panel %q: %w", p.Title, err)
+			}
+			pl.Draw(pc)
 		}
 	}
-	yb := bottom
-	if ch.XLabel != "" {
-		c.centered(w/2, yb+4, ch.XLabel, 2, ink)
-		yb += lineH * 2
-	}
-	for _, n := range ch.Notes {
-		c.text(margin, yb+4, n, 2, Grey)
-		yb += lineH * 2
-	}
-	return c.RGBA
+	return c, nil
 }
 
-// drawPanel draws p inside the rectangle (x0, y0)-(x1, y1).
-func (ch Chart) drawPanel(c canvas, p Panel, x0, y0, x1, y1 int) {
+// layout is where a panel's bars go, in vg lengths, for a panel width.
+type layout struct {
+	groupW, barW vg.Length
+}
+
+// axisW is what the y axis, its ticks and label take of a panel's width.
+var axisW = px(90)
+
+func (ch Chart) layout(p Panel, width vg.Length) layout {
+	n := max(len(p.Groups), 1)
+	ns := max(len(ch.Series), 1)
+	gw := (width - axisW) / vg.Length(n)
+	return layout{groupW: gw, barW: gw * 0.8 / vg.Length(ns)}
+}
+
+// tickLabels returns the x tick labels as drawn, and their rotation:
+// level when the widest line of every label fits its group, else upright
+// on one line each (level or slanted, they ran into each other).
+func tickLabels(labels []string, groupW vg.Length, sty text.Style) ([]string, float64) {
+	for _, l := range labels {
+		for _, line := range strings.Split(l, "\n") {
+			if sty.Width(line) > groupW*0.95 {
+				out := make([]string, len(labels))
+				for i, l := range labels {
+					out[i] = strings.ReplaceAll(l, "\n", " ")
+				}
+				return out, math.Pi / 2
+			}
+		}
+	}
+	return labels, 0
+}
+
+// ticker puts ticks every step from 0 to max, formatted by format.
+type ticker struct {
+	step   float64
+	format func(float64) string
+}
+
+func (t ticker) Ticks(lo, hi float64) []plot.Tick {
+	var out []plot.Tick
+	for v := 0.0; v <= hi+t.step/2; v += t.step {
+		out = append(out, plot.Tick{Value: v, Label: t.format(v)})
+	}
+	return out
+}
+
+// panelPlot builds the plot of one panel, width wide.
+func (ch Chart) panelPlot(p Panel, width vg.Length) (*plot.Plot, error) {
 	format := p.Format
 	if format == nil {
 		format = FormatSI
 	}
-	c.text(x0, y0, p.Title, 2, ink)
-	top := y0 + lineH*2 + 8
-
-	// Labels under the bars take as many lines as the longest label.
-	labelLines := 1
-	for _, g := range p.Groups {
-		labelLines = max(labelLines, strings.Count(g.Label, "\n")+1)
+	pl := plot.New()
+	pl.BackgroundColor = white
+	pl.Title.Text = p.Title
+	pl.Y.Label.Text = p.YLabel
+	// Sizes and colours only: plot's styles hold the alignments.
+	for _, st := range []struct {
+		s    *text.Style
+		size float64
+	}{{&pl.Title.TextStyle, bigSize}, {&pl.Y.Label.TextStyle, bigSize}, {&pl.Y.Tick.Label, smallSize}, {&pl.X.Tick.Label, smallSize}} {
+		st.s.Font, st.s.Color = font.From(plot.DefaultFont, vg.Points(st.size)), ink
 	}
-	base := y1 - labelLines*lineH*2 - 6 // the x axis
 
 	maxV := 0.0
 	for _, g := range p.Groups {
@@ -269,90 +294,113 @@ func (ch Chart) drawPanel(c canvas, p Panel, x0, y0, x1, y1 int) {
 	}
 	step := niceStep(maxV*1.1, 5)
 	ymax := math.Ceil(maxV*1.1/step) * step
+	pl.Y.Min, pl.Y.Max = 0, ymax
+	pl.Y.Tick.Marker = ticker{step: step, format: format}
+	gl := plotter.NewGrid()
+	gl.Vertical.Width = 0
+	gl.Horizontal.Color = grid
+	gl.Horizontal.Dashes = nil
+	pl.Add(gl)
 
-	// Y axis: tick labels, grid, axis label.
-	tickW := 0
-	for v := 0.0; v <= ymax+step/2; v += step {
-		tickW = max(tickW, TextWidth(format(v), 2))
+	lay := ch.layout(p, width)
+	labels := make([]string, len(p.Groups))
+	for i, g := range p.Groups {
+		labels[i] = g.Label
 	}
-	axisX := x0 + lineH*2 + 8 + tickW + 8
-	scaleY := func(v float64) int { return base - int(math.Round(v/ymax*float64(base-top))) }
-	for v := 0.0; v <= ymax+step/2; v += step {
-		yy := scaleY(v)
-		c.fill(axisX, yy, x1, yy+1, grid)
-		s := format(v)
-		c.text(axisX-8-TextWidth(s, 2), yy-TextHeight(2)/2, s, 2, ink)
+	labels, rot := tickLabels(labels, lay.groupW, pl.X.Tick.Label)
+	if rot != 0 {
+		pl.X.Tick.Label.Rotation = rot
+		pl.X.Tick.Label.XAlign = draw.XRight
+		pl.X.Tick.Label.YAlign = draw.YCenter
 	}
-	if p.YLabel != "" {
-		mid := (top + base) / 2
-		c.vtext(x0, mid+TextWidth(p.YLabel, 2)/2, p.YLabel, 2, ink)
-	}
-	c.fill(axisX-1, top, axisX+1, base+1, ink)
-	c.fill(axisX, base, x1, base+2, ink)
+	pl.NominalX(labels...)
+	pl.X.Padding = 0
+	pl.X.Min, pl.X.Max = -0.5, float64(len(p.Groups))-0.5
 
-	// Bars.
-	n := len(p.Groups)
-	if n > 0 {
-		gw := float64(x1-axisX) / float64(n)
-		ns := max(len(ch.Series), 1)
-		bw := gw * 0.8 / float64(ns)
-		for gi, g := range p.Groups {
-			gx := float64(axisX) + gw*float64(gi) + gw*0.1
-			for si := 0; si < ns; si++ {
-				v := math.NaN()
-				if si < len(g.Values) {
-					v = g.Values[si]
-				}
-				col := Grey
-				if si < len(ch.Series) {
-					col = ch.Series[si].Color
-				}
-				bx0 := int(gx + bw*float64(si))
-				bx1 := int(gx + bw*float64(si+1) - 2)
-				cx := (bx0 + bx1) / 2
-				if math.IsNaN(v) || math.IsInf(v, 0) {
-					s := labelScale("n/a", bx1-bx0+4)
-					c.centered(cx, base-TextHeight(s)-4, "n/a", s, Grey)
-					continue
-				}
-				c.fill(bx0, scaleY(v), bx1, base, col)
-				label := format(v)
-				s := labelScale(label, bx1-bx0+4)
-				c.centered(cx, scaleY(v)-TextHeight(s)-4, label, s, ink)
-			}
-			for li, line := range strings.Split(g.Label, "\n") {
-				c.centered(int(gx+gw*0.4), base+8+li*lineH*2, line, 2, ink)
-			}
+	ns := max(len(ch.Series), 1)
+	for si := 0; si < ns; si++ {
+		col := Grey
+		if si < len(ch.Series) {
+			col = ch.Series[si].Color
 		}
-	}
-
-	// Reference lines: drawn when on scale, named in the corner otherwise.
-	corner := top
-	for _, l := range p.Lines {
-		label := l.Label + " " + format(l.Value)
-		if l.Value <= ymax {
-			yy := scaleY(l.Value)
-			c.dashedH(axisX, x1, yy, l.Color)
-			c.text(x1-TextWidth(label, 2)-4, yy-TextHeight(2)-4, label, 2, l.Color)
+		vals := make(plotter.Values, len(p.Groups))
+		xys := make(plotter.XYs, len(p.Groups))
+		texts := make([]string, len(p.Groups))
+		styles := make([]text.Style, len(p.Groups))
+		for gi, g := range p.Groups {
+			v := math.NaN()
+			if si < len(g.Values) {
+				v = g.Values[si]
+			}
+			sty := style(smallSize, ink)
+			texts[gi] = format(v)
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				v, texts[gi], sty.Color = 0, "n/a", Grey
+			}
+			vals[gi] = v
+			xys[gi] = plotter.XY{X: float64(gi), Y: v}
+			sty.XAlign, sty.YAlign = draw.XCenter, draw.YBottom
+			if sty.Width(texts[gi]) > lay.barW {
+				// Upright: side by side they ran into each other.
+				sty.Rotation, sty.XAlign, sty.YAlign = math.Pi/2, draw.XLeft, draw.YCenter
+			}
+			styles[gi] = sty
+		}
+		if len(p.Groups) == 0 {
 			continue
 		}
-		label += " (above this scale)"
-		c.text(x1-TextWidth(label, 2)-4, corner-lineH*2-4, label, 2, l.Color)
-		corner += lineH * 2
+		off := lay.barW*vg.Length(si) - lay.barW*vg.Length(ns-1)/2
+		bars, err := plotter.NewBarChart(vals, lay.barW*0.95)
+		if err != nil {
+			return nil, err
+		}
+		bars.Color = col
+		bars.LineStyle.Width = 0
+		bars.Offset = off
+		lbl, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: texts})
+		if err != nil {
+			return nil, err
+		}
+		lbl.TextStyle = styles
+		lbl.Offset = vg.Point{X: off, Y: px(4)}
+		pl.Add(bars, lbl)
 	}
-}
 
-// labelScale is 2 when s fits in width pixels at that scale, else 1.
-func labelScale(s string, width int) int {
-	if TextWidth(s, 2) <= width {
-		return 2
+	// Reference lines: drawn when on scale, named under the title
+	// otherwise.
+	for _, l := range p.Lines {
+		label := l.Label + " " + format(l.Value)
+		if l.Value > ymax {
+			pl.Title.Text += "\n" + label + " (above this scale)"
+			continue
+		}
+		ln, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: l.Value}, {X: float64(len(p.Groups)) - 0.5, Y: l.Value}})
+		if err != nil {
+			return nil, err
+		}
+		ln.Color = l.Color
+		ln.Width = px(2)
+		ln.Dashes = []vg.Length{px(7), px(5)}
+		sty := style(smallSize, l.Color)
+		sty.XAlign, sty.YAlign = draw.XRight, draw.YBottom
+		lbl, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: float64(len(p.Groups)) - 0.5, Y: l.Value}}, Labels: []string{label}})
+		if err != nil {
+			return nil, err
+		}
+		lbl.TextStyle = []text.Style{sty}
+		lbl.Offset = vg.Point{X: -px(4), Y: px(4)}
+		pl.Add(ln, lbl)
 	}
-	return 1
+	return pl, nil
 }
 
 // WritePNG draws the chart and encodes it as PNG to w.
 func (ch Chart) WritePNG(w io.Writer) error {
-	if err := png.Encode(w, ch.Draw()); err != nil {
+	c, err := ch.Draw()
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: c}).WriteTo(w); err != nil {
 		return fmt.Errorf("chart: encode PNG: %w", err)
 	}
 	return nil

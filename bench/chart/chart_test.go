@@ -51,7 +51,7 @@ func TestWritePNG(t *testing.T) {
 			seen[color.RGBA{uint8(r >> 8), uint8(g >> 8), uint8(bl >> 8), uint8(a >> 8)}] = true
 		}
 	}
-	for _, c := range []color.RGBA{Blue, Orange, white, ink, Red} {
+	for _, c := range []color.RGBA{Blue, Orange, white, Red} {
 		if !seen[c] {
 			t.Errorf("colour %v not drawn", c)
 		}
@@ -59,38 +59,78 @@ func TestWritePNG(t *testing.T) {
 }
 
 func TestDefaultSize(t *testing.T) {
-	img := Chart{}.Draw()
+	var buf bytes.Buffer
+	if err := (Chart{}).WritePNG(&buf); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if b := img.Bounds(); b.Dx() != 1600 || b.Dy() != 1200 {
 		t.Errorf("default size %v, want 1600×1200", b)
 	}
 	// No panels, no series: still a valid white image.
-	if img.RGBAAt(0, 0) != white {
-		t.Errorf("background %v", img.RGBAAt(0, 0))
+	if r, g, b, _ := img.At(0, 0).RGBA(); r>>8 != 0xff || g>>8 != 0xff || b>>8 != 0xff {
+		t.Errorf("background %v", img.At(0, 0))
 	}
 }
 
-func TestFont(t *testing.T) {
-	for r := rune(32); r < 127; r++ {
-		if _, ok := glyphs[r]; !ok {
-			t.Errorf("no glyph for %q", r)
+// TestTickRotation: x tick labels wider than their group are turned
+// upright on one line (the hand-drawn chart's ran into each other with
+// many jobs); labels that fit stay level. A multi-line label is as wide as
+// its widest line.
+func TestTickRotation(t *testing.T) {
+	sty := style(smallSize, ink)
+	labels := []string{"randread\n4k qd1", "seqwrite\n128k qd32\nverify"}
+	for _, tt := range []struct {
+		width  int // panel width, pixels
+		groups int
+		want   bool // turned
+	}{
+		{1800, 2, false},
+		{1800, 14, false},
+		{1800, 40, true},
+		{800, 14, true},
+	} {
+		p := Panel{}
+		for i := range tt.groups {
+			p.Groups = append(p.Groups, Group{Label: labels[i%2]})
 		}
-	}
-	for r, s := range glyphRows {
-		rows := strings.Fields(s)
-		if len(rows) != glyphH {
-			t.Errorf("glyph %q has %d rows", r, len(rows))
+		lay := Chart{Series: []Series{{"a", Blue}, {"b", Orange}}}.layout(p, px(float64(tt.width)))
+		var ls []string
+		for _, g := range p.Groups {
+			ls = append(ls, g.Label)
 		}
-		for _, row := range rows {
-			if len(row) != glyphW || strings.Trim(row, ".#") != "" {
-				t.Errorf("glyph %q row %q", r, row)
+		out, rot := tickLabels(ls, lay.groupW, sty)
+		if got := rot != 0; got != tt.want {
+			t.Errorf("%d groups in %d px (group %.0f pt): turned %v, want %v", tt.groups, tt.width, lay.groupW.Points(), got, tt.want)
+		}
+		for i, l := range out {
+			if tt.want && (strings.Contains(l, "\n") || sty.Height("M") > lay.groupW) {
+				t.Errorf("turned label %q: not one line, or taller than its group", l)
+			}
+			if !tt.want && l != ls[i] {
+				t.Errorf("level label %q changed to %q", ls[i], l)
 			}
 		}
 	}
-	if glyphFor('\u2603') != box {
-		t.Error("an unknown rune does not draw as a box")
+}
+
+// TestManyGroups: a chart of 40 jobs (a job over each topology) draws.
+func TestManyGroups(t *testing.T) {
+	ch := sample()
+	var gs []Group
+	for i := range 40 {
+		gs = append(gs, Group{Label: "randread\n4k qd1", Values: []float64{float64(1000 * i), math.NaN()}})
 	}
-	if got := TextWidth("abc", 2); got != (3*advance-1)*2 {
-		t.Errorf("TextWidth = %d", got)
+	ch.Panels[0].Groups = gs
+	var buf bytes.Buffer
+	if err := ch.WritePNG(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := png.Decode(&buf); err != nil {
+		t.Fatal(err)
 	}
 }
 
