@@ -45,7 +45,10 @@ const (
 	// subsystem sets none.
 	DefaultFirmwareRevision = "0.1"
 	// DefaultWorkersPerNamespace is the size of each namespace's pool of
-	// I/O goroutines.
+	// I/O goroutines. File, block and RBD namespaces run their common
+	// commands asynchronously (bdev.Async, up to the namespace's queue
+	// depth) and use the workers only for Compare, Verify and a Flush of
+	// every namespace; a backend without Async runs everything on them.
 	DefaultWorkersPerNamespace = 4
 	// DiscoveryKATO is the keep-alive timeout a discovery controller gets
 	// when the host asks for none (Linux NVMET_DISC_KATO_MS).

@@ -314,6 +314,17 @@ func (r *Ring) Submit(wait uint32) error {
 	}
 }
 
+// Drop takes back the SQEs got since the last Submit that the kernel has
+// not taken (after a Submit error: nothing of them runs then, and the
+// caller may fail them). It reports how many it dropped.
+func (r *Ring) Drop() uint32 {
+	n := r.unsubmit
+	r.tail -= n
+	r.unsubmit = 0
+	atomic.StoreUint32(r.sqTail, r.tail)
+	return n
+}
+
 // Wait blocks in io_uring_enter until at least one completion is there,
 // submitting nothing: the one call a reaping goroutine may make while
 // another submits. A signal ends the wait early with nil.

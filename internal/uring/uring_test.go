@@ -206,3 +206,29 @@ func TestWaitWhileSubmitting(t *testing.T) {
 		t.Fatalf("reaped %d completions, want %d", seen, n)
 	}
 }
+
+// TestDrop takes back SQEs the kernel has not taken: they never complete,
+// and the next SQE reuses their entries.
+func TestDrop(t *testing.T) {
+	r := newRing(t, 4, 0)
+	r.SQE().PrepNop(1)
+	r.SQE().PrepNop(2)
+	if n := r.Drop(); n != 2 {
+		t.Fatalf("dropped %d SQEs, want 2", n)
+	}
+	r.SQE().PrepNop(3)
+	if err := r.Submit(1); err != nil {
+		t.Fatal(err)
+	}
+	c, ok := r.PeekCQE()
+	if !ok || c.UserData != 3 {
+		t.Fatalf("completion %+v %v, want only NOP 3", c, ok)
+	}
+	r.Advance()
+	if c, ok := r.PeekCQE(); ok {
+		t.Fatalf("a dropped SQE ran: %+v", c)
+	}
+	if n := r.Drop(); n != 0 {
+		t.Fatalf("dropped %d after a Submit, want 0", n)
+	}
+}

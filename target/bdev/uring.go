@@ -193,7 +193,11 @@ func (e *engine) submitLocked(i uint32) error {
 	case opDiscard:
 		sqe.PrepFallocate(f.bfd, f.discMode, op.off, op.n, uint64(i))
 	}
+	// On an error (a kernel out of memory, EAGAIN; a broken ring) the
+	// kernel took nothing: take the SQE back, so that it never runs
+	// after the caller has failed the slot and reused it.
 	if err := e.ring.Submit(0); err != nil {
+		e.ring.Drop()
 		return fmt.Errorf("bdev: %s: %s at %d: %w", f.what, opNames[op.kind], op.off, err)
 	}
 	return nil
