@@ -6,10 +6,12 @@
 package chart
 
 import (
+	"encoding/csv"
 	"fmt"
 	"image/color"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -402,6 +404,30 @@ func (ch Chart) WritePNG(w io.Writer) error {
 	}
 	if _, err := (vgimg.PngCanvas{Canvas: c}).WriteTo(w); err != nil {
 		return fmt.Errorf("chart: encode PNG: %w", err)
+	}
+	return nil
+}
+
+// WriteCSV writes the chart's data as CSV, one row per bar: panel, group
+// (its label on one line), series and value (empty for a missing one), so
+// the numbers behind the picture can be read and compared.
+func (ch Chart) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"panel", "group", "series", "value"})
+	for _, p := range ch.Panels {
+		for _, g := range p.Groups {
+			for si, s := range ch.Series {
+				v := ""
+				if si < len(g.Values) && !math.IsNaN(g.Values[si]) && !math.IsInf(g.Values[si], 0) {
+					v = strconv.FormatFloat(g.Values[si], 'g', -1, 64)
+				}
+				_ = cw.Write([]string{p.Title, strings.ReplaceAll(g.Label, "\n", " "), s.Name, v})
+			}
+		}
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("chart: write CSV: %w", err)
 	}
 	return nil
 }

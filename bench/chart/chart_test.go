@@ -160,3 +160,23 @@ func TestNiceStep(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteCSV: the chart's data beside the picture, one row per bar; a
+// missing value is an empty cell.
+func TestWriteCSV(t *testing.T) {
+	var buf bytes.Buffer
+	if err := sample().WriteCSV(&buf); err != nil {
+		t.Fatal(err)
+	}
+	want := `panel,group,series,value
+IOPS,randread 4k qd1,a,36000
+IOPS,randread 4k qd1,b,
+IOPS,seqread 128k qd8,a,11000
+IOPS,seqread 128k qd8,b,22000
+MB/s,x,a,150
+MB/s,x,b,300
+`
+	if buf.String() != want {
+		t.Errorf("CSV:\n%s\nwant\n%s", buf.String(), want)
+	}
+}

@@ -10,35 +10,39 @@ import (
 	"github.com/nvmeof/nvmeof/bench/report"
 )
 
-// WriteResults writes r as JSON to jsonPath and its chart as PNG beside it
-// (same name, .png), and, when outDir is not empty, dated copies of both
-// there (NAME-20060102T150405Z.json and .png). It returns the paths written.
+// WriteResults writes r as JSON to jsonPath, its chart as PNG and the
+// chart's data as CSV beside it (same name, .png and .csv), and, when
+// outDir is not empty, dated copies of the three there
+// (NAME-20060102T150405Z.json, .png and .csv). It returns the paths
+// written.
 func WriteResults(r *report.Report, jsonPath, outDir string) ([]string, error) {
 	js, err := r.MarshalIndent()
 	if err != nil {
 		return nil, err
 	}
-	var img bytes.Buffer
-	if err := r.Chart().WritePNG(&img); err != nil {
+	ch := r.Chart()
+	var img, table bytes.Buffer
+	if err := ch.WritePNG(&img); err != nil {
 		return nil, err
 	}
-	base := strings.TrimSuffix(jsonPath, filepath.Ext(jsonPath))
-	files := []struct {
+	if err := ch.WriteCSV(&table); err != nil {
+		return nil, err
+	}
+	type file struct {
 		path string
 		data []byte
-	}{{jsonPath, js}, {base + ".png", img.Bytes()}}
+	}
+	withExts := func(base string) []file {
+		return []file{{base + ".json", js}, {base + ".png", img.Bytes()}, {base + ".csv", table.Bytes()}}
+	}
+	base := strings.TrimSuffix(jsonPath, filepath.Ext(jsonPath))
+	files := withExts(base)
+	files[0].path = jsonPath
 	if outDir != "" {
 		if err := os.MkdirAll(outDir, 0o755); err != nil {
 			return nil, fmt.Errorf("results: %w", err)
 		}
-		dated := filepath.Join(outDir, filepath.Base(base)+"-"+r.Started.UTC().Format("20060102T150405Z"))
-		files = append(files, struct {
-			path string
-			data []byte
-		}{dated + ".json", js}, struct {
-			path string
-			data []byte
-		}{dated + ".png", img.Bytes()})
+		files = append(files, withExts(filepath.Join(outDir, filepath.Base(base)+"-"+r.Started.UTC().Format("20060102T150405Z")))...)
 	}
 	var paths []string
 	for _, f := range files {

@@ -475,8 +475,11 @@ func TestRunSmoke(t *testing.T) {
 
 	dir := t.TempDir()
 	paths, err := WriteResults(r, filepath.Join(dir, "res.json"), filepath.Join(dir, "out"))
-	if err != nil || len(paths) != 4 {
+	if err != nil || len(paths) != 6 {
 		t.Fatalf("WriteResults = %v, %v", paths, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "res.csv")); err != nil || !strings.HasPrefix(string(b), "panel,group,series,value\n") || strings.Count(string(b), "\n") < 1+2*2 {
+		t.Errorf("CSV beside the chart: %v\n%s", err, b)
 	}
 	f, err := os.Open(filepath.Join(dir, "res.png"))
 	if err != nil {

@@ -67,7 +67,7 @@ func run() int {
 		jobsDir   = flag.String("jobs", "examples/fio", "directory of fio job files")
 		mem       = flag.String("mem", "1G", "memory backend size on both sides")
 		prefill   = flag.Bool("prefill", true, "write the whole device once before the jobs")
-		jsonPath  = flag.String("json", "bench-results.json", "where to write the JSON results (a PNG chart goes beside it)")
+		jsonPath  = flag.String("json", "bench-results.json", "where to write the JSON results (a PNG chart and its figures as CSV go beside it)")
 		outDir    = flag.String("out", "bench-out", "directory for dated copies of the JSON and PNG (empty: none)")
 		fioBin    = flag.String("fio", "fio", "fio binary")
 		nbdkitBin = flag.String("nbdkit", "nbdkit", "nbdkit binary")
