@@ -19,20 +19,7 @@ func TestVersionFlag(t *testing.T) {
 // is taken while a ./nvmetd runs, as README's order has it.
 func TestLogLevelFlag(t *testing.T) {
 	dir := t.TempDir()
-	cfg := filepath.Join(dir, "t.hcl")
-	writeFile(t, cfg, `port "p" {
-  address  = "127.83.62.1"
-  provider = "soft"
-}
-subsystem "nqn.2026-11.io.nvmeof:level" {
-  ports          = ["p"]
-  allow_any_host = true
-  namespace "1" {
-    backend = "memory"
-    size    = "1MiB"
-  }
-}
-`)
+	cfg := onePortConfig(t, dir, "127.83.62.1")
 	for _, tt := range []struct {
 		level  string
 		status int

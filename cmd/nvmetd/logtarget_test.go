@@ -15,9 +15,9 @@ import (
 	"github.com/nvmeof/nvmeof/internal/journal/journaltest"
 )
 
-// journalConfig is a one-port configuration on addr (a distinct loopback
+// onePortConfig is a one-port configuration on addr (a distinct loopback
 // address per test).
-func journalConfig(t *testing.T, dir, addr string) string {
+func onePortConfig(t *testing.T, dir, addr string) string {
 	t.Helper()
 	cfg := filepath.Join(dir, "j.hcl")
 	writeFile(t, cfg, `port "p" {
@@ -57,7 +57,7 @@ func TestLogTargetJournal(t *testing.T) {
 			dir := t.TempDir()
 			j := journaltest.New(t)
 			t.Setenv(journal.SocketEnv, j.Path)
-			cfg := journalConfig(t, dir, fmt.Sprintf("127.83.90.%d", i+1))
+			cfg := onePortConfig(t, dir, fmt.Sprintf("127.83.90.%d", i+1))
 			stderr, err := os.Create(filepath.Join(dir, "stderr"))
 			if err != nil {
 				t.Fatal(err)
@@ -145,7 +145,7 @@ func TestLogTargetRefusals(t *testing.T) {
 	}
 	missing := filepath.Join(dir, "no-journal")
 	t.Setenv(journal.SocketEnv, missing)
-	cfg := journalConfig(t, dir, "127.83.91.1")
+	cfg := onePortConfig(t, dir, "127.83.91.1")
 	code, _, errs = runNvmetd(t, dir, "--config", cfg, "--log-target", "journal")
 	if code != cliutil.ExitError || !strings.Contains(errs, "--log-target journal: journal socket "+missing) {
 		t.Errorf("--log-target journal without journald: exit %d, %q", code, errs)
