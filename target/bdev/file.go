@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"reflect"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -91,7 +92,11 @@ func OpenFile(spec Spec) (*File, error) {
 	if err := d.openDirect(what, spec.Path, spec.BufferedIO); err != nil {
 		return fail(err)
 	}
-	d.align = fileDIOAlign(d.fd)
+	offAlign, memAlign := fileDIOAlign(d.fd)
+	if d.direct != nil && offAlign > int64(bs) {
+		return fail(fmt.Errorf("bdev: %s: block size %d is smaller than the file system's O_DIRECT alignment %d: set block_size to %d or more, or buffered_io = true", what, bs, offAlign, offAlign))
+	}
+	d.align = max(offAlign, memAlign)
 	if err := d.startRing(ringFiles{what: what, bfd: d.fd,
 		zeroMode: unix.FALLOC_FL_ZERO_RANGE | unix.FALLOC_FL_KEEP_SIZE,
 		discMode: unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE,
@@ -227,7 +232,13 @@ func (d *File) WriteZeroes(off, n int64) error {
 			return fmt.Errorf("bdev: file %q: zero range %d+%d: %w", d.path, off, n, err)
 		}
 		return nil
-	}, func() error { return writeZeroes(d.f, off, n) })
+	}, func() error {
+		if d.direct != nil {
+			// Never buffered writes beside O_DIRECT ones (engine.complete).
+			return writeZeroesDirect(d.direct, off, n)
+		}
+		return writeZeroes(d.f, off, n)
+	})
 }
 
 // Discard implements Device with fallocate(FALLOC_FL_PUNCH_HOLE), falling
@@ -276,6 +287,28 @@ func (d *File) Close() error {
 // system or device lacks the mode (as opposed to an I/O error).
 func fallocateUnsupported(err error) bool {
 	return errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOTTY)
+}
+
+// alignedZeroes is a page-aligned read-only source of zero bytes for
+// O_DIRECT writes.
+var alignedZeroes = func() []byte {
+	b := make([]byte, len(zeroes)+4096)
+	off := int(-reflect.ValueOf(&b[0]).Pointer()) & 4095
+	return b[off : off+len(zeroes) : off+len(zeroes)]
+}()
+
+// writeZeroesDirect writes n zero bytes at off through an O_DIRECT file
+// (off and n aligned to the block size).
+func writeZeroesDirect(f *os.File, off, n int64) error {
+	for n > 0 {
+		chunk := min(n, int64(len(alignedZeroes)))
+		if _, err := f.WriteAt(alignedZeroes[:chunk], off); err != nil {
+			return fmt.Errorf("bdev: write zeroes at %d: %w", off, err)
+		}
+		off += chunk
+		n -= chunk
+	}
+	return nil
 }
 
 // writeZeroes writes n zero bytes at off through w, in chunks of the shared

@@ -43,6 +43,12 @@ func (r *ringDev) startRing(files ringFiles, depth int) error {
 	files.align = r.align
 	eng, err := newEngine(files, depth, &r.latch)
 	if errors.Is(err, syscall.ENOSYS) || errors.Is(err, syscall.EPERM) {
+		// The blocking methods then do all the I/O, buffered: the
+		// O_DIRECT descriptor goes, so the two are never mixed.
+		if r.direct != nil {
+			r.direct.Close()
+			r.direct, r.dfd = nil, -1
+		}
 		return nil
 	}
 	if err != nil {
@@ -77,7 +83,9 @@ func (r *ringDev) rw(closed *atomic.Bool, size int64, kind uint8, p []byte, off 
 	case len(p) == 0:
 		c.Complete(nil)
 	default:
-		r.eng.start(ringOp{kind: kind, p: p, off: off, c: c, direct: r.dfd >= 0 && aligned(p, off, r.align)})
+		// With O_DIRECT every transfer takes it (an unaligned buffer
+		// through a bounce buffer): see engine.complete.
+		r.eng.start(ringOp{kind: kind, p: p, off: off, c: c, direct: r.dfd >= 0})
 	}
 }
 
@@ -131,14 +139,14 @@ func (r *ringDev) closeRing() error {
 	return nil
 }
 
-// fileDIOAlign returns the O_DIRECT alignment of an open file (statx
-// STATX_DIOALIGN, Linux 6.1), or 512 where the kernel does not say; a
-// transfer the file system refuses is retried buffered anyway.
-func fileDIOAlign(fd int) int64 {
+// fileDIOAlign returns the O_DIRECT alignment of an open file's offsets and
+// of memory (statx STATX_DIOALIGN, Linux 6.1), or 512 for both where the
+// kernel does not say.
+func fileDIOAlign(fd int) (offset, memory int64) {
 	var st unix.Statx_t
 	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_DIOALIGN, &st); err == nil &&
 		st.Mask&unix.STATX_DIOALIGN != 0 && st.Dio_offset_align != 0 {
-		return int64(max(st.Dio_offset_align, st.Dio_mem_align))
+		return int64(st.Dio_offset_align), int64(max(st.Dio_mem_align, 1))
 	}
-	return 512
+	return 512, 512
 }

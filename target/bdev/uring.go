@@ -39,12 +39,16 @@ var opNames = [...]string{"read", "write", "write", "flush", "write zeroes", "di
 // the pending FIFO while the namespace's queue depth is used up.
 type ringOp struct {
 	kind   uint8
-	direct bool // on the O_DIRECT descriptor (retried buffered on EINVAL)
-	p      []byte
-	off    int64
-	n      int64 // bytes for zero and discard
-	done   int64 // bytes already transferred (short reads and writes)
-	c      Completion
+	direct bool // on the O_DIRECT descriptor
+	// bounce: the transfer goes through the slot's aligned bounce buffer
+	// (the caller's buffer is not aligned for O_DIRECT: in-capsule data);
+	// staged: a write's data is in it.
+	bounce, staged bool
+	p              []byte
+	off            int64
+	n              int64 // bytes for zero and discard
+	done           int64 // bytes already transferred (short reads and writes)
+	c              Completion
 }
 
 // ringFiles is what the engine needs from its device: descriptors, and
@@ -74,6 +78,7 @@ type engine struct {
 
 	mu       sync.Mutex
 	slots    []ringOp
+	bounce   [][]byte // per slot, grown on demand, page aligned
 	free     []uint32
 	pending  []ringOp
 	phead    int
@@ -111,7 +116,7 @@ func newEngine(files ringFiles, depth int, latch *flushLatch) (*engine, error) {
 		return nil, fmt.Errorf("bdev: %s: io_uring: %w", files.what, err)
 	}
 	e := &engine{files: files, ring: r, depth: depth, latch: latch,
-		slots: make([]ringOp, depth), free: make([]uint32, depth),
+		slots: make([]ringOp, depth), free: make([]uint32, depth), bounce: make([][]byte, depth),
 		slow: make(chan uint32, depth), reaped: make(chan struct{})}
 	e.drained.L = &e.mu
 	for i := range e.free {
@@ -170,10 +175,21 @@ func (e *engine) submitLocked(i uint32) error {
 	f := &e.files
 	switch op.kind {
 	case opRead, opWrite, opWriteFUA:
-		p := op.p[op.done:]
 		fd := f.bfd
 		if op.direct {
 			fd = f.dfd
+			if !op.bounce && uintptr(unsafe.Pointer(unsafe.SliceData(op.p)))&uintptr(f.align-1) != 0 {
+				op.bounce = true
+			}
+		}
+		p := op.p[op.done:]
+		if op.bounce {
+			b := e.bounceBuf(i, len(op.p))
+			if op.kind != opRead && !op.staged {
+				copy(b, op.p)
+				op.staged = true
+			}
+			p = b[op.done:len(op.p)]
 		}
 		addr := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
 		n := uint32(min(len(p), 1<<30))
@@ -224,10 +240,26 @@ func (e *engine) reap() {
 	}
 }
 
+// bounceBuf returns slot i's bounce buffer with room for n bytes, aligned
+// to a page (more than any O_DIRECT needs). It allocates only to grow.
+func (e *engine) bounceBuf(i uint32, n int) []byte {
+	if cap(e.bounce[i]) < n {
+		n = (n + 4095) &^ 4095
+		b := make([]byte, n+4096)
+		off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(b)))) & 4095
+		e.bounce[i] = b[off : off+n : off+n]
+	}
+	return e.bounce[i]
+}
+
 // complete handles the completion of slot i with result res: it resubmits
-// the rest of a short transfer, retries an O_DIRECT transfer the device
-// refused for alignment on the buffered descriptor, hands a refused
-// fallocate to the fallback, and otherwise finishes the slot.
+// the rest of a short transfer, retries once through the bounce buffer an
+// O_DIRECT transfer the device refused (EINVAL: a device that wants more
+// memory alignment than it says), hands a refused fallocate to the
+// fallback, and otherwise finishes the slot. O_DIRECT and buffered I/O are
+// never mixed on one file: a buffered write to part of a page that races
+// an O_DIRECT write to another part of it can write the page's stale copy
+// back over the direct write.
 func (e *engine) complete(i uint32, res int32) {
 	e.mu.Lock()
 	op := &e.slots[i]
@@ -239,8 +271,8 @@ func (e *engine) complete(i uint32, res int32) {
 		switch {
 		case errno == unix.EINTR || errno == unix.EAGAIN:
 			retry = true
-		case errno == unix.EINVAL && op.direct:
-			op.direct = false
+		case errno == unix.EINVAL && op.direct && !op.bounce && op.done == 0:
+			op.bounce = true
 			retry = true
 		case (op.kind == opZero || op.kind == opDiscard) && fallocateUnsupported(errno):
 			if op.kind == opZero {
@@ -258,6 +290,9 @@ func (e *engine) complete(i uint32, res int32) {
 		op.done += int64(res)
 		switch {
 		case op.done >= int64(len(op.p)):
+			if op.bounce && op.kind == opRead {
+				copy(op.p, e.bounce[i])
+			}
 		case res == 0 && op.kind == opRead:
 			// The file shrank under us: report it rather than return
 			// stale bytes from the caller's buffer.
@@ -407,12 +442,4 @@ func errDirect(what string, err error) error {
 		return fmt.Errorf("bdev: %s: the file system refuses O_DIRECT (tmpfs does); set buffered_io = true to use the page cache: %w", what, err)
 	}
 	return fmt.Errorf("bdev: %s: open O_DIRECT: %w", what, err)
-}
-
-// aligned reports whether a transfer may use O_DIRECT: offset, length and
-// buffer address multiples of align.
-func aligned(p []byte, off, align int64) bool {
-	m := align - 1
-	return len(p) > 0 && off&m == 0 && int64(len(p))&m == 0 &&
-		int64(uintptr(unsafe.Pointer(unsafe.SliceData(p))))&m == 0
 }
