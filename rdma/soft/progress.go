@@ -28,9 +28,6 @@ type rxQueue struct {
 	// Progress calls; seen is the count watchQuiet saw last.
 	quiet       bool
 	polls, seen uint64
-	// drained: the goroutine's last batch was smaller than batch
-	// (readRecv; the goroutine's own).
-	drained bool
 
 	// The two receive callbacks, bound once so that neither allocates.
 	readFn func(fd uintptr) bool
@@ -51,16 +48,11 @@ func (rq *rxQueue) recv(fd uintptr) bool {
 // datagrams (or an error) came from the socket, so that they are handled
 // before anyone else receives.
 //
-// After a batch smaller than the batch size (drained) it first waits
-// without receiving: recvmmsg took all the socket held then, and what
-// arrived since has made the epoll instance ready, which the netpoller
-// latches for the next wait. That saves the recvmmsg that would find
-// nothing, one of the two per wake-up of a target at queue depth 1.
+// It always tries the socket before the goroutine waits: RawConn.Read
+// clears the readiness the netpoller latched since the previous Read
+// (pollDesc prepareRead), so a datagram that arrived while the last batch
+// was handled is found only by trying.
 func (rq *rxQueue) readRecv(uintptr) bool {
-	if rq.drained {
-		rq.drained = false
-		return false
-	}
 	rq.mu.Lock()
 	if rq.recv(uintptr(rq.w.sock)) {
 		return true

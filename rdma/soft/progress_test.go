@@ -157,27 +157,51 @@ func TestProgressQuietsItsQueues(t *testing.T) {
 	poll(t, ea.scq, 3, 5*time.Second)
 }
 
-// TestReceiveGoroutineNoStall: a receive goroutine that waits without a
-// recvmmsg after a short batch (readRecv's drained) misses no datagram:
-// 100 SEND ping-pongs, each sent only once the previous one was received
-// (so no later datagram would rescue one left in the socket), complete
-// without a single retransmission, with a 1 s retransmission timeout that
-// a stalled datagram would have had to wait for.
+// TestReceiveGoroutineNoStall: a datagram that arrives while the receive
+// goroutine handles the previous batch is received without waiting for the
+// next one. The receiving side's CQ handler, which runs in its receive
+// goroutine, posts the next SEND towards itself, so that each datagram
+// lands during the batch before it; 100 of them must complete without a
+// retransmission, with a 1 s retransmission timeout that a datagram left
+// in the socket would have had to wait for. (A goroutine that parked
+// after a short batch without trying the socket, trusting the readiness
+// the netpoller latched, failed this: RawConn.Read clears that readiness
+// before it starts.)
 func TestReceiveGoroutineNoStall(t *testing.T) {
 	a, b := openPair(t, Config{RecvQueues: 1}, Config{RecvQueues: 1})
 	ea, eb := connect(t, a, b, qpOpts{timeout: 18})
-	bufA := regMR(t, ea.pd, 64, rdma.AccessLocalWrite)
-	bufB := regMR(t, eb.pd, 64, rdma.AccessLocalWrite)
-	for i := range 100 {
-		from, to := ea, eb
-		sbuf, rbuf := bufA, bufB
-		if i%2 == 1 {
-			from, to, sbuf, rbuf = eb, ea, bufB, bufA
+	sbuf := regMR(t, ea.pd, 64, rdma.AccessLocalWrite)
+	rbuf := regMR(t, eb.pd, 64, rdma.AccessLocalWrite)
+	const n = 100
+	var got atomic.Int32
+	done := make(chan struct{})
+	errs := make(chan error, 1)
+	send := func(i uint64) {
+		if err := eb.qp.PostRecv(&rdma.RecvWR{WRID: i, SGL: []rdma.SGE{sge(rbuf, 0, 64)}}); err != nil {
+			errs <- err
+			return
 		}
-		postRecv(t, to.qp, uint64(i), sge(rbuf, 0, 64))
-		postSend(t, from.qp, &rdma.SendWR{WRID: uint64(i), Opcode: rdma.WRSend, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(sbuf, 0, 16)}})
-		poll(t, to.rcq, 1, 10*time.Second)
-		poll(t, from.scq, 1, 10*time.Second)
+		if err := ea.qp.PostSend(&rdma.SendWR{WRID: i, Opcode: rdma.WRSend, SGL: []rdma.SGE{sge(sbuf, 0, 16)}}); err != nil {
+			errs <- err
+		}
+	}
+	eb.rcq.(rdma.HandlerCQ).SetHandler(func(wcs []rdma.WorkCompletion) {
+		for range wcs {
+			switch k := got.Add(1); {
+			case k < n:
+				send(uint64(k))
+			case k == n:
+				close(done)
+			}
+		}
+	})
+	send(0)
+	select {
+	case <-done:
+	case err := <-errs:
+		t.Fatal(err)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%d of %d SENDs received in 60 s", got.Load(), n)
 	}
 	for _, d := range []*Device{a, b} {
 		if s := d.Stats(); s.Retransmissions != 0 || s.Timeouts != 0 {

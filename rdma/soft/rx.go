@@ -162,7 +162,6 @@ func (d *Device) rxLoop(rq *rxQueue) {
 		}
 		rq.process(n)
 		rq.mu.Unlock()
-		rq.drained = n < rq.batch
 	}
 }
 
