@@ -519,7 +519,7 @@ func TestSoftE2EAdmin(t *testing.T) {
 		{"CQES", id.CQES(), uint8(0x44)},
 		{"MAXCMD", id.MAXCMD(), uint16(128)}, // RDMA queues: 128 entries (NVME_RDMA_MAX_QUEUE_SIZE)
 		{"NN", id.NN(), uint32(1024)},
-		{"ONCS", id.ONCS(), uint16(nvme.ONCSCompare | nvme.ONCSDatasetManagement | nvme.ONCSWriteZeroes | nvme.ONCSReservations)},
+		{"ONCS", id.ONCS(), uint16(nvme.ONCSCompare | nvme.ONCSDatasetManagement | nvme.ONCSWriteZeroes | nvme.ONCSReservations | nvme.ONCSVerify)},
 		{"VWC", id.VWC(), uint8(nvme.VWCPresent | 3<<1)},
 		{"SGLS", id.SGLS(), uint32(nvme.SGLSSupported | nvme.SGLSKeyed | nvme.SGLSOffset)},
 		{"IOCCSZ", id.IOCCSZ(), uint32((64 + softInline) / 16)},
@@ -1077,7 +1077,8 @@ func TestSoftE2EStatuses(t *testing.T) {
 
 		// Opcodes.
 		{name: "I/O opcode 7Eh", via: viaIO, sqe: sqeOf(0x7e, 1), want: nvme.StatusInvalidOpcode, dnr: true},
-		{name: "I/O opcode Verify (0Ch)", via: viaIO, sqe: rwSQE(nvme.IOVerify, 1, 0, 1), want: nvme.StatusInvalidOpcode, dnr: true},
+		{name: "Verify (0Ch) of the first block", via: viaIO, sqe: rwSQE(nvme.IOVerify, 1, 0, 1)},
+		{name: "Verify past the last block", via: viaIO, sqe: rwSQE(nvme.IOVerify, 1, ns1Blocks, 1), want: nvme.StatusLBAOutOfRange, dnr: true},
 		{name: "I/O opcode Write Uncorrectable (04h)", via: viaIO, sqe: rwSQE(nvme.IOWriteUncorrectable, 1, 0, 1), want: nvme.StatusInvalidOpcode, dnr: true},
 		{name: "I/O opcode vendor 80h", via: viaIO, sqe: sqeOf(0x80, 1), want: nvme.StatusInvalidOpcode, dnr: true},
 		{name: "admin opcode 7Eh", via: viaAdmin, sqe: sqeOf(0x7e, 0), want: nvme.StatusInvalidOpcode, dnr: true},
