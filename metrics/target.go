@@ -72,6 +72,7 @@ type targetCollector struct {
 	auths                                         *prometheus.Desc
 	ctrlInfo, ctrlInFlight, queueInFlight, qDepth *prometheus.Desc
 	ctrlQueues, ctrlsNotExported                  *prometheus.Desc
+	aersAborted                                   *prometheus.Desc
 }
 
 // DefaultMaxControllers is how many controllers have series of their own
@@ -134,6 +135,7 @@ func NewTargetCollectorWith(src TargetStatser, opts TargetOptions) prometheus.Co
 		ctrls:            d("controllers", "Controllers connected now.", "subnqn"),
 		ctrlsNotExported: d("controllers_not_exported", "Connected controllers without series of their own (past the daemon's bound on per-controller series).", "subnqn"),
 		kaTimeouts:       d("keep_alive_timeouts_total", "Controllers torn down because their keep-alive timer expired.", "subnqn"),
+		aersAborted:      d("aers_aborted_total", "Asynchronous Event Requests ended with Internal Error because their controller went away (every disconnect ends the host's; not in errors_total).", "subnqn"),
 		auths:            d("authentications_total", "DH-HMAC-CHAP transactions by result (a queue that timed out counts as a failure).", "subnqn", "result"),
 		ctrlInfo:         d("controller_info", "One series per connected controller (up to the daemon's bound), naming its port (and host, if the daemon is told to).", info...),
 		ctrlQueues:       d("controller_io_queues", "I/O queues connected to the controller.", ctrl...),
@@ -145,7 +147,7 @@ func NewTargetCollectorWith(src TargetStatser, opts TargetOptions) prometheus.Co
 
 func (c *targetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.ioCmds, c.ioBytes, c.ioErrors, c.ioLatency, c.nsEnabled, c.errors,
-		c.ctrlCreated, c.ctrlRemoved, c.ctrls, c.ctrlsNotExported, c.kaTimeouts, c.auths, c.ctrlInfo, c.ctrlQueues, c.ctrlInFlight,
+		c.ctrlCreated, c.ctrlRemoved, c.ctrls, c.ctrlsNotExported, c.kaTimeouts, c.aersAborted, c.auths, c.ctrlInfo, c.ctrlQueues, c.ctrlInFlight,
 		c.queueInFlight, c.qDepth} {
 		ch <- d
 	}
@@ -175,6 +177,7 @@ func (c *targetCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.ctrlRemoved, s.ControllersRemoved, nqn)
 		gauge(c.ctrls, float64(len(s.Controllers)), nqn)
 		counter(c.kaTimeouts, s.KeepAliveTimeouts, nqn)
+		counter(c.aersAborted, s.AERsAborted, nqn)
 		if !s.Discovery {
 			counter(c.auths, s.AuthSucceeded, nqn, "success")
 			counter(c.auths, s.AuthFailed, nqn, "failure")

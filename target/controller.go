@@ -222,9 +222,11 @@ func (c *controller) shutdown(reason string) {
 		q.tq.Close()
 	}
 	// As Linux (nvmet_async_events_failall), AERs fail once their queue
-	// is going away: the transport completes them towards nobody.
+	// is going away: the transport completes them towards nobody. Every
+	// clean disconnect does this, so they are counted apart from errors.
 	for _, a := range aers {
-		a.q.complete(a.r, dnr(nvme.StatusInternalError), noLoc, 0)
+		c.subsys.stats.aersAborted.Add(1)
+		a.q.completeCounted(a.r, dnr(nvme.StatusInternalError), noLoc, 0, false)
 	}
 	c.log.Info("controller removed", "reason", reason)
 }

@@ -172,6 +172,12 @@ func (q *queue) advanceSQHD() uint32 {
 // hands r back to the transport. loc is the parameter error location and
 // lba the LBA the error concerns.
 func (q *queue) complete(r *fabrics.Request, s nvme.Error, loc uint16, lba uint64) {
+	q.completeCounted(r, s, loc, lba, true)
+}
+
+// completeCounted is complete; count false leaves an error status out of
+// the statistics and the error log (an AER failed at teardown).
+func (q *queue) completeCounted(r *fabrics.Request, s nvme.Error, loc uint16, lba uint64, count bool) {
 	cqe := nvme.CQE(r.CQE[:])
 	if !q.sqhdOff && q.size != 0 {
 		cqe.SetSQHD(uint16(q.advanceSQHD()))
@@ -180,7 +186,7 @@ func (q *queue) complete(r *fabrics.Request, s nvme.Error, loc uint16, lba uint6
 		cqe.SetStatusRaw(0)
 		cqe.SetStatus(s.Status)
 		cqe.SetDNR(s.DNR)
-		if c := q.ctrl.Load(); c != nil {
+		if c := q.ctrl.Load(); c != nil && count {
 			c.subsys.stats.status[s.Status&0x7ff].Add(1)
 			if q.qid == 0 || q.authOK() {
 				// An I/O queue not yet authenticated may be a peer

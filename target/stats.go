@@ -57,6 +57,7 @@ type subsysStats struct {
 	ctrlCreated, ctrlRemoved atomic.Uint64
 	kaTimeouts               atomic.Uint64
 	authOK, authFailed       atomic.Uint64
+	aersAborted              atomic.Uint64
 	status                   [0x800]atomic.Uint64
 }
 
@@ -97,6 +98,11 @@ type SubsystemStats struct {
 	// AuthSucceeded and AuthFailed count DH-HMAC-CHAP transactions (a
 	// queue that timed out counts as failed).
 	AuthSucceeded, AuthFailed uint64
+	// AERsAborted counts the Asynchronous Event Requests completed with
+	// Internal Error because their controller went away (every clean
+	// disconnect ends the host's outstanding AERs so, as Linux's
+	// nvmet_async_events_failall does): they are not in Errors.
+	AERsAborted uint64
 	// Errors counts completions with an error status (every queue, admin
 	// and Fabrics commands included), by status; only non-zero counts.
 	Errors      []StatusCount
@@ -186,6 +192,7 @@ func (s *Subsystem) snapshot(ctrls []*controller) SubsystemStats {
 		KeepAliveTimeouts:  st.kaTimeouts.Load(),
 		AuthSucceeded:      st.authOK.Load(),
 		AuthFailed:         st.authFailed.Load(),
+		AERsAborted:        st.aersAborted.Load(),
 	}
 	for i := range st.status {
 		if n := st.status[i].Load(); n != 0 {

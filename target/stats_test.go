@@ -208,3 +208,23 @@ func TestStatsAuthentications(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsAERsAbortedApart: the AERs a host leaves outstanding, which a
+// disconnect ends with Internal Error (as Linux), are counted as aborted
+// AERs, not as errors: a clean disconnect adds nothing to Errors.
+func TestStatsAERsAbortedApart(t *testing.T) {
+	f := newFixture(t)
+	a := f.connectAdmin(testSubNQN, 0)
+	a.enable()
+	for range 2 {
+		a.submit(newSQE(uint8(nvme.AdminAsyncEventRequest), 0), nil, fabrics.DirNone)
+	}
+	a.q.Close()
+	waitUntil(t, "controller removed", 10*time.Second, func() bool {
+		return findSubsys(t, f.tgt.Stats(), testSubNQN).ControllersRemoved == 1
+	})
+	ss := findSubsys(t, f.tgt.Stats(), testSubNQN)
+	if ss.AERsAborted != 2 || len(ss.Errors) != 0 {
+		t.Errorf("AERs aborted %d, errors %+v; want 2 and none", ss.AERsAborted, ss.Errors)
+	}
+}
