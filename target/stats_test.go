@@ -219,6 +219,17 @@ func TestStatsAERsAbortedApart(t *testing.T) {
 	for range 2 {
 		a.submit(newSQE(uint8(nvme.AdminAsyncEventRequest), 0), nil, fabrics.DirNone)
 	}
+	waitUntil(t, "2 AERs outstanding", 10*time.Second, func() bool {
+		f.tgt.mu.Lock()
+		c := f.tgt.subsys[testSubNQN].ctrls[a.cntlid]
+		f.tgt.mu.Unlock()
+		if c == nil {
+			return false
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.aers) == 2
+	})
 	a.q.Close()
 	waitUntil(t, "controller removed", 10*time.Second, func() bool {
 		return findSubsys(t, f.tgt.Stats(), testSubNQN).ControllersRemoved == 1
