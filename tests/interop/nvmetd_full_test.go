@@ -66,7 +66,7 @@ func newFullSetup(t *testing.T) *fullSetup {
 		work = s.keep
 	}
 	s.ns1, s.ns2 = filepath.Join(work, "ns1.img"), filepath.Join(work, "ns2.img")
-	cfg := fullConfig(kpeer.HostAddr, "", s.ns1, s.ns2)
+	cfg := fullConfig(kpeer.HostAddr, "", s.ns1, s.ns2, false)
 	s.cfg = filepath.Join(work, "nvmetd.hcl")
 	if err := os.WriteFile(s.cfg, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -78,11 +78,17 @@ func newFullSetup(t *testing.T) *fullSetup {
 // subsystems on addr:4420 (provider "" = the default), fullOpenNQN (any
 // host; namespace 1 a 64 MiB file at ns1, namespace 2 a 16 MiB file at
 // ns2) and fullRestrictedNQN (16 MiB memory namespace) that allows the
-// guest's default host and fullAllowedHostID only.
-func fullConfig(addr, provider, ns1, ns2 string) string {
+// guest's default host and fullAllowedHostID only. buffered sets
+// buffered_io on the file namespaces, for files on a file system that
+// refuses O_DIRECT (a guest's tmpfs).
+func fullConfig(addr, provider, ns1, ns2 string, buffered bool) string {
 	prov := ""
 	if provider != "" {
 		prov = fmt.Sprintf("  provider  = %q\n", provider)
+	}
+	buf := ""
+	if buffered {
+		buf = "    buffered_io = true\n"
 	}
 	return fmt.Sprintf(`
 log_level = "debug"
@@ -100,12 +106,12 @@ subsystem %q {
     backend = "file"
     path    = %q
     size    = %d
-  }
+%s  }
   namespace "2" {
     backend = "file"
     path    = %q
     size    = %d
-  }
+%s  }
 }
 subsystem %q {
   ports         = ["kpeer"]
@@ -117,7 +123,7 @@ subsystem %q {
     size    = "16MiB"
   }
 }
-`, prov, addr, fullOpenNQN, fullSerial, fullModel, ns1, fullNS1Size, ns2, fullNS2Size,
+`, prov, addr, fullOpenNQN, fullSerial, fullModel, ns1, fullNS1Size, buf, ns2, fullNS2Size, buf,
 		fullRestrictedNQN, hostNQN(fullHostID), hostNQN(fullAllowedHostID))
 }
 

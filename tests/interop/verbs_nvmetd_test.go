@@ -32,8 +32,9 @@ func TestVerbsNvmetdKernelHost(t *testing.T) {
 	} else {
 		s.addVerbsBinary(t, "./cmd/nvmetd", "nvmetd")
 	}
+	// The guest's /tmp is a tmpfs, which refuses O_DIRECT.
 	const ns1, ns2 = "/tmp/ns1.img", "/tmp/ns2.img"
-	cfg := s.writeConfig(t, "nvmetd.hcl", fullConfig(kpeer.GuestAAddr, provider, ns1, ns2))
+	cfg := s.writeConfig(t, "nvmetd.hcl", fullConfig(kpeer.GuestAAddr, provider, ns1, ns2, true))
 	start := time.Now()
 	res := kpeer.Do(t, dir, kpeer.Run{
 		Scripts: []string{s.script("nvmetd-guest.sh"), s.script("nvmetd-full.sh")},
