@@ -73,6 +73,9 @@ func checkFile(spec Spec) error {
 		if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
 			return fmt.Errorf("bdev: file %q cannot be created in %q: %w", spec.Path, dir, err)
 		}
+		if !spec.BufferedIO {
+			return checkDirectIn(dir, spec.Path)
+		}
 		return nil
 	}
 	if err != nil {
@@ -98,6 +101,29 @@ func checkFile(spec Spec) error {
 			return errDirect(fmt.Sprintf("file %q", spec.Path), err)
 		}
 		df.Close()
+	}
+	return nil
+}
+
+// checkDirectIn checks that the file system of directory dir, where path
+// will be created, takes O_DIRECT: an unnamed file (O_TMPFILE) opened
+// with it leaves nothing behind. A file system without O_TMPFILE is not
+// judged (Open will be).
+func checkDirectIn(dir, path string) error {
+	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0o600)
+	if err == nil {
+		unix.Close(fd)
+		return nil
+	}
+	if err == unix.EINVAL {
+		// EINVAL is also a file system without O_TMPFILE: tell the two
+		// apart without O_DIRECT.
+		fd2, err2 := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+		if err2 != nil {
+			return nil
+		}
+		unix.Close(fd2)
+		return errDirect(fmt.Sprintf("file %q", path), err)
 	}
 	return nil
 }
