@@ -333,7 +333,13 @@ func Open(cfg Config) (*Device, error) {
 			for _, rq := range rqs[:i] {
 				rq.w.close()
 			}
-			s.close()
+			if g := s.share; g != nil {
+				g.beginLeave()
+				s.close()
+				g.leave()
+			} else {
+				s.close()
+			}
 			return nil, err
 		}
 		rqs[i] = rq
