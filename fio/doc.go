@@ -39,7 +39,7 @@
 //	              the controller's secret, for bidirectional
 //	              authentication (--dhchap-ctrl-secret)
 //	nsid          the namespace ID (default 1)
-//	nr_io_queues  I/O queues per job (default: the number of CPUs, as nvme-cli)
+//	nr_io_queues  I/O queues per job (default 1, a job being one thread; 0: one per CPU, as nvme-cli)
 //	queue_size    I/O queue size in entries (default 128)
 //	loop_size     size of the loop target's memory namespace (default 1g)
 //
