@@ -1,6 +1,7 @@
 package soft
 
 import (
+	"iter"
 	"sync"
 	"time"
 
@@ -105,17 +106,8 @@ const quietCheck = 5 * time.Millisecond
 // progress is Progress for the receive queues of mask (0: every one).
 func (d *Device) progress(mask uint32) bool {
 	got := false
-	for i := range d.rxqs {
-		if mask != 0 && mask&(1<<i) == 0 {
-			continue
-		}
-		if i == d.socks.assistQueue {
-			// udp4 mode's raw socket carries rxe's packets only: its
-			// goroutine serves it, and pollers skip a syscall.
-			continue
-		}
-		rq := d.rxqs[i].Load()
-		if rq == nil || !rq.mu.TryLock() {
+	for rq := range d.pollable(mask) {
+		if !rq.mu.TryLock() {
 			continue
 		}
 		rq.polls++
@@ -128,6 +120,22 @@ func (d *Device) progress(mask uint32) bool {
 		rq.mu.Unlock()
 	}
 	return got
+}
+
+// pollable yields the receive queues of mask (0: every one) that a poller
+// reads: not udp4 mode's raw socket, which carries rxe's packets only (its
+// goroutine serves it, and pollers skip a syscall), and so is never quiet.
+func (d *Device) pollable(mask uint32) iter.Seq[*rxQueue] {
+	return func(yield func(*rxQueue) bool) {
+		for i := range d.rxqs {
+			if mask != 0 && mask&(1<<i) == 0 || i == d.socks.assistQueue {
+				continue
+			}
+			if rq := d.rxqs[i].Load(); rq != nil && !yield(rq) {
+				return
+			}
+		}
+	}
 }
 
 // quieten takes rq's socket out of its goroutine's epoll instance (mu
@@ -146,14 +154,7 @@ func (d *Device) quieten(rq *rxQueue) {
 // unquiet gives the quiet queues of mask (0: every one) back to their
 // goroutines.
 func (d *Device) unquiet(mask uint32) {
-	for i := range d.rxqs {
-		if mask != 0 && mask&(1<<i) == 0 {
-			continue
-		}
-		rq := d.rxqs[i].Load()
-		if rq == nil {
-			continue
-		}
+	for rq := range d.pollable(mask) {
 		rq.mu.Lock()
 		rq.wake()
 		rq.mu.Unlock()
