@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,11 +27,9 @@ type Block struct {
 	buffered *os.File
 	bfd      int
 	path     string
-	size     atomic.Int64 // grows in place (Resize)
-	lbs      uint32       // the device's logical block size
-	bs       uint32       // the block size exposed
+	lbs      uint32 // the device's logical block size
+	bs       uint32 // the block size exposed
 	rdev     uint64
-	closed   atomic.Bool
 	health   healthCache // ReadHealth of path, kept for HealthTTL
 }
 
@@ -197,38 +194,6 @@ func (d *Block) Flush() error {
 		err = fmt.Errorf("bdev: block %q: fsync: %w", d.path, e)
 	}
 	return d.latch.check(err)
-}
-
-// ReadAsync implements Async.
-func (d *Block) ReadAsync(p []byte, off int64, c Completion) {
-	d.rw(&d.closed, d.size.Load(), opRead, p, off, c)
-}
-
-// WriteAsync implements Async.
-func (d *Block) WriteAsync(p []byte, off int64, c Completion) {
-	d.rw(&d.closed, d.size.Load(), opWrite, p, off, c)
-}
-
-// WriteFUAAsync implements FUAWriter with RWF_DSYNC (a FUA write on the
-// O_DIRECT descriptor).
-func (d *Block) WriteFUAAsync(p []byte, off int64, c Completion) {
-	d.rw(&d.closed, d.size.Load(), opWriteFUA, p, off, c)
-}
-
-// FlushAsync implements Async with fdatasync of the device, which flushes
-// its volatile write cache.
-func (d *Block) FlushAsync(c Completion) { d.flush(&d.closed, c) }
-
-// WriteZeroesAsync implements Async with fallocate(FALLOC_FL_ZERO_RANGE),
-// or BLKZEROOUT.
-func (d *Block) WriteZeroesAsync(off, n int64, c Completion) {
-	d.rangeOp(&d.closed, d.size.Load(), opZero, off, n, c)
-}
-
-// DiscardAsync implements Async with fallocate(FALLOC_FL_PUNCH_HOLE), or
-// BLKDISCARD where the device cannot zero by unmapping.
-func (d *Block) DiscardAsync(off, n int64, c Completion) {
-	d.rangeOp(&d.closed, d.size.Load(), opDiscard, off, n, c)
 }
 
 // rangeIoctl issues BLKZEROOUT or BLKDISCARD for [off, off+n). The argument

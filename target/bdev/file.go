@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"reflect"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,12 +16,10 @@ import (
 // blocking ones use pread/pwrite on a buffered descriptor.
 type File struct {
 	ringDev
-	f      *os.File
-	fd     int
-	path   string
-	size   atomic.Int64 // grows in place (Resize)
-	bs     uint32
-	closed atomic.Bool
+	f    *os.File
+	fd   int
+	path string
+	bs   uint32
 	// noFallocate makes WriteZeroes and Discard skip fallocate (tests
 	// use it to exercise the fallback).
 	noFallocate bool
@@ -192,36 +189,6 @@ func (d *File) Flush() error {
 		err = fmt.Errorf("bdev: file %q: fdatasync: %w", d.path, e)
 	}
 	return d.latch.check(err)
-}
-
-// ReadAsync implements Async.
-func (d *File) ReadAsync(p []byte, off int64, c Completion) {
-	d.rw(&d.closed, d.size.Load(), opRead, p, off, c)
-}
-
-// WriteAsync implements Async.
-func (d *File) WriteAsync(p []byte, off int64, c Completion) {
-	d.rw(&d.closed, d.size.Load(), opWrite, p, off, c)
-}
-
-// WriteFUAAsync implements FUAWriter with RWF_DSYNC.
-func (d *File) WriteFUAAsync(p []byte, off int64, c Completion) {
-	d.rw(&d.closed, d.size.Load(), opWriteFUA, p, off, c)
-}
-
-// FlushAsync implements Async with fdatasync.
-func (d *File) FlushAsync(c Completion) { d.flush(&d.closed, c) }
-
-// WriteZeroesAsync implements Async with fallocate(FALLOC_FL_ZERO_RANGE),
-// or WriteZeroes' fallback where the file system lacks it.
-func (d *File) WriteZeroesAsync(off, n int64, c Completion) {
-	d.rangeOp(&d.closed, d.size.Load(), opZero, off, n, c)
-}
-
-// DiscardAsync implements Async with fallocate(FALLOC_FL_PUNCH_HOLE), or
-// Discard's fallback.
-func (d *File) DiscardAsync(off, n int64, c Completion) {
-	d.rangeOp(&d.closed, d.size.Load(), opDiscard, off, n, c)
 }
 
 // WriteZeroes implements Device with fallocate(FALLOC_FL_ZERO_RANGE),

@@ -28,6 +28,8 @@ type MaybeAsync interface {
 // engine (nil where io_uring is unavailable), the O_DIRECT descriptor and
 // the flush error latch.
 type ringDev struct {
+	size   atomic.Int64 // grows in place (Resize)
+	closed atomic.Bool
 	eng    *engine
 	direct *os.File // nil with buffered_io
 	dfd    int      // direct's descriptor, -1 without
@@ -149,4 +151,36 @@ func fileDIOAlign(fd int) (offset, memory int64) {
 		return int64(st.Dio_offset_align), int64(max(st.Dio_mem_align, 1))
 	}
 	return 512, 512
+}
+
+// ReadAsync implements Async.
+func (r *ringDev) ReadAsync(p []byte, off int64, c Completion) {
+	r.rw(&r.closed, r.size.Load(), opRead, p, off, c)
+}
+
+// WriteAsync implements Async.
+func (r *ringDev) WriteAsync(p []byte, off int64, c Completion) {
+	r.rw(&r.closed, r.size.Load(), opWrite, p, off, c)
+}
+
+// WriteFUAAsync implements FUAWriter with RWF_DSYNC (a FUA write on the
+// O_DIRECT descriptor of a block device).
+func (r *ringDev) WriteFUAAsync(p []byte, off int64, c Completion) {
+	r.rw(&r.closed, r.size.Load(), opWriteFUA, p, off, c)
+}
+
+// FlushAsync implements Async with fdatasync (which flushes a block
+// device's volatile write cache).
+func (r *ringDev) FlushAsync(c Completion) { r.flush(&r.closed, c) }
+
+// WriteZeroesAsync implements Async with fallocate(FALLOC_FL_ZERO_RANGE),
+// or the backend's fallback (BLKZEROOUT, written zeroes).
+func (r *ringDev) WriteZeroesAsync(off, n int64, c Completion) {
+	r.rangeOp(&r.closed, r.size.Load(), opZero, off, n, c)
+}
+
+// DiscardAsync implements Async with fallocate(FALLOC_FL_PUNCH_HOLE), or
+// the backend's fallback (BLKDISCARD, Discard).
+func (r *ringDev) DiscardAsync(off, n int64, c Completion) {
+	r.rangeOp(&r.closed, r.size.Load(), opDiscard, off, n, c)
 }
