@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/bits"
 	"sync/atomic"
+
+	"github.com/nvmeof/nvmeof/fabrics/region"
 )
 
 // Device is a block backend. Offsets and lengths are in bytes. All methods
@@ -75,6 +77,15 @@ type Identifier interface {
 // run to completion, instead of handing it to a worker goroutine.
 type NonBlocking interface {
 	NonBlocking() bool
+}
+
+// SegmentReader is implemented by backends that lend their own memory for
+// READs (Memory): ReadSegments appends to dst the pieces holding n bytes
+// at off, each with a reference on its region that the caller releases
+// (region.Segment.Release) once the data is sent. On error it appends
+// nothing. A transport sends the pieces instead of a copy.
+type SegmentReader interface {
+	ReadSegments(off, n int64, dst []region.Segment) ([]region.Segment, error)
 }
 
 // Errors returned by backends; match them with errors.Is.

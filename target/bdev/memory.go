@@ -5,38 +5,52 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/nvmeof/nvmeof/fabrics/region"
 	"golang.org/x/sys/unix"
 )
 
-// Memory chunk geometry: the memory backend allocates RAM in chunks of
-// MemoryChunkSize bytes the first time a byte in them is written.
+// Memory geometry: the memory backend holds its data in regions of
+// memRegionSize bytes mapped (address space only) the first time a byte in
+// them is written, and accounts RAM in chunks of MemoryChunkSize bytes, each
+// allocated by the kernel when first written and given back when a
+// WriteZeroes or Discard covers it whole.
 const (
 	memChunkShift   = 16
 	MemoryChunkSize = 1 << memChunkShift
 	memStripes      = 64
+	memRegionShift  = 26
+	memRegionSize   = 1 << memRegionShift
 )
 
-// Memory is a sparse in-memory backend. Unwritten chunks cost one pointer
-// (8 bytes per 64 KiB) and read as zeroes; WriteZeroes and Discard free the
-// chunks they cover entirely.
+// Memory is a sparse in-memory backend. Its data lives outside the Go heap
+// in anonymous mappings of 64 MiB (regions), which it lends to transports
+// for zero-copy READs (ReadSegments): unwritten chunks cost no RAM and
+// read as zeroes.
 //
 // Concurrency: every method but Close may run concurrently with any other.
-// Each chunk is guarded by one of 64 striped reader/writer locks, so
-// concurrent I/O to different chunks proceeds in parallel, and overlapping
-// concurrent requests are serialised per chunk: a read never observes a torn
-// write within one chunk, though a request spanning chunks may observe
-// another request's effect on some of its chunks and not others (as on a
-// real disk without atomic write guarantees beyond one block).
+// Each chunk is guarded by one of 64 striped reader/writer locks for
+// ReadAt, WriteAt and the zeroing methods, so concurrent copies to
+// different chunks proceed in parallel and overlapping ones are serialised
+// per chunk. Segments lent by ReadSegments are read by the transport later,
+// without the lock: like SPDK's malloc bdev under zcopy and Linux's brd, a
+// READ racing an overlapping WRITE may then see part of either.
 type Memory struct {
-	size      atomic.Int64 // grows in place (Resize), with chunks
-	bs        uint32
+	size atomic.Int64 // grows in place (Resize)
+	bs   uint32
+	// locks guard written (by chunk) and the mapping of new regions;
+	// the slices are replaced under all of them.
 	locks     [memStripes]sync.RWMutex
-	chunks    []*[MemoryChunkSize]byte // guarded by locks[i%memStripes]; replaced under all of them
-	allocated atomic.Int64             // bytes of chunks allocated
+	written   []bool                          // chunk i holds data (RAM)
+	regions   []atomic.Pointer[region.Region] // nil until first written
+	mapMu     sync.Mutex                      // serialises mapping a region
+	allocated atomic.Int64                    // bytes of chunks written
 	closed    atomic.Bool
 }
 
-var _ Device = (*Memory)(nil)
+var (
+	_ Device        = (*Memory)(nil)
+	_ SegmentReader = (*Memory)(nil)
+)
 
 // NewMemory returns a zero-filled memory backend of size bytes (a positive
 // multiple of the block size, at most PhysicalMemory; blockSize 0 means
@@ -46,11 +60,58 @@ func NewMemory(size int64, blockSize uint32) (*Memory, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := (size + MemoryChunkSize - 1) >> memChunkShift
-	d := &Memory{bs: bs, chunks: make([]*[MemoryChunkSize]byte, n)}
+	d := &Memory{bs: bs}
+	d.grow(size)
 	d.size.Store(size)
 	return d, nil
 }
+
+// grow sizes the chunk and region tables for size bytes (all locks held,
+// or none needed).
+func (d *Memory) grow(size int64) {
+	if n := int((size + MemoryChunkSize - 1) >> memChunkShift); len(d.written) < n {
+		d.written = append(d.written, make([]bool, n-len(d.written))...)
+	}
+	if n := int((size + memRegionSize - 1) >> memRegionShift); len(d.regions) < n {
+		regions := make([]atomic.Pointer[region.Region], n)
+		for i := range d.regions {
+			regions[i].Store(d.regions[i].Load())
+		}
+		d.regions = regions
+	}
+}
+
+// mapRegion returns region k, mapping it first if need be (under a chunk
+// lock of it).
+func (d *Memory) mapRegion(k int) (*region.Region, error) {
+	if r := d.regions[k].Load(); r != nil {
+		return r, nil
+	}
+	d.mapMu.Lock()
+	defer d.mapMu.Unlock()
+	if r := d.regions[k].Load(); r != nil {
+		return r, nil
+	}
+	buf, err := unix.Mmap(-1, 0, memRegionSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, fmt.Errorf("bdev: memory: mapping %s: %w", FormatBytes(memRegionSize), err)
+	}
+	// Huge pages would take 2 MiB of RAM for a 4 KiB write.
+	_ = unix.Madvise(buf, unix.MADV_NOHUGEPAGE)
+	r := region.New(buf, func() { _ = unix.Munmap(buf) })
+	d.regions[k].Store(r)
+	return r, nil
+}
+
+// zeroRegion is read-only memory of zeroes lent for what no region holds
+// yet; it is never unmapped.
+var zeroRegion = sync.OnceValues(func() (*region.Region, error) {
+	buf, err := unix.Mmap(-1, 0, memRegionSize, unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, fmt.Errorf("bdev: memory: mapping zeroes: %w", err)
+	}
+	return region.New(buf, nil), nil
+})
 
 // PhysicalMemory returns the machine's physical memory in bytes (sysinfo's
 // total RAM, /proc/meminfo's MemTotal), or 0 when it cannot be read. A
@@ -126,12 +187,16 @@ func (d *Memory) ReadAt(p []byte, off int64) (int, error) {
 	for done < len(p) {
 		pos := off + int64(done)
 		i := pos >> memChunkShift
-		co := int(pos & (MemoryChunkSize - 1))
-		n := min(len(p)-done, MemoryChunkSize-co)
+		n := min(len(p)-done, MemoryChunkSize-int(pos&(MemoryChunkSize-1)))
 		mu := &d.locks[i%memStripes]
 		mu.RLock()
-		if c := d.chunks[i]; c != nil {
-			copy(p[done:done+n], c[co:co+n])
+		if d.closed.Load() {
+			mu.RUnlock()
+			return done, ErrClosed
+		}
+		if r := d.regions[pos>>memRegionShift].Load(); r != nil {
+			ro := int(pos & (memRegionSize - 1))
+			copy(p[done:done+n], r.Bytes()[ro:ro+n])
 		} else {
 			clear(p[done : done+n])
 		}
@@ -139,6 +204,47 @@ func (d *Memory) ReadAt(p []byte, off int64) (int, error) {
 		done += n
 	}
 	return done, nil
+}
+
+// ReadSegments is a READ without a copy (SegmentReader): it appends to dst
+// the pieces of the mappings that hold n bytes at off, each with a
+// reference on its region for the caller to release once it has sent them.
+func (d *Memory) ReadSegments(off, n int64, dst []region.Segment) ([]region.Segment, error) {
+	if d.closed.Load() {
+		return dst, ErrClosed
+	}
+	if err := checkRange("read", off, n, d.size.Load()); err != nil {
+		return dst, err
+	}
+	zero, err := zeroRegion()
+	if err != nil {
+		return dst, err
+	}
+	base := len(dst)
+	for pos, end := off, off+n; pos < end; {
+		i := pos >> memChunkShift
+		l := int(min(end-pos, MemoryChunkSize-pos&(MemoryChunkSize-1)))
+		ro := int(pos & (memRegionSize - 1))
+		mu := &d.locks[i%memStripes]
+		mu.RLock()
+		if d.closed.Load() {
+			mu.RUnlock()
+			return region.ReleaseAll(dst[base:]), ErrClosed
+		}
+		r := d.regions[pos>>memRegionShift].Load()
+		if r == nil {
+			r = zero
+		}
+		if k := len(dst) - 1; k >= base && dst[k].Region == r && dst[k].Off+dst[k].Len == ro {
+			dst[k].Len += l // contiguous with the last piece
+		} else {
+			r.Acquire()
+			dst = append(dst, region.Segment{Region: r, Off: ro, Len: l})
+		}
+		mu.RUnlock()
+		pos += int64(l)
+	}
+	return dst, nil
 }
 
 // WriteAt implements Device.
@@ -153,17 +259,24 @@ func (d *Memory) WriteAt(p []byte, off int64) (int, error) {
 	for done < len(p) {
 		pos := off + int64(done)
 		i := pos >> memChunkShift
-		co := int(pos & (MemoryChunkSize - 1))
-		n := min(len(p)-done, MemoryChunkSize-co)
+		n := min(len(p)-done, MemoryChunkSize-int(pos&(MemoryChunkSize-1)))
 		mu := &d.locks[i%memStripes]
 		mu.Lock()
-		c := d.chunks[i]
-		if c == nil {
-			c = new([MemoryChunkSize]byte)
-			d.chunks[i] = c
+		if d.closed.Load() {
+			mu.Unlock()
+			return done, ErrClosed
+		}
+		r, err := d.mapRegion(int(pos >> memRegionShift))
+		if err != nil {
+			mu.Unlock()
+			return done, err
+		}
+		if !d.written[i] {
+			d.written[i] = true
 			d.allocated.Add(MemoryChunkSize)
 		}
-		copy(c[co:co+n], p[done:done+n])
+		ro := int(pos & (memRegionSize - 1))
+		copy(r.Bytes()[ro:ro+n], p[done:done+n])
 		mu.Unlock()
 		done += n
 	}
@@ -178,8 +291,8 @@ func (d *Memory) Flush() error {
 	return nil
 }
 
-// WriteZeroes implements Device: chunks the range covers entirely are freed,
-// the edges are cleared.
+// WriteZeroes implements Device: chunks the range covers entirely are given
+// back to the kernel, the edges are cleared.
 func (d *Memory) WriteZeroes(off, n int64) error {
 	if d.closed.Load() {
 		return ErrClosed
@@ -187,8 +300,7 @@ func (d *Memory) WriteZeroes(off, n int64) error {
 	if err := checkRange("write zeroes", off, n, d.size.Load()); err != nil {
 		return err
 	}
-	d.zero(off, n)
-	return nil
+	return d.zero(off, n)
 }
 
 // Discard implements Device like WriteZeroes: reads return zeroes after it.
@@ -199,11 +311,10 @@ func (d *Memory) Discard(off, n int64) error {
 	if err := checkRange("discard", off, n, d.size.Load()); err != nil {
 		return err
 	}
-	d.zero(off, n)
-	return nil
+	return d.zero(off, n)
 }
 
-func (d *Memory) zero(off, n int64) {
+func (d *Memory) zero(off, n int64) error {
 	end, size := off+n, d.size.Load()
 	for pos := off; pos < end; {
 		i := pos >> memChunkShift
@@ -214,17 +325,26 @@ func (d *Memory) zero(off, n int64) {
 		whole := co == 0 && (l == MemoryChunkSize || pos+l == size)
 		mu := &d.locks[i%memStripes]
 		mu.Lock()
-		if c := d.chunks[i]; c != nil {
+		if d.closed.Load() {
+			mu.Unlock()
+			return ErrClosed
+		}
+		if d.written[i] {
+			ro := int(pos & (memRegionSize - 1))
+			b := d.regions[pos>>memRegionShift].Load().Bytes()
 			if whole {
-				d.chunks[i] = nil
+				// The pages read as zeroes from now on and cost no RAM.
+				_ = unix.Madvise(b[ro:ro+MemoryChunkSize], unix.MADV_DONTNEED)
+				d.written[i] = false
 				d.allocated.Add(-MemoryChunkSize)
 			} else {
-				clear(c[co : co+l])
+				clear(b[ro : ro+int(l)])
 			}
 		}
 		mu.Unlock()
 		pos += l
 	}
+	return nil
 }
 
 // Size implements Device.
@@ -236,17 +356,23 @@ func (d *Memory) BlockSize() uint32 { return d.bs }
 // Allocated returns the bytes of RAM the device holds for data.
 func (d *Memory) Allocated() int64 { return d.allocated.Load() }
 
-// Close implements Device and frees the data.
+// Close implements Device and frees the data, once the segments lent to
+// transports (ReadSegments) are back.
 func (d *Memory) Close() error {
 	if d.closed.Swap(true) {
 		return ErrClosed
 	}
+	// Every request checks closed under its chunk's lock: past these,
+	// none touches the mappings.
 	for i := range d.locks {
 		d.locks[i].Lock()
 	}
-	// Keep the slice (a racing request then reads zeroes instead of
-	// indexing a nil slice) but drop the data.
-	clear(d.chunks)
+	for i := range d.regions {
+		if r := d.regions[i].Swap(nil); r != nil {
+			r.Close()
+		}
+	}
+	clear(d.written)
 	d.allocated.Store(0)
 	for i := range d.locks {
 		d.locks[i].Unlock()

@@ -112,7 +112,7 @@ func (d *Block) Resize(spec Spec, check bool) (int64, error) {
 }
 
 // Resize implements Resizer: the data is kept, the new space reads as
-// zeroes and costs 8 bytes per 64 KiB until written.
+// zeroes and costs no RAM until written.
 func (d *Memory) Resize(spec Spec, check bool) (int64, error) {
 	if d.closed.Load() {
 		return 0, ErrClosed
@@ -129,17 +129,12 @@ func (d *Memory) Resize(spec Spec, check bool) (int64, error) {
 	if check {
 		return spec.Size, nil
 	}
-	n := (spec.Size + MemoryChunkSize - 1) >> memChunkShift
-	// Every request reads the chunk table under one stripe lock: holding
-	// them all, no request sees the table change under it.
+	// Every request reads the tables under one stripe lock: holding
+	// them all, no request sees them change under it.
 	for i := range d.locks {
 		d.locks[i].Lock()
 	}
-	if int64(len(d.chunks)) < n {
-		chunks := make([]*[MemoryChunkSize]byte, n)
-		copy(chunks, d.chunks)
-		d.chunks = chunks
-	}
+	d.grow(spec.Size)
 	d.size.Store(spec.Size)
 	for i := range d.locks {
 		d.locks[i].Unlock()
