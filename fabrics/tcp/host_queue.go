@@ -1,0 +1,296 @@
+package tcp
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+)
+
+// Work items a slot can have waiting for the writer.
+const (
+	hostItemCapsule = iota + 1 // the command capsule (with its in-capsule data)
+	hostItemData               // H2CData PDUs answering an R2T
+)
+
+// hostSlot is the transport's state of one tag (fabrics.HostCommand.Tag).
+type hostSlot struct {
+	// Under the queue's lock.
+	cmd     *fabrics.HostCommand
+	cid     uint16 // CID of the tag's latest command
+	inline  int    // in-capsule data bytes of the command
+	queued  bool   // an item of the slot is in the send ring
+	item    uint8  // which (hostItem*)
+	ttag    uint16 // the R2T's transfer tag, offset and length
+	r2to    uint32
+	r2tl    uint32
+	writing int  // items the writer has taken and not yet written
+	replied bool // the CQE is in cmd.CQE (or C2HData said SUCCESS)
+
+	// The reader's alone (set by Submit before the command is sent).
+	recvd  int    // controller-to-host bytes received so far
+	r2tEnd uint32 // host-to-controller bytes asked for so far
+	badDig bool   // a C2HData of the command failed its data digest
+}
+
+// hostQueue is one NVMe queue on a TCP connection, seen from the host. A
+// reader goroutine takes the controller's PDUs; a writer goroutine sends
+// what Submit and the R2Ts queue, as many PDUs per writev as are waiting.
+type hostQueue struct {
+	log     hclog.Logger
+	qid     uint16
+	addr    fabrics.Address
+	conn    *net.TCPConn
+	raw     syscall.RawConn
+	hp      hostParams
+	depth   int
+	maxXfer int
+	maxInl  int // cap of the in-capsule data size (-1: none)
+
+	mu       sync.Mutex
+	inline   int
+	slots    []hostSlot
+	ring     []uint16 // slots with an item for the writer, FIFO
+	ringHead int
+	ringLen  int
+	closed   bool
+	closeErr error
+	term     PDU // the H2CTermReq to send before closing, if any
+
+	kick    chan struct{} // wakes the writer (capacity 1)
+	closing chan struct{}
+	once    sync.Once
+	rdone   chan struct{} // the reader has returned
+	done    chan struct{} // the queue is torn down
+
+	plugged atomic.Bool
+	stray   atomic.Uint64
+
+	hostReader
+	hostWriter
+}
+
+func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams, conn *net.TCPConn, hp hostParams) (*hostQueue, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	depth := p.SQSize - 1
+	q := &hostQueue{
+		log:     cfg.Logger.With("qid", p.QID, "target", addr.Addr),
+		qid:     p.QID,
+		addr:    addr,
+		conn:    conn,
+		raw:     raw,
+		hp:      hp,
+		depth:   depth,
+		maxXfer: cfg.MaxTransfer,
+		maxInl:  cfg.MaxInlineDataSize,
+		slots:   make([]hostSlot, depth),
+		ring:    make([]uint16, depth),
+		kick:    make(chan struct{}, 1),
+		closing: make(chan struct{}),
+		rdone:   make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	if q.maxInl == 0 {
+		q.maxInl = q.maxXfer
+	}
+	if p.QID == 0 {
+		q.inline = min(AdminInCapsuleDataSize, max(q.maxInl, 0))
+	}
+	q.br = bufio.NewReaderSize(conn, hostReadBuffer)
+	q.initWriter()
+	return q, nil
+}
+
+var (
+	_ fabrics.HostQueue    = (*hostQueue)(nil)
+	_ fabrics.StrayCounter = (*hostQueue)(nil)
+	_ fabrics.Plugger      = (*hostQueue)(nil)
+)
+
+// StrayCompletions implements fabrics.StrayCounter.
+func (q *hostQueue) StrayCompletions() uint64 { return q.stray.Load() }
+
+// Depth implements fabrics.HostQueue.
+func (q *hostQueue) Depth() int { return q.depth }
+
+// MaxTransfer implements fabrics.HostQueue.
+func (q *hostQueue) MaxTransfer() int { return q.maxXfer }
+
+// InCapsuleDataSize implements fabrics.HostQueue.
+func (q *hostQueue) InCapsuleDataSize() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.inline
+}
+
+// SetInCapsuleDataSize implements fabrics.HostQueue; it is capped by the
+// configured maximum.
+func (q *hostQueue) SetInCapsuleDataSize(n int) {
+	q.mu.Lock()
+	q.inline = max(0, min(n, q.maxInl))
+	q.mu.Unlock()
+}
+
+// Plug implements fabrics.Plugger: commands submitted until Unplug wait
+// for it to wake the writer, which then sends them in one writev.
+func (q *hostQueue) Plug() { q.plugged.Store(true) }
+
+// Unplug implements fabrics.Plugger.
+func (q *hostQueue) Unplug() {
+	q.plugged.Store(false)
+	q.wake()
+}
+
+func (q *hostQueue) wake() {
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Close implements fabrics.HostQueue: the connection is closed (NVMe/TCP
+// has no disconnect PDU) and outstanding commands fail.
+func (q *hostQueue) Close() error {
+	q.shutdown(fabrics.ErrQueueClosed, nil)
+	<-q.done
+	return nil
+}
+
+// shutdown starts the queue's teardown with err, once; term, when not nil,
+// is an H2CTermReq the writer sends first (within a second).
+func (q *hostQueue) shutdown(err error, term PDU) {
+	q.once.Do(func() {
+		q.mu.Lock()
+		q.closed = true
+		q.closeErr = err
+		q.term = term
+		q.mu.Unlock()
+		// A writer stuck on a full socket gives up: at once, or after
+		// the second the termination request may take.
+		wait := time.Duration(0)
+		if term != nil {
+			wait = time.Second
+		}
+		q.conn.SetWriteDeadline(time.Now().Add(wait))
+		close(q.closing)
+	})
+}
+
+// fatal ends the connection after a protocol error in a PDU the controller
+// sent, with an H2CTermReq of fes and fei carrying the PDU's header hdr,
+// as the specification asks.
+func (q *hostQueue) fatal(fes uint16, fei uint32, hdr []byte, err error) {
+	q.log.Error("fatal transport error", "fes", fes, "fei", fei, "error", err)
+	hdr = hdr[:min(len(hdr), MaxTermReqLen-TermReqHLen)]
+	t := New(TypeH2CTermReq, len(hdr))
+	tr := t.TermReq()
+	tr.SetFES(fes)
+	tr.SetFEI(fei)
+	copy(t.Data(), hdr)
+	q.shutdown(fmt.Errorf("nvme-tcp: queue %d: %w: %w", q.qid, err, fabrics.ErrQueueClosed), t)
+}
+
+// Submit implements fabrics.HostQueue.
+func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
+	n := len(cmd.Data)
+	if n > q.maxXfer {
+		return fmt.Errorf("nvme-tcp: %d-byte transfer exceeds %d", n, q.maxXfer)
+	}
+	if cmd.Done == nil {
+		return errors.New("nvme-tcp: command without Done")
+	}
+	i := int(cmd.Tag)
+	q.mu.Lock()
+	if q.closed {
+		err := q.closeErr
+		q.mu.Unlock()
+		return err
+	}
+	if i >= q.depth {
+		q.mu.Unlock()
+		return fmt.Errorf("nvme-tcp: queue %d: tag %d outside the queue's %d", q.qid, i, q.depth)
+	}
+	s := &q.slots[i]
+	if s.cmd != nil {
+		q.mu.Unlock()
+		return fmt.Errorf("nvme-tcp: queue %d: tag %d in use", q.qid, i)
+	}
+	s.cid = fabrics.NextCID(uint16(i), s.cid)
+	cmd.Err = nil
+	binary.LittleEndian.PutUint16(cmd.SQE[2:], s.cid)
+	cmd.SQE[1] = cmd.SQE[1]&0x3f | 0x40 // PSDT: SGL
+	sgl := fabrics.SGL(cmd.SQE[24:40])
+	s.inline = 0
+	if cmd.Direction == fabrics.DirHostToCtrl && n > 0 && n <= q.inline {
+		sgl.PutInCapsule(0, uint32(n)) // Linux puts ICDOFF, 0 on every controller it meets
+		s.inline = n
+	} else {
+		sgl.PutTransportDataBlock(uint32(n))
+	}
+	s.cmd, s.replied, s.writing = cmd, false, 0
+	s.recvd, s.r2tEnd, s.badDig = 0, uint32(s.inline), false
+	s.item = hostItemCapsule
+	q.push(i)
+	q.mu.Unlock()
+	if !q.plugged.Load() {
+		q.wake()
+	}
+	return nil
+}
+
+// push puts slot i's item in the send ring (under q.mu; a slot has at
+// most one there, so the ring never overflows).
+func (q *hostQueue) push(i int) {
+	q.slots[i].queued = true
+	q.ring[(q.ringHead+q.ringLen)%len(q.ring)] = uint16(i)
+	q.ringLen++
+}
+
+// complete finishes slot s's command when its CQE is in and the writer is
+// done with its data; it reports the command to hand to Done (under q.mu).
+func (q *hostQueue) complete(s *hostSlot) *fabrics.HostCommand {
+	if !s.replied || s.writing > 0 || s.queued || s.cmd == nil {
+		return nil
+	}
+	cmd := s.cmd
+	s.cmd = nil
+	return cmd
+}
+
+// teardown runs when the writer has stopped: the connection closes, the
+// reader returns, and what was outstanding fails with the close error.
+func (q *hostQueue) teardown() {
+	q.conn.Close()
+	<-q.rdone
+	q.mu.Lock()
+	err := q.closeErr
+	var pending []*fabrics.HostCommand
+	for i := range q.slots {
+		s := &q.slots[i]
+		if s.cmd != nil {
+			pending = append(pending, s.cmd)
+			s.cmd = nil
+		}
+		s.queued, s.writing = false, 0
+	}
+	q.ringLen = 0
+	q.mu.Unlock()
+	// done first: the callbacks may Close the queue, which waits for it.
+	close(q.done)
+	for _, c := range pending {
+		c.Err = err
+		c.Done(c)
+	}
+}
