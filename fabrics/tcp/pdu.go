@@ -312,7 +312,8 @@ const (
 	FESPDUSequenceError     = 0x02
 	FESHeaderDigestError    = 0x03
 	FESDataOutOfRange       = 0x04
-	FESR2TLimitExceeded     = 0x05 // H2CTermReq; for C2HTermReq: data transfer limit exceeded
+	FESR2TLimitExceeded     = 0x05 // H2CTermReq: R2T limit exceeded
+	FESDataLimitExceeded    = 0x05 // C2HTermReq: data transfer limit exceeded
 	FESUnsupportedParameter = 0x06
 )
 

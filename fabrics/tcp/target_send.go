@@ -1,0 +1,220 @@
+package tcp
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/nvme"
+)
+
+// The send path of a target queue: completions and R2Ts are built in the
+// slot's buffers by whoever has them (a handler's goroutine, the reader)
+// and queued; one writer goroutine sends everything queued in one writev.
+
+// CompleteRequest implements fabrics.Completer: C2HData with the data of
+// a successful controller-to-host command (with the SUCCESS flag, and no
+// CapsuleResp, when the host disabled SQ flow control and the CQE carries
+// nothing else, as nvmet-tcp), then the CapsuleResp. It may be called from
+// any goroutine.
+func (q *TargetQueue) CompleteRequest(r *fabrics.Request) {
+	s := q.slots[r.Slot]
+	cqe := nvme.CQE(r.CQE[:])
+	cid := binary.LittleEndian.Uint16(r.SQE[2:])
+	cqe.SetCID(cid)
+	cqe.SetSQID(q.params.QID)
+	ok := cqe.StatusRaw()>>1 == 0
+	if ok && !q.connected.Load() && r.SQE[0] == fabrics.OpcodeFabrics && fabrics.FCType(r.SQE[4]) == fabrics.FCTypeConnect {
+		q.connected.Store(true)
+		if q.timer != nil {
+			q.timer.Stop()
+		}
+		// The rest of the slots, before the host can see the response
+		// and send its next command.
+		for i := 1; i < q.depth; i++ {
+			q.free <- int32(i)
+		}
+	}
+	kind := uint8(tsendResp)
+	if ok && s.dir == fabrics.DirCtrlToHost && len(r.Data) > 0 {
+		success := q.sqflowOff && cqe.DW0() == 0 && cqe.DW1() == 0
+		q.buildC2HData(s, r.Data, cid, success)
+		kind = tsendData
+		if !success {
+			kind |= tsendResp
+		}
+	}
+	if kind&tsendResp != 0 {
+		q.buildResp(s, r.CQE[:])
+	}
+	q.enqueue(s, kind)
+}
+
+// queueR2T asks the host for all of the slot's data in one R2T (the TTAG
+// is the slot; several commands may have theirs outstanding).
+func (q *TargetQueue) queueR2T(s *targetSlot) {
+	b := s.r2t[:]
+	clear(b)
+	h := Header(b)
+	h.SetType(TypeR2T)
+	h.SetHLen(DataHLen)
+	plen := DataHLen
+	if q.hdgst {
+		h.SetFlags(FlagHDGST)
+		plen += DigestLen
+	}
+	h.SetPLen(uint32(plen))
+	t := R2T(b)
+	t.SetCCCID(binary.LittleEndian.Uint16(s.req.SQE[2:]))
+	t.SetTTag(uint16(s.req.Slot))
+	t.SetR2TO(0)
+	t.SetR2TL(uint32(s.dataLen))
+	if q.hdgst {
+		binary.LittleEndian.PutUint32(b[DataHLen:], Digest(b[:DataHLen]))
+	}
+	q.enqueue(s, tsendR2T)
+}
+
+// pdoFor returns the data offset of a C2H PDU: after the header and its
+// digest, aligned to the host's HPDA.
+func (q *TargetQueue) pdoFor(hlen int) int {
+	if q.hdgst {
+		hlen += DigestLen
+	}
+	a := (int(q.hpda) + 1) * 4
+	return (hlen + a - 1) / a * a
+}
+
+func (q *TargetQueue) buildC2HData(s *targetSlot, data []byte, cid uint16, success bool) {
+	pdo := q.pdoFor(DataHLen)
+	b := s.hdr[:pdo]
+	clear(b)
+	h := Header(b)
+	h.SetType(TypeC2HData)
+	f := uint8(FlagDataLast)
+	if success {
+		f |= FlagDataSuccess
+	}
+	if q.hdgst {
+		f |= FlagHDGST
+	}
+	plen := pdo + len(data)
+	if q.ddgst {
+		f |= FlagDDGST
+		plen += DigestLen
+		binary.LittleEndian.PutUint32(s.ddgst[:], Digest(data))
+	}
+	h.SetFlags(f)
+	h.SetHLen(DataHLen)
+	h.SetPDO(uint8(pdo))
+	h.SetPLen(uint32(plen))
+	d := DataPDU(b)
+	d.SetCCCID(cid)
+	d.SetDataO(0)
+	d.SetDataL(uint32(len(data)))
+	if q.hdgst {
+		binary.LittleEndian.PutUint32(b[DataHLen:], Digest(b[:DataHLen]))
+	}
+	s.hdrLen = pdo
+}
+
+func (q *TargetQueue) buildResp(s *targetSlot, cqe []byte) {
+	b := s.resp[:]
+	h := Header(b)
+	h.SetType(TypeCapsuleResp)
+	h.SetHLen(CapsuleRespHLen)
+	h.SetPDO(0)
+	plen := CapsuleRespHLen
+	f := uint8(0)
+	if q.hdgst {
+		f = FlagHDGST
+		plen += DigestLen
+	}
+	h.SetFlags(f)
+	h.SetPLen(uint32(plen))
+	copy(b[CommonHeaderLen:], cqe)
+	if q.hdgst {
+		binary.LittleEndian.PutUint32(b[CapsuleRespHLen:], Digest(b[:CapsuleRespHLen]))
+	}
+}
+
+// enqueue hands the slot's PDUs to the writer; on a closed queue they are
+// dropped.
+func (q *TargetQueue) enqueue(s *targetSlot, kind uint8) {
+	q.mu.Lock()
+	if q.closed || q.term != nil {
+		q.mu.Unlock()
+		return
+	}
+	if kind&tsendR2T == 0 {
+		s.state.Store(tslotSending)
+	}
+	q.pending = append(q.pending, targetSendItem{slot: int32(s.req.Slot), kind: kind})
+	if len(q.pending) == 1 {
+		q.cond.Signal()
+	}
+	q.mu.Unlock()
+}
+
+// writeLoop sends what is queued, everything queued at once, until the
+// queue closes or a termination request has been sent.
+func (q *TargetQueue) writeLoop() {
+	defer close(q.writerDone)
+	for {
+		q.mu.Lock()
+		for len(q.pending) == 0 && !q.closed && q.term == nil {
+			q.cond.Wait()
+		}
+		if q.closed {
+			q.mu.Unlock()
+			return
+		}
+		if q.term != nil {
+			t := q.term
+			q.mu.Unlock()
+			q.c.Write(t)
+			return
+		}
+		q.pending, q.sending = q.sending[:0], q.pending
+		q.mu.Unlock()
+
+		iov := q.iov[:0]
+		for _, it := range q.sending {
+			s := q.slots[it.slot]
+			if it.kind&tsendR2T != 0 {
+				iov = append(iov, s.r2t[:len(s.r2t)-q.targetDigestPad()])
+			}
+			if it.kind&tsendData != 0 {
+				iov = append(iov, s.hdr[:s.hdrLen], s.req.Data)
+				if q.ddgst {
+					iov = append(iov, s.ddgst[:])
+				}
+			}
+			if it.kind&tsendResp != 0 {
+				iov = append(iov, s.resp[:len(s.resp)-q.targetDigestPad()])
+			}
+		}
+		q.bufs = iov
+		_, err := q.bufs.WriteTo(q.c)
+		clear(iov) // no data buffer stays reachable from here
+		if err != nil {
+			q.shutdown(fmt.Errorf("nvme-tcp: queue %d: send: %w", q.params.QID, err))
+			return
+		}
+		for _, it := range q.sending {
+			if it.kind&tsendR2T == 0 {
+				s := q.slots[it.slot]
+				s.state.Store(tslotFree)
+				q.free <- it.slot
+			}
+		}
+	}
+}
+
+// targetDigestPad is the header digest room left unused without header digests.
+func (q *TargetQueue) targetDigestPad() int {
+	if q.hdgst {
+		return 0
+	}
+	return DigestLen
+}
