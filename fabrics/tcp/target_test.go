@@ -30,7 +30,7 @@ type tgtHandler struct {
 }
 
 func newTgtHandler() *tgtHandler {
-	return &tgtHandler{disk: make([]byte, 4<<20), closed: make(chan error, 1)}
+	return &tgtHandler{disk: make([]byte, 16<<20), closed: make(chan error, 1)}
 }
 
 func (h *tgtHandler) HandleCommand(r *fabrics.Request) {
