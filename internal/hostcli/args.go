@@ -21,6 +21,7 @@ import (
 // Transports the CLI knows.
 const (
 	transportRDMA = "rdma"
+	transportTCP  = fabrics.TransportTCP
 	transportLoop = "loop"
 )
 
@@ -39,13 +40,17 @@ func fabricsFlags(connect bool) []cli.Flag {
 	}
 	return append([]cli.Flag{
 		&cli.StringFlag{Name: "transport", Aliases: []string{"t"}, Value: transportRDMA,
-			Usage: "transport `TYPE`: rdma (RoCEv2 through the RDMA provider of --provider) or loop (a target run inside this process from --target-config; for tests)"},
-		&cli.StringFlag{Name: "traddr", Aliases: []string{"a"}, Usage: "target `ADDRESS` (the IP address of the target's RDMA port)"},
+			Usage: "transport `TYPE`: rdma (RoCEv2 through the RDMA provider of --provider), tcp (NVMe/TCP over the kernel's TCP, nothing else needed) or loop (a target run inside this process from --target-config; for tests)"},
+		&cli.StringFlag{Name: "traddr", Aliases: []string{"a"}, Usage: "target `ADDRESS` (the IP address of the target's RDMA or TCP port)"},
 		&cli.StringFlag{Name: "trsvcid", Aliases: []string{"s"}, Value: strconv.Itoa(fabrics.DefaultServiceID),
-			Usage: "target service `PORT` (RDMA CM port)"},
+			Usage: "target service `PORT` (RDMA CM or TCP port)"},
 		&cli.StringFlag{Name: "host-traddr", Aliases: []string{"w"},
-			DefaultText: "127.0.0.2 for a 127.x target, else the source address the kernel routes to the target",
-			Usage:       "local `ADDRESS` of the host's RDMA device (soft: one device per address)"},
+			DefaultText: "rdma: 127.0.0.2 for a 127.x target, else the source address the kernel routes to the target; tcp: the kernel's choice",
+			Usage:       "local `ADDRESS` of the host's RDMA device (soft: one device per address), or the source address of the TCP connections"},
+		&cli.BoolFlag{Name: "hdr-digest", Aliases: []string{"g"},
+			Usage: "tcp: CRC-32C header digests on every PDU (the connection fails if the target refuses them)"},
+		&cli.BoolFlag{Name: "data-digest", Aliases: []string{"G"},
+			Usage: "tcp: CRC-32C data digests on every PDU with data (the connection fails if the target refuses them)"},
 		providerFlag(),
 		deviceFlag(),
 		&cli.StringFlag{Name: "nqn", Aliases: []string{"n"}, Usage: nqnUsage},
@@ -99,6 +104,9 @@ type connectArgs struct {
 	// IOPolicy is --iopolicy (empty: numa, or keep the subsystem's).
 	IOPolicy  string `json:"iopolicy,omitempty"`
 	Duplicate bool   `json:"-"`
+	// HdrDigest and DataDigest are --hdr-digest and --data-digest (tcp).
+	HdrDigest  bool `json:"hdr_digest,omitempty"`
+	DataDigest bool `json:"data_digest,omitempty"`
 	// DHChap says that the daemon gets DH-HMAC-CHAP secrets on its
 	// descriptor secretsFD; the secrets themselves never go into the
 	// JSON (the daemon's command line).
@@ -131,6 +139,8 @@ func parseFabricsArgs(c *cli.Context) connectArgs {
 		TOS:            c.Int("tos"),
 		IOPolicy:       c.String("iopolicy"),
 		Duplicate:      c.Bool("duplicate-connect"),
+		HdrDigest:      c.Bool("hdr-digest"),
+		DataDigest:     c.Bool("data-digest"),
 
 		DHChapSecret:     c.String("dhchap-secret"),
 		DHChapCtrlSecret: c.String("dhchap-ctrl-secret"),
@@ -169,14 +179,14 @@ func (a connectArgs) checkProvider() error {
 func (a connectArgs) address() (fabrics.Address, error) {
 	var addr fabrics.Address
 	switch a.Transport {
-	case transportRDMA, transportLoop:
+	case transportRDMA, transportLoop, transportTCP:
 		addr.Transport = a.Transport
 	case "":
 		return addr, errors.New("required argument --transport (-t) not specified")
-	case fabrics.TransportTCP, "fc":
-		return addr, fmt.Errorf("transport %s is not supported (rdma or loop)", a.Transport)
+	case "fc":
+		return addr, fmt.Errorf("transport %s is not supported (rdma, tcp or loop)", a.Transport)
 	default:
-		return addr, fmt.Errorf("unknown transport %q (rdma or loop)", a.Transport)
+		return addr, fmt.Errorf("unknown transport %q (rdma, tcp or loop)", a.Transport)
 	}
 	if a.Traddr == "" {
 		return addr, fmt.Errorf("required argument --traddr (-a) not specified for transport %s", a.Transport)
@@ -186,7 +196,7 @@ func (a connectArgs) address() (fabrics.Address, error) {
 		return addr, fmt.Errorf("traddr %q is not an IP address", a.Traddr)
 	}
 	if ip.Zone() != "" {
-		return addr, fmt.Errorf("traddr %s: zones are not allowed (an RDMA address is global)", a.Traddr)
+		return addr, fmt.Errorf("traddr %s: zones are not allowed (the address must be global)", a.Traddr)
 	}
 	addr.Addr = ip.Unmap()
 	svc := a.Trsvcid
@@ -205,6 +215,9 @@ func (a connectArgs) address() (fabrics.Address, error) {
 		if err := a.checkProvider(); err != nil {
 			return addr, err
 		}
+	}
+	if (a.HdrDigest || a.DataDigest) && a.Transport != transportTCP {
+		return addr, fmt.Errorf("--hdr-digest and --data-digest are for transport tcp, not %s", a.Transport)
 	}
 	return addr, nil
 }

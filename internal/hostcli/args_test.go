@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 
 	"github.com/nvmeof/nvmeof/fabrics"
+	nvmetcp "github.com/nvmeof/nvmeof/fabrics/tcp"
 	"github.com/nvmeof/nvmeof/initiator"
 	"github.com/nvmeof/nvmeof/initiator/blockdev"
 	"github.com/nvmeof/nvmeof/rdma/ibverbs"
@@ -82,6 +84,12 @@ func TestConnectFlagsToOptions(t *testing.T) {
 			method: blockdev.MethodFUSELoop,
 		},
 		{
+			name: "tcp with nvme-cli's flags",
+			args: []string{"-t", "tcp", "-a", "192.0.2.1", "-n", tNQN, "-g", "--data-digest", "-i", "2", "-Q", "64", "-T", "32"},
+			want: initiator.Options{SubsystemNQN: tNQN, NrIOQueues: 2, QueueSize: 64, CtrlLossTimeout: 600 * time.Second},
+			addr: fabrics.Address{Transport: "tcp", Addr: netip.MustParseAddr("192.0.2.1"), ServiceID: 4420},
+		},
+		{
 			name: "ctrl-loss-tmo -1 reconnects forever",
 			args: []string{"-a", "192.0.2.1", "-n", tNQN, "-l", "-1", "--map", "nbd"},
 			want: initiator.Options{SubsystemNQN: tNQN, CtrlLossTimeout: -1},
@@ -137,7 +145,8 @@ func TestConnectFlagsToOptions(t *testing.T) {
 		{name: "device with soft", args: []string{"-a", "192.0.2.1", "-n", tNQN, "--provider", "soft", "--device", "mlx5_0"}, wantErr: "--device mlx5_0: a device needs --provider ibverbs or auto, not soft"},
 		{name: "ibverbs not built in", args: []string{"-a", "192.0.2.1", "-n", tNQN, "--provider", "ibverbs"}, wantErr: "--provider ibverbs: the ibverbs RDMA provider is not built into this binary (rebuild with CGO_ENABLED=1 go build -tags ibverbs", noIBVerbs: true},
 		{name: "device without ibverbs", args: []string{"-a", "192.0.2.1", "-n", tNQN, "--device", "rxe0"}, wantErr: `--device rxe0: device "rxe0" needs the ibverbs provider`, noIBVerbs: true},
-		{name: "tcp", args: []string{"-t", "tcp", "-a", "192.0.2.1", "-n", tNQN}, wantErr: "transport tcp is not supported"},
+		{name: "fc", args: []string{"-t", "fc", "-a", "192.0.2.1", "-n", tNQN}, wantErr: "transport fc is not supported (rdma, tcp or loop)"},
+		{name: "digest on rdma", args: []string{"-a", "192.0.2.1", "-n", tNQN, "--hdr-digest"}, wantErr: "--hdr-digest and --data-digest are for transport tcp, not rdma"},
 		{name: "unknown transport", args: []string{"-t", "fibre", "-a", "192.0.2.1", "-n", tNQN}, wantErr: "unknown transport"},
 		{name: "service 0", args: []string{"-a", "192.0.2.1", "-s", "0", "-n", tNQN}, wantErr: "not a port number"},
 		{name: "service too big", args: []string{"-a", "192.0.2.1", "-s", "70000", "-n", tNQN}, wantErr: "not a port number"},
@@ -202,6 +211,49 @@ func TestConnectFlagsToOptions(t *testing.T) {
 				t.Errorf("mapMethod() = %v, %v, %v; want %v, %v", m, none, err, tc.method, tc.none)
 			}
 		})
+	}
+}
+
+// TestTCPFlags: -g/--hdr-digest, -G/--data-digest, --host-traddr and
+// --tos reach the NVMe/TCP dialer's configuration.
+func TestTCPFlags(t *testing.T) {
+	tests := []struct {
+		args         []string
+		hdgst, ddgst bool
+		err          string
+	}{
+		{args: []string{"-t", "tcp", "-a", "192.0.2.1", "-n", tNQN}},
+		{args: []string{"-t", "tcp", "-a", "192.0.2.1", "-n", tNQN, "-g"}, hdgst: true},
+		{args: []string{"-t", "tcp", "-a", "192.0.2.1", "-n", tNQN, "-G", "-w", "192.0.2.9"}, ddgst: true},
+		{args: []string{"-t", "tcp", "-a", "192.0.2.1", "-n", tNQN, "--hdr-digest", "--data-digest", "--tos", "40"}, hdgst: true, ddgst: true},
+		{args: []string{"-t", "tcp", "-a", "192.0.2.1", "-n", tNQN, "-w", "2001:db8::1"}, err: "not of one address family"},
+		{args: []string{"-t", "tcp", "-a", "192.0.2.1", "-n", tNQN, "-w", "host"}, err: "host-traddr"},
+		{args: []string{"-t", "tcp", "-a", "192.0.2.1", "-n", tNQN, "--tos", "256"}, err: "tos 256"},
+	}
+	for _, tc := range tests {
+		a, err := parseConnect(t, tc.args...)
+		if err != nil {
+			t.Fatalf("%v: flag parsing: %v", tc.args, err)
+		}
+		tr, err := openTransport(a, hclog.NewNullLogger())
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: %v, want an error with %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		d, ok := tr.dialer.(*nvmetcp.Dialer)
+		if !ok {
+			t.Fatalf("%v: dialer %T", tc.args, tr.dialer)
+		}
+		if d.Config.HeaderDigest != tc.hdgst || d.Config.DataDigest != tc.ddgst || d.Config.SetTOS != (a.TOS >= 0) ||
+			(a.HostTraddr != "") != d.Config.LocalAddr.IsValid() {
+			t.Errorf("%v: config %+v", tc.args, d.Config)
+		}
+		tr.close()
 	}
 }
 

@@ -21,7 +21,7 @@ func connectExtraFlags() []cli.Flag {
 		&cli.StringFlag{Name: "iopolicy", DefaultText: "numa",
 			Usage: "multipath I/O `POLICY` of the subsystem's namespaces: numa (one optimized path), round-robin (the optimized paths in turn) or queue-depth (the optimized path with the fewest I/Os in flight); given on a connect that adds a path, it changes the subsystem's policy"},
 		&cli.IntFlag{Name: "tos", Aliases: []string{"T"}, Value: -1,
-			Usage: "IP type of service `TOS` (DSCP << 2 | ECN, 0-255) of the RDMA connections; -1: the default (0). Set on the connections' QPs (the CM REQ's traffic class, the target's QP follows it): ibverbs with rdma_set_option, soft as every datagram's IP TOS / IPv6 traffic class"},
+			Usage: "IP type of service `TOS` (DSCP << 2 | ECN, 0-255) of the RDMA or TCP connections; -1: the default (0). RDMA: set on the connections' QPs (the CM REQ's traffic class, the target's QP follows it): ibverbs with rdma_set_option, soft as every datagram's IP TOS / IPv6 traffic class; tcp: the sockets' IP_TOS / IPV6_TCLASS"},
 	}
 }
 

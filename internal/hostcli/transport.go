@@ -16,6 +16,7 @@ import (
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/fabrics/loop"
 	nvmerdma "github.com/nvmeof/nvmeof/fabrics/rdma"
+	nvmetcp "github.com/nvmeof/nvmeof/fabrics/tcp"
 	"github.com/nvmeof/nvmeof/initiator"
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/ibverbs"
@@ -108,6 +109,8 @@ func openTransport(a connectArgs, log hclog.Logger) (*transport, error) {
 			return nil, fmt.Errorf("target configuration %s: %w", a.TargetConfig, err)
 		}
 		return &transport{dialer: loop.Dialer{Net: net}, addr: addr, close: srv.Close}, nil
+	case transportTCP:
+		return openTCP(a, addr, log)
 	default:
 		dev, err := openRDMA(a, addr.Addr, log)
 		if err != nil {
@@ -119,6 +122,29 @@ func openTransport(a connectArgs, log hclog.Logger) (*transport, error) {
 		sh, closeFn := newSharedDevice(dev.Close)
 		return &transport{dialer: d, addr: addr, host: dev.Addr().String(), dev: info, rdev: dev, close: closeFn, shared: sh}, nil
 	}
+}
+
+// openTCP returns the NVMe/TCP dialer of the flags: digests, the source
+// address (--host-traddr) and the IP TOS (--tos). Nothing is opened
+// until a queue is dialed.
+func openTCP(a connectArgs, addr fabrics.Address, log hclog.Logger) (*transport, error) {
+	tos, setTOS, err := a.tos()
+	if err != nil {
+		return nil, err
+	}
+	cfg := nvmetcp.HostConfig{HeaderDigest: a.HdrDigest, DataDigest: a.DataDigest, TOS: tos, SetTOS: setTOS, Logger: log.Named("tcp")}
+	if a.HostTraddr != "" {
+		ip, err := netip.ParseAddr(a.HostTraddr)
+		if err != nil {
+			return nil, fmt.Errorf("host-traddr %q is not an IP address", a.HostTraddr)
+		}
+		if ip.Is4() != addr.Addr.Is4() {
+			return nil, fmt.Errorf("host-traddr %s and traddr %s are not of one address family", ip, addr.Addr)
+		}
+		cfg.LocalAddr = ip
+	}
+	log.Debug("NVMe/TCP host", "hdr_digest", cfg.HeaderDigest, "data_digest", cfg.DataDigest, "host_traddr", a.HostTraddr, "tos", a.TOS)
+	return &transport{dialer: nvmetcp.NewDialer(cfg), addr: addr, host: a.HostTraddr, close: func() error { return nil }}, nil
 }
 
 // openRDMA opens the host's RDMA device towards target with the provider
@@ -239,7 +265,7 @@ func describeConnectError(err error, a connectArgs, tr *transport) string {
 // trimPrefixes removes package prefixes from an error message and makes it
 // one line.
 func trimPrefixes(s string) string {
-	for _, p := range []string{"initiator: ", "nvme-rdma: ", "session: ", "soft: ", "ibverbs: "} {
+	for _, p := range []string{"initiator: ", "nvme-rdma: ", "nvme-tcp: ", "session: ", "soft: ", "ibverbs: "} {
 		s = strings.ReplaceAll(s, p, "")
 	}
 	return strings.ReplaceAll(s, "\n", "; ")
