@@ -269,7 +269,7 @@ func (l Loader) Validate(t *Tree) error {
 // conforming NQNs (see CheckNQN), which the Linux target accepts, and
 // keys of nvmetcli JSON ignored (see ParseNvmetcliJSON). The
 // loaders return trees with warnings without error; callers should show
-// the warnings (target.Target.ApplyConfig logs them). Nil when there are
+// the warnings (reconcile.Reconciler.Apply logs them). Nil when there are
 // none.
 func (t *Tree) Warnings() Errors {
 	c := &collector{}

@@ -21,7 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/nvmeof/nvmeof/configfs"
-	"github.com/nvmeof/nvmeof/target"
+	"github.com/nvmeof/nvmeof/target/reconcile"
 	"github.com/nvmeof/nvmeof/target/server"
 )
 
@@ -130,7 +130,7 @@ func (s *Service) apply(tree *configfs.Tree) (dropped int, err error) {
 	}
 	err = s.srv.Apply(tree)
 	s.applied = true
-	var na *target.NotAppliedError
+	var na *reconcile.NotAppliedError
 	if !errors.As(err, &na) {
 		dropped, s.unsaved = s.unsaved, 0
 	}
@@ -147,7 +147,7 @@ func errNotStarted() *Error {
 // Tree returns a copy of the configuration the target runs, detached from
 // its file (errors name configfs paths, not file positions).
 func (s *Service) Tree() *configfs.Tree {
-	return s.srv.Target.Applied().Detached()
+	return s.srv.Reconciler.Applied().Detached()
 }
 
 // change applies what edit does to a copy of the running tree: validated
@@ -168,7 +168,7 @@ func (s *Service) change(edit func(t *configfs.Tree) error, res result) (any, *E
 		return nil, configError(CodeInvalidConfig, "invalid configuration", err)
 	}
 	err := s.srv.Apply(tree)
-	var na *target.NotAppliedError
+	var na *reconcile.NotAppliedError
 	if !errors.As(err, &na) {
 		s.unsaved++
 	}

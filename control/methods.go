@@ -627,7 +627,7 @@ func (s *Service) nsRescan(q *ResizeParams) (any, *Error) {
 	if ns.Backend != configfs.BackendBlock && ns.Backend != configfs.BackendFile || ns.Size != 0 {
 		return nil, invalidParams("size is required (only a file or block namespace without a configured size takes its size from the backend again)")
 	}
-	if err := s.srv.Target.RevalidateNamespace(q.NQN, q.NSID); err != nil {
+	if err := s.srv.Reconciler.RevalidateNamespace(q.NQN, q.NSID); err != nil {
 		return nil, errorf(CodeNotApplied, "%v", err)
 	}
 	return s.nsResult(q.NQN, &q.NSID)()

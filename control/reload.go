@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/nvmeof/nvmeof/target"
+	"github.com/nvmeof/nvmeof/target/reconcile"
 )
 
 // ReloadResult is config.reload's result.
@@ -33,7 +33,7 @@ func (e *ReloadError) Unwrap() error { return e.Err }
 // SIGHUP and config.reload (nvmetctl reload) both come here, and log the
 // outcome. It returns the number of unsaved control API changes the file
 // replaced. Errors: ErrNoConfigFile, a *ReloadError (the file has
-// errors), a *target.NotAppliedError (nothing applied), or another error
+// errors), a *reconcile.NotAppliedError (nothing applied), or another error
 // (past the checks, part of it failed).
 func (s *Service) Reload() (dropped int, err error) {
 	if s.opts.Load == nil {
@@ -46,7 +46,7 @@ func (s *Service) Reload() (dropped int, err error) {
 		return 0, &ReloadError{Err: err}
 	}
 	dropped, err = s.apply(tree)
-	var na *target.NotAppliedError
+	var na *reconcile.NotAppliedError
 	switch {
 	case errors.As(err, &na):
 		s.log.Error("reload refused: nothing applied; the running configuration stays", "error", err)
@@ -64,7 +64,7 @@ func (s *Service) Reload() (dropped int, err error) {
 func (s *Service) configReload(*noParams) (any, *Error) {
 	dropped, err := s.Reload()
 	var re *ReloadError
-	var na *target.NotAppliedError
+	var na *reconcile.NotAppliedError
 	switch {
 	case err == nil:
 		return ReloadResult{Dropped: dropped}, nil

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/target/bdev"
@@ -171,50 +170,5 @@ func TestANAInvalid(t *testing.T) {
 	}
 	if err := f.tgt.SetANAState(99, 1, nvme.ANAOptimized); err == nil {
 		t.Error("SetANAState on a missing port accepted")
-	}
-}
-
-// TestApplyConfigANA: ANA states and groups come from the configuration,
-// and a reload that changes them applies them in place: the connected
-// host keeps its controller, gets an ANA Change event, and its I/O gets
-// the new group's status.
-func TestApplyConfigANA(t *testing.T) {
-	tree, err := configfs.ParseHCL([]byte(configV1), "v1.hcl")
-	must(t, err)
-	p := tree.Port("p1")
-	p.ANAGroups = []configfs.ANAGroup{{GrpID: 1, State: configfs.ANAOptimized}, {GrpID: 2, State: configfs.ANANonOptimized}}
-	tree.Subsystem(testSubNQN).Namespace(2).ANAGrpID = 2
-	f := configuredFixture(t, tree)
-	s := f.session()
-	l := anaLogOf(t, s.admin, false, false)
-	if len(l.Groups) != 2 || l.Groups[0].State != nvme.ANAOptimized || l.Groups[1].State != nvme.ANANonOptimized ||
-		len(l.Groups[1].NSIDs) != 1 || l.Groups[1].NSIDs[0] != 2 {
-		t.Fatalf("ANA log from the configuration: %+v", l.Groups)
-	}
-	aer := s.admin.submit(aerSQE(), nil, fabrics.DirNone)
-
-	next := tree.Clone()
-	next.Port("p1").ANAGroups = []configfs.ANAGroup{{GrpID: 1, State: configfs.ANAInaccessible}, {GrpID: 2, State: configfs.ANAOptimized}}
-	next.Subsystem(testSubNQN).Namespace(1).ANAGrpID = 2
-	res, err := f.tgt.ApplyConfig(next)
-	must(t, err)
-	if len(res.Start)+len(res.Stopped) != 0 {
-		t.Fatalf("an ANA change restarted ports: %+v", res)
-	}
-	expect(t, s.admin.wait(aer), 0, "AER after the reload")
-	l = anaLogOf(t, s.admin, false, false)
-	if len(l.Groups) != 2 || l.Groups[0].State != nvme.ANAInaccessible || l.Groups[1].State != nvme.ANAOptimized ||
-		len(l.Groups[0].NSIDs) != 0 || len(l.Groups[1].NSIDs) != 2 {
-		t.Fatalf("ANA log after the reload: %+v", l.Groups)
-	}
-	if r := s.io.read(1, 0, 1); r.status() != 0 {
-		t.Fatalf("read of namespace 1, now in optimized group 2: %s", fabrics.StatusString(r.status()))
-	}
-	next2 := next.Clone()
-	next2.Subsystem(testSubNQN).Namespace(1).ANAGrpID = 1
-	_, err = f.tgt.ApplyConfig(next2)
-	must(t, err)
-	if r := s.io.read(1, 0, 1); r.status() != nvme.StatusANAInaccessible {
-		t.Fatalf("read of namespace 1, back in inaccessible group 1: %s", fabrics.StatusString(r.status()))
 	}
 }

@@ -3,11 +3,11 @@ package target
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/nvme/auth"
@@ -93,48 +93,17 @@ func (t *Target) SetHostAuth(hostNQN string, a *HostAuth) error {
 	return nil
 }
 
-// applyHostAuth installs the DH-HMAC-CHAP settings of a validated tree's
-// hosts, replacing the previous ones (ApplyConfig, a reload). A setting
-// that does not parse (validation rules that out) is logged, without the
-// secret, and the host left without a key: its controllers then refuse
-// authentication rather than skip it.
-func (t *Target) applyHostAuth(tree *configfs.Tree) {
-	hosts := map[string]HostAuth{}
-	for _, h := range tree.Hosts {
-		if !h.HasDHCHAP() {
-			continue
-		}
-		a, err := hostAuthConfig(h)
-		if err != nil {
-			t.log.Error("host DH-HMAC-CHAP settings not applied", "host", h.NQN, "err", err)
-			a = HostAuth{}
-		}
-		hosts[h.NQN] = a
-	}
+// ReplaceHostAuth replaces the DH-HMAC-CHAP configuration of every host
+// with hosts (a configuration reload): hosts left out no longer
+// authenticate. As SetHostAuth, a change applies to controllers created
+// and authentication transactions started afterwards. The settings are
+// not checked here (SetHostAuth does): a zero HostAuth makes the host's
+// controllers refuse authentication rather than skip it.
+func (t *Target) ReplaceHostAuth(hosts map[string]HostAuth) {
+	m := maps.Clone(hosts)
 	t.auth.mu.Lock()
-	t.auth.hosts = hosts
+	t.auth.hosts = m
 	t.auth.mu.Unlock()
-}
-
-// hostAuthConfig maps a configfs host onto a HostAuth.
-func hostAuthConfig(h *configfs.Host) (HostAuth, error) {
-	var a HostAuth
-	var err error
-	if a.Key, err = auth.ParseKey(string(h.DHCHAPKey)); err != nil {
-		return a, fmt.Errorf("dhchap_key: %w", err)
-	}
-	if h.DHCHAPCtrlKey != "" {
-		if a.CtrlKey, err = auth.ParseKey(string(h.DHCHAPCtrlKey)); err != nil {
-			return a, fmt.Errorf("dhchap_ctrl_key: %w", err)
-		}
-	}
-	if a.Hash, err = auth.ParseHash(h.EffectiveDHCHAPHash()); err != nil {
-		return a, err
-	}
-	if a.DHGroup, err = auth.ParseDHGroup(h.EffectiveDHCHAPDHGroup()); err != nil {
-		return a, err
-	}
-	return a, nil
 }
 
 // authRequired reports whether a new controller of s for hostNQN must

@@ -10,7 +10,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/nvme/auth"
@@ -302,53 +301,24 @@ func TestAuthNotRequired(t *testing.T) {
 	}
 }
 
-func authConfig(key string) string {
-	return `
-port "p1" {
-  transport = "loop"
-  address   = "127.0.0.1"
-}
-
-host "` + testHostNQN + `" {
-  dhchap_key     = "` + key + `"
-  dhchap_dhgroup = "ffdhe2048"
-}
-
-subsystem "` + testSubNQN + `" {
-  ports         = ["p1"]
-  allowed_hosts = ["` + testHostNQN + `"]
-  namespace "1" {
-    backend = "memory"
-    size    = "1MiB"
-  }
-}
-`
-}
-
-// The configuration's host keys reach the target, and a reload that
-// changes a key applies to the next authentication.
-func TestAuthApplyConfig(t *testing.T) {
+// ReplaceHostAuth (a reload's host keys) reaches the target: a change of
+// key applies to the next authentication, re-authentication of a
+// controller connected before included.
+func TestReplaceHostAuth(t *testing.T) {
 	k1, k2 := genKey(t, auth.HashSHA256), genKey(t, auth.HashSHA256)
-	tree1, err := configfs.ParseHCL([]byte(authConfig(k1.Encode())), "v1.hcl")
-	must(t, err)
-	f := configuredFixture(t, tree1)
+	f := newFixture(t)
 	tgt := f.tgt
+	tgt.ReplaceHostAuth(map[string]HostAuth{testHostNQN: {Key: k1, Hash: auth.HashSHA256, DHGroup: auth.FFDHE2048}})
 
 	a := f.dial(0, 31)
 	r := a.connectRaw(31, 0, 0, testSubNQN, testHostNQN, fabrics.CntlIDDynamic)
 	expect(t, r, 0, "admin Connect")
 	if fabrics.ConnectResultAuthReq(r.cqe.DW0()) != 2 {
-		t.Fatalf("AUTHREQ not set from the configuration: %#x", r.cqe.DW0())
+		t.Fatalf("AUTHREQ not set: %#x", r.cqe.DW0())
 	}
 	must(t, a.authenticate(auth.HostConfig{Key: k1}))
 
-	tree2, err := configfs.ParseHCL([]byte(authConfig(k2.Encode())), "v2.hcl")
-	must(t, err)
-	if ch := configfs.Diff(tree1, tree2); len(ch.HostsChanged) != 1 {
-		t.Fatalf("Diff: %+v", ch)
-	}
-	_, err = tgt.ApplyConfig(tree2)
-	must(t, err)
+	tgt.ReplaceHostAuth(map[string]HostAuth{testHostNQN: {Key: k2, Hash: auth.HashSHA256, DHGroup: auth.FFDHE2048}})
 	// The old key no longer authenticates; the new one does.
 	b := f.dial(0, 31)
 	expect(t, b.connectRaw(31, 0, 0, testSubNQN, testHostNQN, fabrics.CntlIDDynamic), 0, "admin Connect")
@@ -362,6 +332,15 @@ func TestAuthApplyConfig(t *testing.T) {
 	// Re-authentication of the controller connected before the reload
 	// uses the new key too.
 	must(t, a.authenticate(auth.HostConfig{Key: k2, TID: 1}))
+
+	// Replaced by none: the host no longer has to authenticate.
+	tgt.ReplaceHostAuth(nil)
+	d := f.dial(0, 31)
+	r = d.connectRaw(31, 0, 0, testSubNQN, testHostNQN, fabrics.CntlIDDynamic)
+	expect(t, r, 0, "admin Connect without keys")
+	if fabrics.ConnectResultAuthReq(r.cqe.DW0()) != 0 {
+		t.Fatalf("AUTHREQ set with no key: %#x", r.cqe.DW0())
+	}
 }
 
 // A host without a key gives up when the Connect asks for authentication

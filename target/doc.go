@@ -7,8 +7,9 @@
 // (AddNamespace, each a target/bdev Device), the hosts allowed to use them,
 // and ports (AddPort) that export subsystems. A transport listener for a
 // port is handed to Serve, which serves every queue hosts open on it.
-// Everything may change while ports are served, one call at a time or as a
-// whole from a configfs tree (ApplyConfig, which also reloads).
+// Everything may change while ports are served, one call at a time; the
+// package knows nothing of the configuration format: target/reconcile
+// applies a configfs tree (and a reload) through these calls.
 //
 // The behaviour follows the Linux kernel target (drivers/nvme/target) of
 // Linux 6.1 and what the Linux host expects:

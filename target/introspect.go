@@ -6,25 +6,12 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
 )
 
 // Introspection for operators (the control API of cmd/nvmetd): read-only
-// snapshots of the applied configuration and of the connected
-// controllers, and a Disconnect. Nothing here is on the I/O path.
-
-// Applied returns a copy of the configuration tree ApplyConfig last
-// applied (what failed to apply left out), or an empty tree before the
-// first.
-func (t *Target) Applied() *configfs.Tree {
-	t.cfgMu.Lock()
-	defer t.cfgMu.Unlock()
-	if t.applied == nil {
-		return &configfs.Tree{}
-	}
-	return t.applied.Clone()
-}
+// snapshots of the connected controllers, and a Disconnect. Nothing here
+// is on the I/O path.
 
 // ControllerInfo describes a connected controller.
 type ControllerInfo struct {

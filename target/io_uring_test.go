@@ -2,12 +2,10 @@ package target
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/target/bdev"
@@ -92,44 +90,6 @@ func TestIOFileRingAllocs(t *testing.T) {
 		}
 		if n := testing.AllocsPerRun(300, func() { l.once(t) }); n != 0 {
 			t.Errorf("%s: %.2f allocations per command, want 0", tc.name, n)
-		}
-	}
-}
-
-// TestApplyQueueDepth: a file namespace opens with its queue_depth, and a
-// new queue_depth (or buffered_io) applied reopens it with the new one.
-func TestApplyQueueDepth(t *testing.T) {
-	img := filepath.Join(t.TempDir(), "qd.img")
-	cfg := func(extra string) *configfs.Tree {
-		src := fmt.Sprintf("subsystem %q {\n  allow_any_host = true\n  namespace \"1\" {\n    backend = \"file\"\n    path = %q\n    size = \"1MiB\"\n%s  }\n}\n", testSubNQN, img, extra)
-		tree, err := configfs.ParseHCL([]byte(src), "qd.hcl")
-		must(t, err)
-		return tree
-	}
-	tgt := New(Options{Logger: testLogger(t)})
-	t.Cleanup(func() { tgt.Close() })
-	tests := []struct {
-		extra    string
-		depth    int
-		buffered bool
-	}{
-		{"", bdev.DefaultQueueDepth, false},
-		{"    queue_depth = 16\n", 16, false},
-		{"    queue_depth = 16\n    buffered_io = true\n", 16, true},
-		{"    queue_depth = 300\n", 300, false},
-	}
-	for _, tc := range tests {
-		_, err := tgt.ApplyConfig(cfg(tc.extra))
-		must(t, err)
-		f, ok := tgt.namespaceDevice(testSubNQN, 1).(*bdev.File)
-		if !ok {
-			t.Fatalf("%q: namespace 1 is not a file backend", tc.extra)
-		}
-		if !f.AsyncReady() {
-			t.Skip("no io_uring here")
-		}
-		if f.QueueDepth() != tc.depth || f.Direct() == tc.buffered {
-			t.Fatalf("%q: queue depth %d, direct %v; want %d, %v", tc.extra, f.QueueDepth(), f.Direct(), tc.depth, !tc.buffered)
 		}
 	}
 }

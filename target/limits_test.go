@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
 )
@@ -78,17 +77,4 @@ func TestMaxControllers(t *testing.T) {
 	waitUntil(t, "the controller of the closed admin queue removed", 5*time.Second, func() bool { return f.controllers() == 1 })
 	h = f.dial(0, 31)
 	expect(t, h.connectRaw(31, 0, 0, testSubNQN, testHostNQN, fabrics.CntlIDDynamic), 0, "admin Connect after one left")
-}
-
-// TestSubsystemLimitsFromConfig: the configuration's qid_max and
-// max_controllers reach the subsystem.
-func TestSubsystemLimitsFromConfig(t *testing.T) {
-	c := subsystemConfig(&configfs.Subsystem{NQN: testSubNQN, QIDMax: 4, MaxControllers: 2, MaxControllersPerHost: 1})
-	if c.MaxIOQueues != 4 || c.MaxControllers != 2 || c.MaxControllersPerHost != 1 {
-		t.Fatalf("MaxIOQueues %d, MaxControllers %d, MaxControllersPerHost %d, want 4, 2 and 1", c.MaxIOQueues, c.MaxControllers, c.MaxControllersPerHost)
-	}
-	pl := portListener(&configfs.Port{ID: "rdma0", ConnectTimeout: 3, MaxPending: 20, MaxPendingPerHost: 10}, PortConfig{})
-	if pl.ConnectTimeout != 3*time.Second || pl.MaxPending != 20 || pl.MaxPendingPerHost != 10 {
-		t.Fatalf("port listener %+v, want connect timeout 3s, pending limits 20 and 10", pl)
-	}
 }

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/target/bdev"
@@ -616,55 +615,5 @@ func TestReservationPTPL(t *testing.T) {
 	must(t, os.WriteFile(file, []byte("{"), 0o600))
 	if err := add(); err == nil || !strings.Contains(err.Error(), file) {
 		t.Fatalf("damaged file: %v", err)
-	}
-}
-
-// TestReservationConfig: resv_enable and resv_ptpl_file from the
-// configuration reach the namespace, and toggling resv_enable on a
-// reload replaces it.
-func TestReservationConfig(t *testing.T) {
-	tgt := New(Options{Logger: testLogger(t)})
-	t.Cleanup(func() { tgt.Close() })
-	file := filepath.Join(t.TempDir(), "ns1.resv")
-	hcl := func(extra string) *configfs.Tree {
-		tree, err := configfs.ParseHCL([]byte(`subsystem "`+testSubNQN+`" {
-  allow_any_host = true
-  namespace "1" {
-    backend = "memory"
-    size    = "1MiB"
-`+extra+`
-  }
-}
-`), "r.hcl")
-		must(t, err)
-		return tree
-	}
-	pr := func() *reservations {
-		tgt.mu.RLock()
-		s, err := tgt.subsystemLocked(testSubNQN)
-		tgt.mu.RUnlock()
-		must(t, err)
-		return s.activeNamespace(1).pr
-	}
-	_, err := tgt.ApplyConfig(hcl(""))
-	must(t, err)
-	if pr() != nil {
-		t.Fatal("reservations without resv_enable")
-	}
-	_, err = tgt.ApplyConfig(hcl(`resv_enable = true
-resv_ptpl_file = "` + file + `"`))
-	must(t, err)
-	if p := pr(); p == nil || p.file != file || p.rescap() != 0xff {
-		t.Fatalf("after enabling: %+v", p)
-	}
-	_, err = tgt.ApplyConfig(hcl("resv_enable = true"))
-	must(t, err)
-	if p := pr(); p == nil || p.file != "" || p.rescap() != 0xfe {
-		t.Fatalf("without the file: %+v", p)
-	}
-	_, err = tgt.ApplyConfig(hcl(""))
-	must(t, err)
-	if pr() != nil {
-		t.Fatal("reservations after disabling")
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/target/bdev"
@@ -115,12 +114,6 @@ type Target struct {
 	auth   targetAuth   // DH-HMAC-CHAP host keys (auth.go)
 	stats  targetStats  // statistics switches (stats.go)
 	health healthPoller // SMART / Health events (healthaen.go)
-
-	// ApplyConfig's state: the tree as applied (what failed left out)
-	// and the port numbers of its port names.
-	cfgMu   sync.Mutex
-	applied *configfs.Tree
-	portIDs map[string]uint16
 }
 
 // New returns a target with no subsystems and no ports.
@@ -416,6 +409,14 @@ func (t *Target) RemoveSubsystem(nqn string) error {
 	}
 	t.log.Info("subsystem removed", "nqn", nqn)
 	return errors.Join(errs...)
+}
+
+// HasSubsystem reports whether subsystem nqn exists.
+func (t *Target) HasSubsystem(nqn string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	_, ok := t.subsys[nqn]
+	return ok
 }
 
 // AllowHost adds a host NQN to a subsystem's allowed hosts.

@@ -16,6 +16,7 @@ import (
 	"github.com/nvmeof/nvmeof/initiator"
 	"github.com/nvmeof/nvmeof/rdma/soft"
 	"github.com/nvmeof/nvmeof/target"
+	"github.com/nvmeof/nvmeof/target/reconcile"
 )
 
 // NVMe-oF over RoCEv2 over IPv6, end to end in process: the target and
@@ -101,7 +102,7 @@ func TestSoftIPv6(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := tgt.ApplyConfig(tree)
+	ch, err := reconcile.New(tgt, nil).Apply(tree)
 	if err != nil || len(ch.Start) != 1 {
 		t.Fatalf("apply: %v (%d ports to start)", err, len(ch.Start))
 	}

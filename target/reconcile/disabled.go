@@ -1,4 +1,4 @@
-package target
+package reconcile
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 // nvmet opens a namespace's device only when it is enabled: the file or
 // disk may not exist yet, or belong to something else until then. The
 // target holds it with a disabledDevice instead; enabling it on a later
-// apply opens the backend (ApplyConfigWith's prepare step, so a backend
+// apply opens the backend (ApplyWith's prepare step, so a backend
 // that does not open refuses the apply) and replaces the namespace. A
 // namespace disabled after it was enabled keeps its backend open, so that
 // enabling it again cannot fail (and a memory backend keeps its data).
@@ -50,7 +50,7 @@ func (d *disabledDevice) Close() error                             { return nil 
 
 // neverOpened reports whether namespace nsid of subsystem nqn runs on a
 // disabledDevice: configured disabled, its backend never opened.
-func (t *Target) neverOpened(nqn string, nsid uint32) bool {
-	_, ok := t.namespaceDevice(nqn, nsid).(*disabledDevice)
+func (rc *Reconciler) neverOpened(nqn string, nsid uint32) bool {
+	_, ok := rc.t.NamespaceDevice(nqn, nsid).(*disabledDevice)
 	return ok
 }

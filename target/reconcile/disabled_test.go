@@ -1,4 +1,4 @@
-package target
+package reconcile
 
 import (
 	"errors"
@@ -44,52 +44,51 @@ func TestDisabledNamespaceOpensNothing(t *testing.T) {
 		return tree
 	}
 	const nqn = "nqn.2026-11.io.nvmeof:dis"
-	tgt := New(Options{Logger: testLogger(t)})
-	defer tgt.Close()
+	rc := newFixture(t).rc
 
 	bad := "/dev/null/no/disk.img" // cannot be made: /dev/null is no directory
 	if err := CheckBackends(conf(bad, false)); err != nil {
 		t.Errorf("CheckBackends of a disabled namespace: %v", err)
 	}
-	if _, err := tgt.ApplyConfig(conf(bad, false)); err != nil {
+	if _, err := rc.Apply(conf(bad, false)); err != nil {
 		t.Fatalf("apply with a disabled namespace whose backend cannot open: %v", err)
 	}
-	if !tgt.neverOpened(nqn, 1) || tgt.neverOpened(nqn, 2) {
-		t.Errorf("never opened: ns 1 %v, ns 2 %v", tgt.neverOpened(nqn, 1), tgt.neverOpened(nqn, 2))
+	if !rc.neverOpened(nqn, 1) || rc.neverOpened(nqn, 2) {
+		t.Errorf("never opened: ns 1 %v, ns 2 %v", rc.neverOpened(nqn, 1), rc.neverOpened(nqn, 2))
 	}
 
 	// Enabling it opens the backend: refused while it cannot open.
-	_, err := tgt.ApplyConfig(conf(bad, true))
+	_, err := rc.Apply(conf(bad, true))
 	var na *NotAppliedError
 	if !errors.As(err, &na) || !strings.Contains(err.Error(), "dis.hcl:5:15: subsystems/"+nqn+"/namespaces/1: path: ") {
 		t.Fatalf("enabling with a backend that cannot open: %v", err)
 	}
-	if !tgt.neverOpened(nqn, 1) {
+	if !rc.neverOpened(nqn, 1) {
 		t.Error("a refused apply replaced the namespace")
 	}
 
 	// A path that opens, still disabled: nothing is created.
-	if _, err := tgt.ApplyConfig(conf(img, false)); err != nil {
+	if _, err := rc.Apply(conf(img, false)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Dir(img)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a disabled namespace created its backend's directory: %v", err)
 	}
 	// Enabled: opened (and created).
-	if _, err := tgt.ApplyConfig(conf(img, true)); err != nil {
+	if _, err := rc.Apply(conf(img, true)); err != nil {
 		t.Fatal(err)
 	}
-	if tgt.neverOpened(nqn, 1) {
+	if rc.neverOpened(nqn, 1) {
 		t.Error("enabled namespace still without its backend")
 	}
 	if st, err := os.Stat(img); err != nil || st.Size() != 1<<20 {
 		t.Errorf("backend file: %v", err)
 	}
 	// Disabled again: the backend stays open, as before this change.
-	if _, err := tgt.ApplyConfig(conf(img, false)); err != nil {
+	if _, err := rc.Apply(conf(img, false)); err != nil {
 		t.Fatal(err)
 	}
-	if tgt.neverOpened(nqn, 1) {
+	if rc.neverOpened(nqn, 1) {
 		t.Error("disabling closed the backend")
 	}
 }

@@ -1,6 +1,6 @@
 //go:build !rbd
 
-package target
+package reconcile
 
 import (
 	"strings"
@@ -30,9 +30,7 @@ func TestRBDWithoutTag(t *testing.T) {
 	if err := CheckBackends(tree); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("CheckBackends: %v\nwant %s", err, want)
 	}
-	tg := New(Options{})
-	defer tg.Close()
-	if _, err := tg.ApplyConfig(tree); err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("ApplyConfig: %v\nwant %s", err, want)
+	if _, err := newFixture(t).rc.Apply(tree); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Apply: %v\nwant %s", err, want)
 	}
 }

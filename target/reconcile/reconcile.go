@@ -1,4 +1,11 @@
-package target
+// Package reconcile makes a target.Target match a configuration tree
+// (configfs): the first tree builds everything, a later one (a reload)
+// changes only what differs from the tree applied before (configfs.Diff),
+// all or nothing. The target itself knows NVMe (subsystems, namespaces,
+// ports, hosts) through its imperative API; this package is the only
+// place that maps our configuration format onto it. target/server and
+// the control API use it.
+package reconcile
 
 import (
 	"errors"
@@ -8,13 +15,42 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/nvmeof/nvmeof/configfs"
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
+	"github.com/nvmeof/nvmeof/target"
 	"github.com/nvmeof/nvmeof/target/bdev"
 )
+
+// Reconciler applies configuration trees to one target. Its methods are
+// safe for concurrent use; one apply runs at a time.
+type Reconciler struct {
+	t   *target.Target
+	log hclog.Logger
+
+	// The tree as applied (what failed left out) and the port numbers
+	// of its port names.
+	mu      sync.Mutex
+	applied *configfs.Tree
+	portIDs map[string]uint16
+}
+
+// New returns a reconciler of t that has applied nothing yet; log (nil:
+// none) gets what an apply refuses, warns about and fails.
+func New(t *target.Target, log hclog.Logger) *Reconciler {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Reconciler{t: t, log: log}
+}
+
+// Target returns the target the reconciler applies to.
+func (rc *Reconciler) Target() *target.Target { return rc.t }
 
 // PortListener is a port whose transport listener the caller runs: listen
 // at Address (with the RDMA provider, device and TOS, and InlineDataSize
@@ -44,8 +80,8 @@ type PortListener struct {
 	SRQSize       int
 }
 
-// ConfigChanges says what ApplyConfig did to ports.
-type ConfigChanges struct {
+// Changes says what Apply did to ports.
+type Changes struct {
 	// Start lists the ports to serve: new ones, and ports whose address
 	// or transport parameters changed (their old Serve has returned).
 	Start []PortListener
@@ -54,17 +90,16 @@ type ConfigChanges struct {
 	Stopped []string
 }
 
-// ApplyConfig makes the target match a validated configfs tree: the first
+// Apply makes the target match a validated configfs tree: the first
 // call builds everything, later calls (a reload) apply the difference from
 // the tree applied before (configfs.Diff) without disturbing what did not
 // change. Validation warnings (configfs.Tree.Warnings) are logged. It is
-// ApplyConfigWith without a prepare step: all or nothing as that
-// describes.
-func (t *Target) ApplyConfig(tree *configfs.Tree) (ConfigChanges, error) {
-	return t.ApplyConfigWith(tree, nil)
+// ApplyWith without a prepare step: all or nothing as that describes.
+func (rc *Reconciler) Apply(tree *configfs.Tree) (Changes, error) {
+	return rc.ApplyWith(tree, nil)
 }
 
-// ApplyConfigWith applies tree all or nothing. First it prepares what can
+// ApplyWith applies tree all or nothing. First it prepares what can
 // fail outside the target: it validates the tree, checks that the memory
 // backends together fit in the machine's memory (CheckMemory), opens every
 // backend to add or replace (bdev.Open), and calls prepare, if not nil,
@@ -76,18 +111,18 @@ func (t *Target) ApplyConfig(tree *configfs.Tree) (ConfigChanges, error) {
 // target. What fails from then on (which validation should rule out) is
 // logged and returned, and left out of the applied tree so that the next
 // call tries again; Start then lists only the ports added.
-func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges) error) (ConfigChanges, error) {
-	t.cfgMu.Lock()
-	defer t.cfgMu.Unlock()
-	var res ConfigChanges
+func (rc *Reconciler) ApplyWith(tree *configfs.Tree, prepare func(Changes) error) (Changes, error) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var res Changes
 	if err := tree.Validate(); err != nil {
 		return res, &NotAppliedError{Err: fmt.Errorf("target: configuration: %w", err)}
 	}
-	old := t.applied
+	old := rc.applied
 	if old == nil {
 		old = &configfs.Tree{}
 	}
-	oldIDs := t.portIDs
+	oldIDs := rc.portIDs
 	newIDs := tree.PortIDs()
 	ch := configfs.Diff(old, tree)
 
@@ -95,9 +130,9 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 	// unless all can open; open them; then the caller's part.
 	// A namespace configured disabled opens nothing (disabled.go).
 	// A namespace resized keeps running (resize.go).
-	inplace, err := t.planInPlace(tree, old, ch)
+	inplace, err := rc.planInPlace(tree, old, ch)
 	if err != nil {
-		t.log.Debug("configuration refused: nothing changed", "error", err)
+		rc.log.Debug("configuration refused: nothing changed", "error", err)
 		return res, &NotAppliedError{Err: err}
 	}
 	var opens []nsRef
@@ -119,7 +154,7 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 			case !now.Enable:
 			case onlyEnableDiffers(was, now):
 				// Enabled now: a backend never opened opens.
-				if t.neverOpened(sc.NQN, nsid) {
+				if rc.neverOpened(sc.NQN, nsid) {
 					opens = append(opens, nsRef{sc.NQN, now})
 				}
 			case !sameBlockDevice(was, now):
@@ -135,7 +170,7 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 		}
 	}
 	if err := checkBackends(tree, opens); err != nil {
-		t.log.Debug("configuration refused: nothing changed", "error", err)
+		rc.log.Debug("configuration refused: nothing changed", "error", err)
 		return res, &NotAppliedError{Err: err}
 	}
 	var errs []error
@@ -168,11 +203,11 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 			start = append(start, p.ID)
 		}
 	}
-	var plan ConfigChanges
+	var plan Changes
 	plan.Stopped = stopped
 	for _, name := range start {
 		p := tree.Port(name)
-		cfg, err := t.portConfig(p, newIDs[name])
+		cfg, err := rc.portConfig(p, newIDs[name])
 		if err != nil {
 			errs = append(errs, tree.PortError(p, "", err))
 			continue
@@ -187,19 +222,19 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 	if len(errs) > 0 {
 		closeDevs()
 		err := errors.Join(errs...)
-		t.log.Debug("configuration refused: nothing changed", "error", err)
+		rc.log.Debug("configuration refused: nothing changed", "error", err)
 		return res, &NotAppliedError{Err: err}
 	}
 
 	// Commit.
 	for _, w := range tree.Warnings() {
-		t.log.Warn("configuration accepted with a warning", "warning", w.Error())
+		rc.log.Warn("configuration accepted with a warning", "warning", w.Error())
 	}
-	t.applyHostAuth(tree) // DH-HMAC-CHAP keys first: controllers created from now on use them (auth.go)
+	rc.applyHostAuth(tree) // DH-HMAC-CHAP keys first: controllers created from now on use them (auth.go)
 	applied := tree.Clone()
 	fail := func(err error) {
 		errs = append(errs, err)
-		t.log.Error("configuration not applied", "err", err)
+		rc.log.Error("configuration not applied", "err", err)
 	}
 	add := func(nqn string, ns *configfs.Namespace) {
 		k := nsKey{nqn, ns.NSID}
@@ -216,26 +251,26 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 				return
 			}
 		}
-		if err := t.addConfigNamespace(nqn, ns, d); err != nil {
+		if err := rc.addConfigNamespace(nqn, ns, d); err != nil {
 			fail(err)
 			dropNamespace(applied, nqn, ns.NSID)
 		}
 	}
 	for _, name := range stopped { // removed and restarted ports
-		if err := t.RemovePort(oldIDs[name]); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := rc.t.RemovePort(oldIDs[name]); err != nil && !errors.Is(err, target.ErrNotFound) {
 			fail(err)
 		}
 		res.Stopped = append(res.Stopped, name)
 	}
 
 	for _, nqn := range ch.SubsystemsRemoved {
-		if err := t.RemoveSubsystem(nqn); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := rc.t.RemoveSubsystem(nqn); err != nil && !errors.Is(err, target.ErrNotFound) {
 			fail(err)
 		}
 	}
 	for _, nqn := range ch.SubsystemsAdded {
 		s := tree.Subsystem(nqn)
-		if err := t.AddSubsystem(subsystemConfig(s)); err != nil {
+		if err := rc.t.AddSubsystem(subsystemConfig(s)); err != nil {
 			fail(err)
 			dropSubsystem(applied, nqn)
 			continue
@@ -247,12 +282,12 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 	for _, sc := range ch.Subsystems {
 		s := tree.Subsystem(sc.NQN)
 		if sc.Attrs || sc.Access {
-			if err := t.UpdateSubsystem(subsystemConfig(s)); err != nil {
+			if err := rc.t.UpdateSubsystem(subsystemConfig(s)); err != nil {
 				fail(err)
 			}
 		}
 		for _, nsid := range sc.NamespacesRemoved {
-			if err := t.RemoveNamespace(sc.NQN, nsid); err != nil && !errors.Is(err, ErrNotFound) {
+			if err := rc.t.RemoveNamespace(sc.NQN, nsid); err != nil && !errors.Is(err, target.ErrNotFound) {
 				fail(err)
 			}
 		}
@@ -260,26 +295,26 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 			was := old.Subsystem(sc.NQN).Namespace(nsid)
 			now := s.Namespace(nsid)
 			if c, ok := inplace[nsKey{sc.NQN, nsid}]; ok {
-				if err := t.applyInPlace(c); err != nil {
+				if err := rc.applyInPlace(c); err != nil {
 					fail(err)
 					restoreNamespace(applied, sc.NQN, was)
 				}
-				t.applyANAGroup(sc.NQN, was, now, fail)
+				rc.applyANAGroup(sc.NQN, was, now, fail)
 				continue
 			}
 			_, opened := devs[nsKey{sc.NQN, nsid}] // enabled, never opened before
 			if onlyEnableDiffers(was, now) && !opened {
 				if was.Enable != now.Enable {
-					if err := t.SetNamespaceEnabled(sc.NQN, nsid, now.Enable); err != nil {
+					if err := rc.t.SetNamespaceEnabled(sc.NQN, nsid, now.Enable); err != nil {
 						fail(err)
 						dropNamespace(applied, sc.NQN, nsid)
 						continue
 					}
 				}
-				t.applyANAGroup(sc.NQN, was, now, fail)
+				rc.applyANAGroup(sc.NQN, was, now, fail)
 				continue
 			}
-			if err := t.RemoveNamespace(sc.NQN, nsid); err != nil && !errors.Is(err, ErrNotFound) {
+			if err := rc.t.RemoveNamespace(sc.NQN, nsid); err != nil && !errors.Is(err, target.ErrNotFound) {
 				fail(err)
 			}
 			add(sc.NQN, now)
@@ -297,12 +332,12 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 		}
 		id := newIDs[pc.ID]
 		for _, nqn := range pc.SubsystemsRemoved {
-			if err := t.UnlinkSubsystem(id, nqn); err != nil && !errors.Is(err, ErrNotFound) {
+			if err := rc.t.UnlinkSubsystem(id, nqn); err != nil && !errors.Is(err, target.ErrNotFound) {
 				fail(err)
 			}
 		}
 		for _, nqn := range pc.SubsystemsAdded {
-			if err := t.LinkSubsystem(id, nqn); err != nil {
+			if err := rc.t.LinkSubsystem(id, nqn); err != nil {
 				fail(err)
 				dropLink(applied, pc.ID, nqn)
 			}
@@ -311,7 +346,7 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 			p := tree.Port(pc.ID)
 			groups, err := anaGroupStates(p)
 			if err == nil {
-				err = t.SetPortANA(id, groups)
+				err = rc.t.SetPortANA(id, groups)
 			}
 			if err != nil {
 				fail(tree.PortError(p, "", err))
@@ -323,9 +358,9 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 	}
 	for _, name := range start {
 		p := tree.Port(name)
-		cfg, err := t.portConfig(p, newIDs[name])
+		cfg, err := rc.portConfig(p, newIDs[name])
 		if err == nil {
-			err = t.AddPort(cfg)
+			err = rc.t.AddPort(cfg)
 		}
 		if err != nil {
 			fail(err)
@@ -335,25 +370,25 @@ func (t *Target) ApplyConfigWith(tree *configfs.Tree, prepare func(ConfigChanges
 		res.Start = append(res.Start, portListener(p, cfg))
 	}
 
-	t.applied = applied
-	t.portIDs = applied.PortIDs()
-	for name := range t.portIDs {
-		t.portIDs[name] = newIDs[name]
+	rc.applied = applied
+	rc.portIDs = applied.PortIDs()
+	for name := range rc.portIDs {
+		rc.portIDs[name] = newIDs[name]
 	}
 	return res, errors.Join(errs...)
 }
 
 // applyANAGroup moves a namespace that stays to its new ANA group.
-func (t *Target) applyANAGroup(nqn string, was, now *configfs.Namespace, fail func(error)) {
+func (rc *Reconciler) applyANAGroup(nqn string, was, now *configfs.Namespace, fail func(error)) {
 	if was.EffectiveANAGrpID() == now.EffectiveANAGrpID() {
 		return
 	}
-	if err := t.SetNamespaceANAGroup(nqn, now.NSID, now.EffectiveANAGrpID()); err != nil {
+	if err := rc.t.SetNamespaceANAGroup(nqn, now.NSID, now.EffectiveANAGrpID()); err != nil {
 		fail(err)
 	}
 }
 
-// NotAppliedError is ApplyConfigWith's error when it changed nothing:
+// NotAppliedError is ApplyWith's error when it changed nothing:
 // the configuration applied before is in effect as it was.
 type NotAppliedError struct{ Err error }
 
@@ -369,7 +404,7 @@ type nsKey struct {
 	nsid uint32
 }
 
-func portListener(p *configfs.Port, cfg PortConfig) PortListener {
+func portListener(p *configfs.Port, cfg target.PortConfig) PortListener {
 	return PortListener{Name: p.ID, ID: cfg.ID, Address: cfg.Address,
 		Provider: p.Provider, Device: p.Device, TOS: p.TOS, InlineDataSize: cfg.InlineDataSize,
 		ConnectTimeout: time.Duration(p.ConnectTimeout) * time.Second, MaxPending: p.MaxPending, MaxPendingPerHost: p.MaxPendingPerHost,
@@ -443,7 +478,7 @@ func CheckMemory(tree *configfs.Tree) error {
 }
 
 // CheckBackends checks every enabled namespace's backend of tree as
-// ApplyConfig would open it (bdev.Check, CheckMemory) without opening or creating
+// Apply would open it (bdev.Check, CheckMemory) without opening or creating
 // anything, and returns every error placed at its FILE:LINE. nvmetd
 // --check runs it.
 func CheckBackends(tree *configfs.Tree) error {
@@ -478,11 +513,11 @@ func checkBackends(tree *configfs.Tree, nss []nsRef) error {
 	return errors.Join(errs...)
 }
 
-// subsystemConfig maps a configfs subsystem onto a SubsystemConfig.
-func subsystemConfig(s *configfs.Subsystem) SubsystemConfig {
+// subsystemConfig maps a configfs subsystem onto a target.SubsystemConfig.
+func subsystemConfig(s *configfs.Subsystem) target.SubsystemConfig {
 	lo, hi := s.EffectiveCntlidRange()
 	v, _ := parseVersion(s.EffectiveVersion())
-	return SubsystemConfig{
+	return target.SubsystemConfig{
 		NQN:              s.NQN,
 		Serial:           s.Serial,
 		Model:            s.Model,
@@ -518,9 +553,9 @@ func parseVersion(s string) (fabrics.VS, error) {
 
 // addConfigNamespace adds a namespace on its opened backend dev (closed
 // on error).
-func (t *Target) addConfigNamespace(nqn string, ns *configfs.Namespace, dev bdev.Device) error {
+func (rc *Reconciler) addConfigNamespace(nqn string, ns *configfs.Namespace, dev bdev.Device) error {
 	uuid, nguid, eui := ns.IDs(nqn)
-	err := t.AddNamespace(nqn, NamespaceConfig{
+	err := rc.t.AddNamespace(nqn, target.NamespaceConfig{
 		NSID:     ns.NSID,
 		Device:   dev,
 		UUID:     [16]byte(uuid),
@@ -549,26 +584,26 @@ func onlyEnableDiffers(a, b *configfs.Namespace) bool {
 }
 
 // anaGroupStates maps a configfs port's ANA groups.
-func anaGroupStates(p *configfs.Port) ([]ANAGroupState, error) {
-	var out []ANAGroupState
+func anaGroupStates(p *configfs.Port) ([]target.ANAGroupState, error) {
+	var out []target.ANAGroupState
 	for _, g := range p.ANAGroups {
 		s, ok := nvme.ParseANAState(g.State)
 		if !ok {
-			return nil, fmt.Errorf("target: port %s: ANA group %d: state %q: %w", p.ID, g.GrpID, g.State, ErrInvalid)
+			return nil, fmt.Errorf("target: port %s: ANA group %d: state %q: %w", p.ID, g.GrpID, g.State, target.ErrInvalid)
 		}
-		out = append(out, ANAGroupState{GrpID: g.GrpID, State: s})
+		out = append(out, target.ANAGroupState{GrpID: g.GrpID, State: s})
 	}
 	return out, nil
 }
 
-// portConfig maps a configfs port onto a PortConfig.
-func (t *Target) portConfig(p *configfs.Port, id uint16) (PortConfig, error) {
-	cfg := PortConfig{ID: id, Name: p.ID, InlineDataSize: p.EffectiveInlineDataSize()}
+// portConfig maps a configfs port onto a target.PortConfig.
+func (rc *Reconciler) portConfig(p *configfs.Port, id uint16) (target.PortConfig, error) {
+	cfg := target.PortConfig{ID: id, Name: p.ID, InlineDataSize: p.EffectiveInlineDataSize()}
 	cfg.Address.Transport = p.Trtype
 	if p.Traddr != "" {
 		a, err := netip.ParseAddr(p.Traddr)
 		if err != nil {
-			return cfg, fmt.Errorf("target: port %s: address %q: %w", p.ID, p.Traddr, ErrInvalid)
+			return cfg, fmt.Errorf("target: port %s: address %q: %w", p.ID, p.Traddr, target.ErrInvalid)
 		}
 		cfg.Address.Addr = a
 	}
@@ -578,7 +613,7 @@ func (t *Target) portConfig(p *configfs.Port, id uint16) (PortConfig, error) {
 	}
 	n, err := strconv.ParseUint(svc, 10, 16)
 	if err != nil {
-		return cfg, fmt.Errorf("target: port %s: service %q: %w", p.ID, p.Trsvcid, ErrInvalid)
+		return cfg, fmt.Errorf("target: port %s: service %q: %w", p.ID, p.Trsvcid, target.ErrInvalid)
 	}
 	cfg.Address.ServiceID = uint16(n)
 	switch p.Treq {
@@ -592,13 +627,11 @@ func (t *Target) portConfig(p *configfs.Port, id uint16) (PortConfig, error) {
 	if cfg.ANAGroups, err = anaGroupStates(p); err != nil {
 		return cfg, err
 	}
-	t.mu.RLock()
 	for _, nqn := range p.Subsystems {
-		if _, ok := t.subsys[nqn]; ok {
+		if rc.t.HasSubsystem(nqn) { // one that failed to add is left out
 			cfg.Subsystems = append(cfg.Subsystems, nqn)
 		}
 	}
-	t.mu.RUnlock()
 	return cfg, nil
 }
 

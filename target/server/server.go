@@ -22,6 +22,7 @@ import (
 	"github.com/nvmeof/nvmeof/rdma/ibverbs"
 	"github.com/nvmeof/nvmeof/rdma/provider"
 	"github.com/nvmeof/nvmeof/target"
+	"github.com/nvmeof/nvmeof/target/reconcile"
 )
 
 // Options configure a Server.
@@ -44,6 +45,9 @@ type Server struct {
 	opts   Options
 	log    hclog.Logger
 	Target *target.Target
+	// Reconciler applies configuration trees to Target (Apply uses it);
+	// its Applied is the configuration in effect.
+	Reconciler *reconcile.Reconciler
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -72,7 +76,7 @@ type deviceRef struct {
 }
 
 type runningPort struct {
-	pl     target.PortListener
+	pl     reconcile.PortListener
 	devKey *deviceKey // the device, for RDMA ports
 	done   chan struct{}
 }
@@ -83,21 +87,23 @@ func New(opts Options) *Server {
 		opts.Logger = hclog.NewNullLogger()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	tgt := target.New(target.Options{Logger: opts.Logger})
 	return &Server{
-		opts:    opts,
-		log:     opts.Logger,
-		Target:  target.New(target.Options{Logger: opts.Logger}),
-		ctx:     ctx,
-		cancel:  cancel,
-		devices: map[deviceKey]*deviceRef{},
-		ports:   map[string]*runningPort{},
+		opts:       opts,
+		log:        opts.Logger,
+		Target:     tgt,
+		Reconciler: reconcile.New(tgt, opts.Logger.Named("target")),
+		ctx:        ctx,
+		cancel:     cancel,
+		devices:    map[deviceKey]*deviceRef{},
+		ports:      map[string]*runningPort{},
 	}
 }
 
 // Apply makes the target match tree (the first configuration or a reload)
 // and starts the listeners of new or changed ports, all or nothing: the
 // namespaces' backends and the RDMA devices of the ports to start are
-// opened before the running target changes (target.ApplyConfigWith), and
+// opened before the running target changes (reconcile.Reconciler.ApplyWith), and
 // if any fails, nothing changes and the error, with FILE:LINE, is
 // returned. What can fail after that (a listener, which should not) is
 // logged and returned with the rest in effect.
@@ -111,7 +117,7 @@ func (s *Server) Apply(tree *configfs.Tree) error {
 			delete(prepared, name)
 		}
 	}
-	ch, err := s.Target.ApplyConfigWith(tree, func(plan target.ConfigChanges) error {
+	ch, err := s.Reconciler.ApplyWith(tree, func(plan reconcile.Changes) error {
 		var errs []error
 		for _, pl := range plan.Start {
 			key, err := s.preparePort(pl)
@@ -150,7 +156,7 @@ func (s *Server) Apply(tree *configfs.Tree) error {
 // preparePort makes sure a port can start: the loop network for loop
 // ports; for rdma ports, the device opened (or shared), whose key it
 // returns: startPort takes over that reference.
-func (s *Server) preparePort(pl target.PortListener) (*deviceKey, error) {
+func (s *Server) preparePort(pl reconcile.PortListener) (*deviceKey, error) {
 	switch pl.Address.Transport {
 	case fabrics.TransportLoop:
 		if s.opts.LoopNetwork == nil {
@@ -169,7 +175,7 @@ func (s *Server) preparePort(pl target.PortListener) (*deviceKey, error) {
 }
 
 // Check runs on tree, without serving it, every check Apply makes before
-// changing anything: the namespaces' backends (target.CheckBackends,
+// changing anything: the namespaces' backends (reconcile.CheckBackends,
 // which opens or creates nothing) and each port: its transport available
 // (opts.LoopNetwork for loop) and, for rdma, its RDMA device opened and
 // closed at once, so that an address no device can hold, a provider not
@@ -179,9 +185,9 @@ func Check(tree *configfs.Tree, opts Options) error {
 	opts.Pcap = nil
 	s := New(opts)
 	defer s.Close()
-	errs := []error{target.CheckBackends(tree)}
+	errs := []error{reconcile.CheckBackends(tree)}
 	for _, p := range tree.Ports {
-		pl := target.PortListener{Name: p.ID, Address: fabrics.Address{Transport: p.Trtype},
+		pl := reconcile.PortListener{Name: p.ID, Address: fabrics.Address{Transport: p.Trtype},
 			Provider: p.Provider, Device: p.Device, TOS: p.TOS}
 		pl.Address.Addr, _ = netip.ParseAddr(p.Traddr) // validated
 		if _, err := s.preparePort(pl); err != nil {
@@ -209,7 +215,7 @@ func (s *Server) portStopped(name string) {
 
 // startPort listens on a port and serves it; key is the device
 // preparePort opened for an rdma port, whose reference the port takes.
-func (s *Server) startPort(pl target.PortListener, key *deviceKey) error {
+func (s *Server) startPort(pl reconcile.PortListener, key *deviceKey) error {
 	var l fabrics.Listener
 	var devKey *deviceKey
 	var devArgs []any
@@ -248,7 +254,7 @@ func (s *Server) startPort(pl target.PortListener, key *deviceKey) error {
 	default:
 		return fmt.Errorf("transport %q not supported", pl.Address.Transport)
 	}
-	// The port as ApplyConfig left it: a reload before the goroutine
+	// The port as the apply left it: a reload before the goroutine
 	// runs must not make it serve the reloaded port with this listener.
 	tp, ok := s.Target.Port(pl.ID)
 	if !ok {
@@ -276,7 +282,7 @@ func (s *Server) startPort(pl target.PortListener, key *deviceKey) error {
 
 // device opens (or shares) the RDMA device of an rdma port through
 // rdma/provider, and returns it with its key for releaseDevice.
-func (s *Server) device(pl target.PortListener) (rdma.Device, deviceKey, error) {
+func (s *Server) device(pl reconcile.PortListener) (rdma.Device, deviceKey, error) {
 	cfg := provider.Config{Provider: pl.Provider, Device: pl.Device, Addr: pl.Address.Addr,
 		MTU: s.opts.SoftMTU, Poll: s.opts.Poll, Logger: s.log.Named("rdma")}
 	if pl.TOS >= 0 {
