@@ -30,8 +30,11 @@ const (
 	DefaultInlineDataSize = 16384
 	// MaxInlineDataSize bounds the configurable in-capsule data size.
 	MaxInlineDataSize = 1 << 20
-	// DefaultMaxQueueSize is the largest I/O queue a host may open.
-	DefaultMaxQueueSize = 128
+	// DefaultMaxQueueSize is the largest I/O queue a host may open (as
+	// nvmet-tcp and the target's default MQES). Slots get their buffers
+	// when first used, and the most recently freed is used first, so a
+	// queue holds buffers for the commands the host keeps in flight.
+	DefaultMaxQueueSize = 1024
 	// DefaultMaxTransfer is the most data one command moves.
 	DefaultMaxTransfer = 128 << 10
 	// MaxH2CData is the most data the host may put in one H2CData PDU

@@ -87,12 +87,17 @@ type TargetQueue struct {
 	connected atomic.Bool
 
 	// Reader state.
-	hbuf    [CapsuleCmdHLen + DigestLen]byte // the PDU header being read
-	first   bool                             // hbuf holds the first capsule, not yet handled
-	slots   []*targetSlot                    // allocated on first use
-	free    chan int32                       // free slot indexes: 1 until the Connect succeeds
-	handler fabrics.CommandHandler
-	dgst    [DigestLen]byte
+	hbuf  [CapsuleCmdHLen + DigestLen]byte // the PDU header being read
+	first bool                             // hbuf holds the first capsule, not yet handled
+	slots []*targetSlot                    // allocated on first use
+	// Free slot indexes, a stack: the slots (and buffers) in use are as
+	// many as the commands the host keeps outstanding, not the depth.
+	// It holds slot 0 only until the Connect succeeds.
+	freeMu   sync.Mutex
+	freeList []int32
+	freeWake chan struct{} // a slot came back (the reader may wait for one)
+	handler  fabrics.CommandHandler
+	dgst     [DigestLen]byte
 
 	// Writer state, under mu.
 	mu         sync.Mutex
@@ -102,6 +107,7 @@ type TargetQueue struct {
 	term       []byte // a C2HTermReq to send before closing
 	closed     bool
 	iov        [][]byte
+	freed      []int32 // the writer's list of slots a batch frees
 	bufs       net.Buffers
 	dead       chan struct{} // closed by shutdown
 	writerDone chan struct{}
@@ -161,11 +167,12 @@ func (q *TargetQueue) readFirstCapsule() error {
 	// Connect (MQES); the transport never holds more slots than that.
 	q.depth = min(max(q.params.SQSize, 1), limit)
 	q.slots = make([]*targetSlot, q.depth)
-	q.free = make(chan int32, q.depth)
-	q.free <- 0
+	q.freeList = make([]int32, 1, q.depth)
+	q.freeWake = make(chan struct{}, 1)
 	q.pending = make([]targetSendItem, 0, 2*q.depth)
 	q.sending = make([]targetSendItem, 0, 2*q.depth)
 	q.iov = make([][]byte, 0, 4*q.depth+1)
+	q.freed = make([]int32, 0, 2*q.depth)
 	q.first = true
 	return nil
 }
@@ -441,14 +448,20 @@ func (q *TargetQueue) readData(b []byte, what string) error {
 
 // takeSlot returns a free slot, waiting for the writer to free one when a
 // host sends a command as soon as it sees a response the writer has not
-// yet accounted for.
+// yet accounted for (or, before the Connect succeeded, a second command).
 func (q *TargetQueue) takeSlot() (*targetSlot, error) {
 	var i int32
-	select {
-	case i = <-q.free:
-	default:
+	for {
+		q.freeMu.Lock()
+		if n := len(q.freeList); n > 0 {
+			i = q.freeList[n-1]
+			q.freeList = q.freeList[:n-1]
+			q.freeMu.Unlock()
+			break
+		}
+		q.freeMu.Unlock()
 		select {
-		case i = <-q.free:
+		case <-q.freeWake:
 		case <-q.dead:
 			return nil, fabrics.ErrQueueClosed
 		}
@@ -462,6 +475,17 @@ func (q *TargetQueue) takeSlot() (*targetSlot, error) {
 		q.slots[i] = s
 	}
 	return s, nil
+}
+
+// putSlots returns slots to the free stack.
+func (q *TargetQueue) putSlots(idx ...int32) {
+	q.freeMu.Lock()
+	q.freeList = append(q.freeList, idx...)
+	q.freeMu.Unlock()
+	select {
+	case q.freeWake <- struct{}{}:
+	default:
+	}
 }
 
 // data returns the slot's buffer of n bytes, grown when needed.

@@ -31,9 +31,11 @@ func (q *TargetQueue) CompleteRequest(r *fabrics.Request) {
 		}
 		// The rest of the slots, before the host can see the response
 		// and send its next command.
-		for i := 1; i < q.depth; i++ {
-			q.free <- int32(i)
+		q.freeMu.Lock()
+		for i := q.depth - 1; i > 0; i-- {
+			q.freeList = append(q.freeList, int32(i))
 		}
+		q.freeMu.Unlock()
 	}
 	kind := uint8(tsendResp)
 	if ok && s.dir == fabrics.DirCtrlToHost && len(r.Data) > 0 {
@@ -201,13 +203,15 @@ func (q *TargetQueue) writeLoop() {
 			q.shutdown(fmt.Errorf("nvme-tcp: queue %d: send: %w", q.params.QID, err))
 			return
 		}
+		freed := q.freed[:0]
 		for _, it := range q.sending {
 			if it.kind&tsendR2T == 0 {
-				s := q.slots[it.slot]
-				s.state.Store(tslotFree)
-				q.free <- it.slot
+				q.slots[it.slot].state.Store(tslotFree)
+				freed = append(freed, it.slot)
 			}
 		}
+		q.putSlots(freed...)
+		q.freed = freed
 	}
 }
 

@@ -658,7 +658,7 @@ func TestTargetAllocs(t *testing.T) {
 			t.Fatalf("R2T write: %s", p.Type())
 		}
 	}
-	// Slots are taken in turn: every one gets (and grows) its buffer.
+	// Warm-up: the slots in use get (and grow) their buffers.
 	for range 3 * 64 {
 		round()
 	}
