@@ -15,6 +15,7 @@ import (
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/fabrics/loop"
 	nvmerdma "github.com/nvmeof/nvmeof/fabrics/rdma"
+	nvmetcp "github.com/nvmeof/nvmeof/fabrics/tcp"
 	"github.com/nvmeof/nvmeof/initiator"
 	"github.com/nvmeof/nvmeof/nvme/auth"
 	"github.com/nvmeof/nvmeof/rdma"
@@ -42,7 +43,9 @@ const (
 
 // Config is the engine's configuration: fio's engine options and iodepth.
 type Config struct {
-	// Transport is fabrics.TransportRDMA (default) or fabrics.TransportLoop.
+	// Transport is fabrics.TransportRDMA (default), fabrics.TransportTCP
+	// (NVMe/TCP; the RDMA provider options do not apply) or
+	// fabrics.TransportLoop.
 	Transport string
 	// Traddr and Trsvcid are the target port (default 127.0.0.1, 4420).
 	Traddr  string
@@ -90,9 +93,9 @@ func (c Config) withDefaults() (Config, error) {
 	switch c.Transport {
 	case "":
 		c.Transport = fabrics.TransportRDMA
-	case fabrics.TransportRDMA, fabrics.TransportLoop:
+	case fabrics.TransportRDMA, fabrics.TransportTCP, fabrics.TransportLoop:
 	default:
-		return c, fmt.Errorf("fio engine: transport %q: want rdma or loop", c.Transport)
+		return c, fmt.Errorf("fio engine: transport %q: want rdma, tcp or loop", c.Transport)
 	}
 	if c.Traddr == "" {
 		c.Traddr = DefaultTraddr
@@ -186,6 +189,19 @@ func connect(ctx context.Context, cfg Config) (*conn, error) {
 			return nil, err
 		}
 		d, addr = loop.Dialer{Net: lt.net}, lt.addr
+	case fabrics.TransportTCP:
+		ta, err := netip.ParseAddr(cfg.Traddr)
+		if err != nil {
+			return nil, fmt.Errorf("fio engine: traddr: %w", err)
+		}
+		hc := nvmetcp.HostConfig{Logger: cfg.Logger.Named("tcp")}
+		if cfg.HostTraddr != "" {
+			if hc.LocalAddr, err = netip.ParseAddr(cfg.HostTraddr); err != nil {
+				return nil, fmt.Errorf("fio engine: host_traddr: %w", err)
+			}
+		}
+		d = nvmetcp.NewDialer(hc)
+		addr = fabrics.Address{Transport: fabrics.TransportTCP, Addr: ta, ServiceID: uint16(cfg.Trsvcid)}
 	default:
 		ta, err := netip.ParseAddr(cfg.Traddr)
 		if err != nil {

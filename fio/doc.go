@@ -12,7 +12,8 @@
 //
 // The engine's options (fio --enghelp=external:PATH lists them):
 //
-//	transport     rdma (default; RoCEv2 through the provider below) or loop
+//	transport     rdma (default; RoCEv2 through the provider below), tcp
+//	              (NVMe/TCP; the provider options do not apply) or loop
 //	              (an in-process target with one memory namespace; for
 //	              tests, it needs neither root nor a target daemon)
 //	provider      the RDMA provider: auto (default; ibverbs when the engine
