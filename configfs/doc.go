@@ -21,17 +21,17 @@
 //	log_level = "info"               # trace, debug, info, warn, error, off
 //
 //	port "rdma0" {                   # label: the port's name (any [A-Za-z0-9_.-])
-//	  transport        = "rdma"      # addr_trtype: rdma or loop (tcp later)
+//	  transport        = "rdma"      # addr_trtype: rdma, tcp or loop
 //	  provider         = "auto"      # soft (pure Go RoCEv2), ibverbs (rdma-core) or auto
 //	  device           = "mlx5_0"    # optional: the rdma-core device (ibverbs)
-//	  tos              = 106         # optional: IP type of service, 0..255
+//	  tos              = 106         # optional: IP type of service, 0..255 (rdma, tcp)
 //	  address          = "192.0.2.1" # addr_traddr: an IPv4 or IPv6 address
 //	  address_family   = "ipv4"      # addr_adrfam: derived from address when left out
 //	  service          = 4420        # addr_trsvcid: 1..65535, default 4420
 //	  treq             = "not specified" # addr_treq: or "required", "not required"
 //	  inline_data_size = 8192        # param_inline_data_size: 0..16384, default 8192
-//	  connect_timeout  = 10          # seconds from CM REQ to Fabrics Connect (nvmetd only)
-//	  max_pending      = 256         # queues between CM REQ and Connect (nvmetd only)
+//	  connect_timeout  = 10          # seconds from CM REQ (tcp: accept) to Fabrics Connect (nvmetd only)
+//	  max_pending      = 256         # queues between CM REQ (tcp: accept) and Connect (nvmetd only)
 //	  max_pending_per_host = 128     # the same per host address (nvmetd only)
 //	  data_pool_size   = "64MiB"     # cap of the queues' shared data buffers (nvmetd only)
 //	  srq_size         = 1024        # capsule buffers of the shared receive queue, 0: none (nvmetd only)

@@ -312,7 +312,7 @@ func (d *hclDecoder) port(b *hcl.Block) *Port {
 		d.anaGroup(p, gb, path)
 	}
 	sortANAGroups(p.ANAGroups)
-	if p.Adrfam == "" && p.Trtype == TransportRDMA {
+	if p.Adrfam == "" && (p.Trtype == TransportRDMA || p.Trtype == TransportTCP) {
 		p.Adrfam = p.DerivedAdrfam()
 	}
 	return p

@@ -347,7 +347,7 @@ func (l Loader) ParseNvmetcliJSON(data []byte, filename string) (*Tree, error) {
 		if v, ok := jp.Addr["treq"]; ok && v != "" {
 			p.Treq = string(v)
 		}
-		if p.Trtype == TransportRDMA {
+		if p.Trtype == TransportRDMA || p.Trtype == TransportTCP {
 			if p.Adrfam == "" {
 				p.Adrfam = p.DerivedAdrfam()
 			}

@@ -278,14 +278,17 @@ var (
 	rootKeys = map[string]keyRule{"hosts": arrayOf(hostKeys), "ports": arrayOf(portKeys), "subsystems": arrayOf(subsysKeys)}
 )
 
-// tsasRule: the RDMA transport-specific address subtype; nvmetd serves
-// reliable connected queue pairs only. TCP's TLS values never reach here
-// (tcp ports are refused).
+// tsasRule: the transport-specific address subtype. nvmetd serves RDMA
+// reliable connected queue pairs ("connected") and TCP without TLS
+// ("none"); Linux's "tls1.3" needs TLS with external pre-shared keys,
+// which Go's crypto/tls lacks (docs/tcp.md).
 func tsasRule(k *keyChecker, n *jnode, path string) {
 	switch v := strings.ToLower(n.text()); v {
 	case "", "none", "not specified", "not required", "connected":
+	case "tls1.3":
+		k.report(false, n, path, "%q: nvmetd serves NVMe/TCP without TLS only (tsas \"none\")", n.text())
 	default:
-		k.report(false, n, path, "%q: nvmetd serves RDMA reliable connected queue pairs only (tsas \"connected\")", n.text())
+		k.report(false, n, path, "%q: nvmetd serves RDMA reliable connected queue pairs (tsas \"connected\") and TCP without TLS (\"none\")", n.text())
 	}
 }
 

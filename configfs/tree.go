@@ -11,7 +11,7 @@ import (
 // Transport types (addr_trtype values).
 const (
 	TransportRDMA = "rdma"
-	TransportTCP  = "tcp" // reserved: not served yet
+	TransportTCP  = "tcp"
 	TransportLoop = "loop"
 )
 
@@ -119,7 +119,7 @@ type Port struct {
 	// PortID is addr_portid, the PORTID of discovery log entries. 0 means
 	// the ID when it is a number, else the next free number (PortIDs).
 	PortID  uint16
-	Trtype  string // addr_trtype: rdma or loop
+	Trtype  string // addr_trtype: rdma, tcp or loop
 	Adrfam  string // addr_adrfam: ipv4 or ipv6; loaders derive it from Traddr
 	Traddr  string // addr_traddr: an IP address (RDMA: the device's GID)
 	Trsvcid string // addr_trsvcid: the service (port) number, default 4420
@@ -136,7 +136,7 @@ type Port struct {
 	// ibverbs: an error with provider soft, and it makes auto ibverbs.
 	Device string
 	// TOS is the IP type of service (DSCP << 2 | ECN, 0..255) of the
-	// port's RDMA connections; negative leaves the provider's default.
+	// port's RDMA or TCP connections; negative leaves the default.
 	TOS int
 	// ConnectTimeout is how many seconds a queue may take from its CM
 	// REQ to a successful Fabrics Connect before the port closes it

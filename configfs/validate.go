@@ -423,36 +423,35 @@ func (p *Port) validate(c *collector, path string, subsystems map[string]bool) {
 	switch p.Trtype {
 	case TransportRDMA:
 		p.validateProvider(c, add)
-		addr, err := netip.ParseAddr(p.Traddr)
-		switch {
-		case p.Traddr == "":
-			add("addr_traddr", "an IP address is required for transport rdma")
-		case err != nil:
-			add("addr_traddr", "%q is not an IPv4 or IPv6 address", p.Traddr)
-		case addr.Zone() != "":
-			add("addr_traddr", "%q: zones are not allowed (an RDMA device address is global)", p.Traddr)
-		case p.Adrfam != "" && p.Adrfam != p.DerivedAdrfam():
-			add("addr_adrfam", "%q does not match address %s (an %s address)", p.Adrfam, p.Traddr, p.DerivedAdrfam())
+		p.validateIPAddress(add)
+	case TransportTCP:
+		p.validateIPAddress(add)
+		if p.Provider != "" && p.Provider != ProviderAuto {
+			add("provider", "provider %q needs transport rdma", p.Provider)
 		}
-		if p.Adrfam != "" && p.Adrfam != AdrfamIPv4 && p.Adrfam != AdrfamIPv6 {
-			add("addr_adrfam", "unknown address family %q (want ipv4 or ipv6)", p.Adrfam)
+		if p.Device != "" {
+			add("device", "an RDMA device needs transport rdma")
 		}
-		if n, err := strconv.ParseUint(p.Trsvcid, 10, 16); err != nil || n == 0 || p.Trsvcid[0] == '0' {
-			add("addr_trsvcid", "service %q is not a port number from 1 to 65535", p.Trsvcid)
+		if p.MaxPendingPerHost > 0 {
+			add("max_pending_per_host", "max_pending_per_host needs transport rdma (tcp bounds the connections in their handshake with max_pending)")
+		}
+		if p.DataPoolSize > 0 {
+			add("data_pool_size", "data_pool_size needs transport rdma (tcp queues keep a buffer per command slot)")
+		}
+		if p.SRQSize >= 0 {
+			add("srq_size", "srq_size needs transport rdma")
 		}
 	case TransportLoop:
 		if p.Device != "" {
 			add("device", "an RDMA device needs transport rdma")
 		}
 		if p.TOS >= 0 {
-			add("tos", "tos needs transport rdma")
+			add("tos", "tos needs transport rdma or tcp")
 		}
-	case TransportTCP:
-		add("addr_trtype", "transport tcp is not implemented yet (want rdma or loop)")
 	case "":
-		add("addr_trtype", "transport is required (rdma or loop)")
+		add("addr_trtype", "transport is required (rdma, tcp or loop)")
 	default:
-		add("addr_trtype", "unknown transport %q (want rdma or loop)", p.Trtype)
+		add("addr_trtype", "unknown transport %q (want rdma, tcp or loop)", p.Trtype)
 	}
 	switch p.Treq {
 	case "", TreqNotSpecified, TreqRequired, TreqNotRequired:
@@ -472,6 +471,28 @@ func (p *Port) validate(c *collector, path string, subsystems map[string]bool) {
 		if !subsystems[nqn] {
 			add("subsystems", "unknown subsystem %q (no subsystem block declares it)", nqn)
 		}
+	}
+}
+
+// validateIPAddress checks the address, family and service of an rdma or
+// tcp port.
+func (p *Port) validateIPAddress(add func(attr, format string, args ...any)) {
+	addr, err := netip.ParseAddr(p.Traddr)
+	switch {
+	case p.Traddr == "":
+		add("addr_traddr", "an IP address is required for transport %s", p.Trtype)
+	case err != nil:
+		add("addr_traddr", "%q is not an IPv4 or IPv6 address", p.Traddr)
+	case addr.Zone() != "":
+		add("addr_traddr", "%q: zones are not allowed (discovery log entries carry no zone)", p.Traddr)
+	case p.Adrfam != "" && p.Adrfam != p.DerivedAdrfam():
+		add("addr_adrfam", "%q does not match address %s (an %s address)", p.Adrfam, p.Traddr, p.DerivedAdrfam())
+	}
+	if p.Adrfam != "" && p.Adrfam != AdrfamIPv4 && p.Adrfam != AdrfamIPv6 {
+		add("addr_adrfam", "unknown address family %q (want ipv4 or ipv6)", p.Adrfam)
+	}
+	if n, err := strconv.ParseUint(p.Trsvcid, 10, 16); err != nil || n == 0 || p.Trsvcid[0] == '0' {
+		add("addr_trsvcid", "service %q is not a port number from 1 to 65535", p.Trsvcid)
 	}
 }
 

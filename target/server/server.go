@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strconv"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
@@ -18,6 +19,7 @@ import (
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/fabrics/loop"
 	nvmerdma "github.com/nvmeof/nvmeof/fabrics/rdma"
+	nvmetcp "github.com/nvmeof/nvmeof/fabrics/tcp"
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/ibverbs"
 	"github.com/nvmeof/nvmeof/rdma/provider"
@@ -155,7 +157,8 @@ func (s *Server) Apply(tree *configfs.Tree) error {
 
 // preparePort makes sure a port can start: the loop network for loop
 // ports; for rdma ports, the device opened (or shared), whose key it
-// returns: startPort takes over that reference.
+// returns: startPort takes over that reference. tcp ports need nothing
+// before their listen.
 func (s *Server) preparePort(pl reconcile.PortListener) (*deviceKey, error) {
 	switch pl.Address.Transport {
 	case fabrics.TransportLoop:
@@ -169,6 +172,8 @@ func (s *Server) preparePort(pl reconcile.PortListener) (*deviceKey, error) {
 			return nil, err
 		}
 		return &key, nil
+	case fabrics.TransportTCP:
+		return nil, nil
 	default:
 		return nil, fmt.Errorf("transport %q not supported", pl.Address.Transport)
 	}
@@ -180,7 +185,8 @@ func (s *Server) preparePort(pl reconcile.PortListener) (*deviceKey, error) {
 // (opts.LoopNetwork for loop) and, for rdma, its RDMA device opened and
 // closed at once, so that an address no device can hold, a provider not
 // built in, or a soft device's UDP port already taken (by a running
-// nvmetd, say) is reported. Errors carry FILE:LINE.
+// nvmetd, say) is reported; for tcp, its address and port listened on and
+// closed at once. Errors carry FILE:LINE.
 func Check(tree *configfs.Tree, opts Options) error {
 	opts.Pcap = nil
 	s := New(opts)
@@ -192,6 +198,15 @@ func Check(tree *configfs.Tree, opts Options) error {
 		pl.Address.Addr, _ = netip.ParseAddr(p.Traddr) // validated
 		if _, err := s.preparePort(pl); err != nil {
 			errs = append(errs, tree.PortError(p, "addr_traddr", err))
+		}
+		if p.Trtype == configfs.TransportTCP {
+			svc, _ := strconv.ParseUint(p.Trsvcid, 10, 16) // validated
+			l, err := nvmetcp.Listen(nvmetcp.TargetConfig{Addr: pl.Address.Addr, ServiceID: uint16(svc), TOS: -1})
+			if err != nil {
+				errs = append(errs, tree.PortError(p, "addr_traddr", err))
+				continue
+			}
+			l.Close()
 		}
 	}
 	return errors.Join(errs...)
@@ -251,6 +266,24 @@ func (s *Server) startPort(pl reconcile.PortListener, key *deviceKey) error {
 		}
 		l, devKey = rl, key
 		devArgs = provider.Describe(dev).LogArgs()
+	case fabrics.TransportTCP:
+		inline := pl.InlineDataSize
+		if inline == 0 {
+			inline = -1 // none (the transport's 0 means its default)
+		}
+		tl, err := nvmetcp.Listen(nvmetcp.TargetConfig{
+			Addr:           pl.Address.Addr,
+			ServiceID:      pl.Address.ServiceID,
+			InlineDataSize: inline,
+			ConnectTimeout: pl.ConnectTimeout,
+			MaxPending:     pl.MaxPending,
+			TOS:            pl.TOS,
+			Logger:         s.log.Named("tcp"),
+		})
+		if err != nil {
+			return err
+		}
+		l = tl
 	default:
 		return fmt.Errorf("transport %q not supported", pl.Address.Transport)
 	}
