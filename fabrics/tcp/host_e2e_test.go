@@ -17,7 +17,7 @@ import (
 // TestHostEngineOverTCP: the initiator (its command engine, Connect,
 // Identify, keep-alive set up, discovery) over this package's host and
 // target, with and without digests: discovery lists the port as tcp,
-// and writes of 512 B to 2 MiB read back equal.
+// writes of 512 B to 2 MiB read back equal, and again after a reset.
 func TestHostEngineOverTCP(t *testing.T) {
 	const nqn = "nqn.2026-12.io.nvmeof:tcp-host-e2e"
 	tests := []struct {
@@ -99,6 +99,14 @@ func TestHostEngineOverTCP(t *testing.T) {
 					t.Fatalf("%d bytes read back different", n)
 				}
 				off += int64(n)
+			}
+			// A reset dials every queue again; the data stays.
+			if err := c.Reset(ctx); err != nil {
+				t.Fatalf("reset: %v", err)
+			}
+			r := make([]byte, 4096)
+			if _, err := ns.ReadAt(r, 512); err != nil || r[0] != 0 || r[1] != 31 { // the 4096-byte write's
+				t.Fatalf("read after the reset: %v, % x", err, r[:2])
 			}
 		})
 	}

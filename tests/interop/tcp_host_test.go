@@ -3,10 +3,12 @@ package interop
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,7 +29,7 @@ import (
 const tcpHostSideEnv = "NVMEOF_TCP_HOST_SIDE"
 
 // TestTCPHostAgainstKernelTarget: our NVMe/TCP host (fabrics/tcp) against
-// the guest kernel's nvmet-tcp (guest/initiator-target.sh with only a TCP
+// the guest kernel's nvmet-tcp, 6.1 and 6.12 (guest/initiator-target.sh with only a TCP
 // port, 192.0.2.2:4420, the guest's 2 MiB pattern at offset 0 of a 64 MiB
 // null_blk namespace). On the host side, this test binary again
 // (TestTCPHostSide), once without digests, once with header and data
@@ -35,21 +37,38 @@ const tcpHostSideEnv = "NVMEOF_TCP_HOST_SIDE"
 // on trtype tcp; connect with two I/O queues; Identify names the kernel's
 // controller; the guest's pattern reads back; writes of 512 B to 2 MiB+4
 // KiB (in the capsule up to IOCCSZ, through R2T/H2CData above it) and 16
-// writers at once read back equal; the previous round's data (written
-// with other digests) reads back; flush and disconnect. The guest then
+// writers at once read back equal; the SMART log; a controller reset
+// (every queue dialed again) after which the data reads back; the
+// previous round's data (written with other digests) reads back; flush
+// and disconnect. Then, through the nvmeof command: discover -g -G,
+// connect -G -i 2 -Q 32, id-ctrl, list, disconnect, connect-all -g,
+// disconnect-all. The guest then
 // finds no controller lost by keep-alive expiry and no digest error in
 // its log.
 func TestTCPHostAgainstKernelTarget(t *testing.T) {
-	dir := kpeer.Require(t)
+	for _, kernel := range []string{"", "6.12"} {
+		name := "6.1"
+		if kernel != "" {
+			name = kernel
+		}
+		t.Run(name, func(t *testing.T) { tcpHostAgainstKernel(t, kernel) })
+	}
+}
+
+func tcpHostAgainstKernel(t *testing.T, kernel string) {
+	dir := kpeer.RequireKernel(t, kernel)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
+	cli := buildBinary(t, "./cmd/nvmeof")
 	res := kpeer.Do(t, dir, kpeer.Run{
-		Scripts:  []string{guestScript(t, "initiator-target.sh")},
-		HostTest: fmt.Sprintf("%s=1 exec %s -test.run '^TestTCPHostSide$' -test.v -test.timeout 10m", tcpHostSideEnv, self),
-		Env:      []string{"NQN=" + kpeerNQN, "PATTERN_MB=2", "TARGET_TRTYPES=tcp"},
-		Timeout:  12 * time.Minute,
+		Kernel:  kernel,
+		Scripts: []string{guestScript(t, "initiator-target.sh")},
+		HostTest: fmt.Sprintf("%s=1 %s=%s exec %s -test.run '^TestTCPHostSide$' -test.v -test.timeout 10m",
+			tcpHostSideEnv, tcpHostCLIEnv, cli, self),
+		Env:     []string{"NQN=" + kpeerNQN, "PATTERN_MB=2", "TARGET_TRTYPES=tcp"},
+		Timeout: 12 * time.Minute,
 	})
 	defer keepOnFailure(t, res, "")
 	hostLog, guest := res.Log("host-test.log"), res.Log("a/script.log")
@@ -68,12 +87,17 @@ func TestTCPHostAgainstKernelTarget(t *testing.T) {
 			t.Errorf("guest log has %q", bad)
 		}
 	}
-	for _, want := range []string{"PASS: round hdgst=false ddgst=false", "PASS: round hdgst=true ddgst=true", "PASS: round hdgst=false ddgst=true"} {
+	for _, want := range []string{"PASS: round hdgst=false ddgst=false", "PASS: round hdgst=true ddgst=true", "PASS: round hdgst=false ddgst=true",
+		"PASS: nvmeof discover -t tcp", "PASS: nvmeof connect -t tcp", "PASS: nvmeof id-ctrl", "PASS: nvmeof disconnect",
+		"PASS: nvmeof connect-all -t tcp", "PASS: nvmeof disconnect-all"} {
 		if !strings.Contains(hostLog, want) {
 			t.Errorf("host log lacks %q", want)
 		}
 	}
 }
+
+// tcpHostCLIEnv names the nvmeof command TestTCPHostSide checks as well.
+const tcpHostCLIEnv = "NVMEOF_TCP_CLI"
 
 // TestTCPHostSide is the host side of TestTCPHostAgainstKernelTarget, run
 // in the kernel-peer namespace; it skips unless NVMEOF_TCP_HOST_SIDE=1.
@@ -132,6 +156,97 @@ func TestTCPHostSide(t *testing.T) {
 	} else {
 		fmt.Printf("PASS: port 4421 without listener: unreachable in %v\n", time.Since(start).Round(time.Millisecond))
 	}
+	if cli := os.Getenv(tcpHostCLIEnv); cli != "" {
+		tcpHostCLI(t, cli)
+	}
+}
+
+// tcpHostCLI runs nvmeof discover, connect, id-ctrl, list, disconnect,
+// connect-all and disconnect-all with -t tcp and nvme-cli's flags.
+func tcpHostCLI(t *testing.T, cli string) {
+	runDir := t.TempDir()
+	run := func(args ...string) (string, int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		full := append([]string{"--run-dir", runDir}, args...)
+		fmt.Printf("$ nvmeof %s\n", strings.Join(full, " "))
+		cmd := exec.CommandContext(ctx, cli, full...)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		code := cmd.ProcessState.ExitCode()
+		if err != nil && code == 0 {
+			code = -1
+		}
+		fmt.Print(o.String(), e.String())
+		return o.String(), code
+	}
+	check := func(ok bool, format string, args ...any) {
+		if ok {
+			fmt.Printf("PASS: "+format+"\n", args...)
+		} else {
+			fmt.Printf("FAIL: "+format+"\n", args...)
+			t.Fail()
+		}
+	}
+	namespaces := func() int {
+		out, code := run("list", "-o", "json")
+		var v any
+		if code != 0 || json.Unmarshal([]byte(out), &v) != nil {
+			return -1
+		}
+		return countJSONNamespaces(v)
+	}
+	target := []string{"-t", "tcp", "-a", kpeer.GuestAAddr, "-s", "4420"}
+
+	out, code := run(append([]string{"discover", "-g", "-G"}, target...)...)
+	check(code == 0 && strings.Contains(out, kpeerNQN) && strings.Contains(out, "tcp"), "nvmeof discover -t tcp -g -G: exit %d", code)
+
+	out, code = run(append([]string{"connect", "--map", "none", "-n", kpeerNQN, "-G", "-i", "2", "-Q", "32"}, target...)...)
+	lines := strings.Fields(strings.TrimSpace(out))
+	check(code == 0 && len(lines) > 0, "nvmeof connect -t tcp -G -i 2 -Q 32: exit %d", code)
+	if len(lines) > 0 {
+		out, code = run("id-ctrl", lines[len(lines)-1])
+		check(code == 0 && strings.Contains(out, "kpeer-linux-nvmet"), "nvmeof id-ctrl %s: exit %d", lines[len(lines)-1], code)
+	}
+	n := namespaces()
+	check(n == 1, "nvmeof list while connected: %d namespace(s)", n)
+	_, code = run("disconnect", "-n", kpeerNQN)
+	check(code == 0, "nvmeof disconnect: exit %d", code)
+	n = namespaces()
+	check(n == 0, "nvmeof list after disconnect: %d namespace(s)", n)
+
+	_, code = run(append([]string{"connect-all", "--map", "none", "-g"}, target...)...)
+	n = namespaces()
+	check(code == 0 && n == 1, "nvmeof connect-all -t tcp -g: exit %d, %d namespace(s)", code, n)
+	_, code = run("disconnect-all")
+	n = namespaces()
+	check(code == 0 && n == 0, "nvmeof disconnect-all: exit %d, %d namespace(s) left", code, n)
+}
+
+// countJSONNamespaces counts the namespaces of a list -o json document:
+// the objects with a "NameSpace" field (the flat Devices[] list), or the
+// entries of "Namespaces" arrays (nvme-cli's tree).
+func countJSONNamespaces(v any) int {
+	n := 0
+	switch x := v.(type) {
+	case map[string]any:
+		if _, ok := x["NameSpace"]; ok {
+			return 1
+		}
+		for k, y := range x {
+			if a, ok := y.([]any); ok && strings.EqualFold(k, "Namespaces") {
+				n += len(a)
+				continue
+			}
+			n += countJSONNamespaces(y)
+		}
+	case []any:
+		for _, y := range x {
+			n += countJSONNamespaces(y)
+		}
+	}
+	return n
 }
 
 // tcpHostRound is one connection with the given digests; k picks where it
@@ -281,6 +396,21 @@ func tcpHostRound(ctx context.Context, t *testing.T, addr fabrics.Address, hdgst
 		return nil, 0, false
 	}
 	pass("16 concurrent writers, 8 verified writes each")
+	if _, err := c.SMARTLog(ctx); err != nil {
+		fail("SMART log: %v", err)
+		return nil, 0, false
+	}
+	// A controller reset: every queue is dialed again.
+	if err := c.Reset(ctx); err != nil {
+		fail("reset: %v", err)
+		return nil, 0, false
+	}
+	back := make([]byte, len(data))
+	if _, err := ns.ReadAt(back, off); err != nil || !bytes.Equal(back, data) {
+		fail("read back after the reset: err %v", err)
+		return nil, 0, false
+	}
+	pass("SMART log; reset (new connections); %d bytes read back after it", len(data))
 	if err := ns.Flush(); err != nil {
 		fail("flush: %v", err)
 		return nil, 0, false
