@@ -3,7 +3,10 @@ package tcp_test
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,5 +112,137 @@ func TestHostEngineOverTCP(t *testing.T) {
 				t.Fatalf("read after the reset: %v, % x", err, r[:2])
 			}
 		})
+	}
+}
+
+// cutProxy forwards TCP connections from its listener to to, and cuts
+// every connection it carries on cut.
+type cutProxy struct {
+	ln    net.Listener
+	to    string
+	mu    sync.Mutex
+	conns []net.Conn
+	n     int // connections accepted
+	wg    sync.WaitGroup
+}
+
+func newCutProxy(t *testing.T, at string, to fabrics.Address) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", at+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, to: netip.AddrPortFrom(to.Addr, to.ServiceID).String()}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *cutProxy) address() fabrics.Address {
+	ap := netip.MustParseAddrPort(p.ln.Addr().String())
+	return fabrics.Address{Transport: fabrics.TransportTCP, Addr: ap.Addr(), ServiceID: ap.Port()}
+}
+
+func (p *cutProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.to)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, s)
+		p.n++
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go func() { defer p.wg.Done(); io.Copy(s, c); s.Close() }()
+		go func() { defer p.wg.Done(); io.Copy(c, s); c.Close() }()
+	}
+}
+
+// cut closes every connection carried so far.
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *cutProxy) accepted() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
+}
+
+// TestHostReconnectOverTCP: when the connections of a controller are cut
+// (the queues see their sockets close), the initiator reconnects over
+// new ones and the I/O waiting meanwhile completes, with the data intact.
+func TestHostReconnectOverTCP(t *testing.T) {
+	const nqn = "nqn.2026-12.io.nvmeof:tcp-host-reconnect"
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tgt := target.New(target.Options{})
+	defer tgt.Close()
+	if err := tgt.AddSubsystem(target.SubsystemConfig{NQN: nqn, AllowAnyHost: true}); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := bdev.NewMemory(8<<20, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.AddNamespace(nqn, target.NamespaceConfig{NSID: 1, Device: mem}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := tcp.Listen(tcp.TargetConfig{Addr: netip.MustParseAddr("127.0.79.5"), Ephemeral: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tgt.AddPort(target.PortConfig{ID: 1, Address: l.Address(), Subsystems: []string{nqn}}); err != nil {
+		l.Close()
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = tgt.Serve(ctx, 1, l) }()
+	defer func() { cancel(); <-served }()
+	p := newCutProxy(t, "127.0.79.6", l.Address())
+
+	opts := initiator.Options{SubsystemNQN: nqn, NrIOQueues: 2, QueueSize: 16, CommandTimeout: 5 * time.Second,
+		KeepAliveTimeout: 2 * time.Second, ReconnectDelay: 50 * time.Millisecond, CtrlLossTimeout: 30 * time.Second}
+	c, err := initiator.Connect(ctx, tcp.NewDialer(tcp.HostConfig{DataDigest: true}), p.address(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ns, err := c.Namespace(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bytes.Repeat([]byte("reconnect over tcp "), 4096)[:65536]
+	if _, err := ns.WriteAt(w, 4096); err != nil {
+		t.Fatal(err)
+	}
+	before := p.accepted()
+	p.cut()
+	r := make([]byte, len(w))
+	if _, err := ns.ReadAt(r, 4096); err != nil || !bytes.Equal(r, w) {
+		t.Fatalf("read after the cut: %v (equal %v)", err, bytes.Equal(r, w))
+	}
+	if after := p.accepted(); after <= before {
+		t.Errorf("%d connections before the cut, %d after: no reconnection", before, after)
+	}
+	if st := c.State(); st != initiator.StateLive {
+		t.Errorf("state %v after the reconnection", st)
 	}
 }
