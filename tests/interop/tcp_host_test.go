@@ -42,32 +42,36 @@ const tcpHostSideEnv = "NVMEOF_TCP_HOST_SIDE"
 // previous round's data (written with other digests) reads back; flush
 // and disconnect. Then, through the nvmeof command: discover -g -G,
 // connect -G -i 2 -Q 32, id-ctrl, list, disconnect, connect-all -g,
-// disconnect-all. The guest then
+// disconnect-all; on 6.12 the target has an RDMA port as well, and
+// nvmeof connect -t rdma adds a second path to the TCP one. The guest then
 // finds no controller lost by keep-alive expiry and no digest error in
 // its log.
 func TestTCPHostAgainstKernelTarget(t *testing.T) {
-	for _, kernel := range []string{"", "6.12"} {
-		name := "6.1"
-		if kernel != "" {
-			name = kernel
-		}
-		t.Run(name, func(t *testing.T) { tcpHostAgainstKernel(t, kernel) })
+	for _, k := range []struct {
+		name, kernel string
+		mixed        bool // an RDMA port too, and a multipath check
+	}{{"6.1", "", false}, {"6.12", "6.12", true}} {
+		t.Run(k.name, func(t *testing.T) { tcpHostAgainstKernel(t, k.kernel, k.mixed) })
 	}
 }
 
-func tcpHostAgainstKernel(t *testing.T, kernel string) {
+func tcpHostAgainstKernel(t *testing.T, kernel string, mixed bool) {
 	dir := kpeer.RequireKernel(t, kernel)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cli := buildBinary(t, "./cmd/nvmeof")
+	trtypes := "tcp"
+	if mixed {
+		trtypes = "rdma tcp"
+	}
 	res := kpeer.Do(t, dir, kpeer.Run{
 		Kernel:  kernel,
 		Scripts: []string{guestScript(t, "initiator-target.sh")},
-		HostTest: fmt.Sprintf("%s=1 %s=%s exec %s -test.run '^TestTCPHostSide$' -test.v -test.timeout 10m",
-			tcpHostSideEnv, tcpHostCLIEnv, cli, self),
-		Env:     []string{"NQN=" + kpeerNQN, "PATTERN_MB=2", "TARGET_TRTYPES=tcp"},
+		HostTest: fmt.Sprintf("%s=1 %s=%s %s=%d exec %s -test.run '^TestTCPHostSide$' -test.v -test.timeout 10m",
+			tcpHostSideEnv, tcpHostCLIEnv, cli, tcpHostMixedEnv, b2i(mixed), self),
+		Env:     []string{"NQN=" + kpeerNQN, "PATTERN_MB=2", "TARGET_TRTYPES=" + trtypes},
 		Timeout: 12 * time.Minute,
 	})
 	defer keepOnFailure(t, res, "")
@@ -94,10 +98,18 @@ func tcpHostAgainstKernel(t *testing.T, kernel string) {
 			t.Errorf("host log lacks %q", want)
 		}
 	}
+	if mixed && !strings.Contains(hostLog, "PASS: nvmeof connect -t rdma beside -t tcp") {
+		t.Errorf("host log lacks the TCP and RDMA paths of one namespace")
+	}
 }
 
-// tcpHostCLIEnv names the nvmeof command TestTCPHostSide checks as well.
-const tcpHostCLIEnv = "NVMEOF_TCP_CLI"
+// tcpHostCLIEnv names the nvmeof command TestTCPHostSide checks as well;
+// with tcpHostMixedEnv=1 the target has an RDMA port too, and the command
+// adds an RDMA path beside the TCP one.
+const (
+	tcpHostCLIEnv   = "NVMEOF_TCP_CLI"
+	tcpHostMixedEnv = "NVMEOF_TCP_MIXED"
+)
 
 // TestTCPHostSide is the host side of TestTCPHostAgainstKernelTarget, run
 // in the kernel-peer namespace; it skips unless NVMEOF_TCP_HOST_SIDE=1.
@@ -211,6 +223,20 @@ func tcpHostCLI(t *testing.T, cli string) {
 	}
 	n := namespaces()
 	check(n == 1, "nvmeof list while connected: %d namespace(s)", n)
+	if os.Getenv(tcpHostMixedEnv) == "1" {
+		// A second path to the subsystem over RDMA (soft RoCE from
+		// 192.0.2.1): one namespace, a tcp and an rdma path.
+		_, code = run("connect", "--map", "none", "-n", kpeerNQN, "-t", "rdma", "-a", kpeer.GuestAAddr, "-s", "4420")
+		out, lcode := run("list", "-o", "json")
+		var v any
+		paths := map[string]int{}
+		if lcode == 0 && json.Unmarshal([]byte(out), &v) == nil {
+			countJSONPaths(v, paths)
+		}
+		n = namespaces()
+		check(code == 0 && n == 1 && paths["tcp"] == 1 && paths["rdma"] == 1,
+			"nvmeof connect -t rdma beside -t tcp: exit %d, %d namespace(s), paths %v", code, n, paths)
+	}
 	_, code = run("disconnect", "-n", kpeerNQN)
 	check(code == 0, "nvmeof disconnect: exit %d", code)
 	n = namespaces()
@@ -222,6 +248,30 @@ func tcpHostCLI(t *testing.T, cli string) {
 	_, code = run("disconnect-all")
 	n = namespaces()
 	check(code == 0 && n == 0, "nvmeof disconnect-all: exit %d, %d namespace(s) left", code, n)
+}
+
+// countJSONPaths counts the "Paths" entries of a list -o json document by
+// their "Transport".
+func countJSONPaths(v any, by map[string]int) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, y := range x {
+			if a, ok := y.([]any); ok && k == "Paths" {
+				for _, e := range a {
+					if m, ok := e.(map[string]any); ok {
+						tr, _ := m["Transport"].(string)
+						by[tr]++
+					}
+				}
+				continue
+			}
+			countJSONPaths(y, by)
+		}
+	case []any:
+		for _, y := range x {
+			countJSONPaths(y, by)
+		}
+	}
 }
 
 // countJSONNamespaces counts the namespaces of a list -o json document:
