@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/nvmeof/nvmeof/fabrics/region"
 	"github.com/nvmeof/nvmeof/nvme"
 )
 
@@ -98,6 +99,14 @@ type CommandHandler interface {
 	QueueClosed(err error)
 }
 
+// GatherSender is implemented by target queues that can send a command's
+// controller-to-host data from a backend's memory (Request.Gather) instead
+// of from Data.
+type GatherSender interface {
+	// SendsGather reports whether the queue sends Request.Gather.
+	SendsGather() bool
+}
+
 // Completer is implemented by a transport to take a completed request back.
 type Completer interface {
 	CompleteRequest(r *Request)
@@ -117,6 +126,13 @@ type Request struct {
 	// it holds the host's data when the handler sees the request; for
 	// controller-to-host commands the handler fills it before Complete.
 	Data []byte
+	// Gather, when not empty, is the controller-to-host data in pieces of
+	// a backend's own memory, sent instead of Data (zero-copy READ). A
+	// handler sets it only on a queue that is a GatherSender reporting
+	// true; each piece holds a reference on its region, which the
+	// transport releases once the data is sent or will not be, and it
+	// leaves Gather empty (capacity kept) for the slot's next command.
+	Gather []region.Segment
 	// InCapsule reports that the data came in the command capsule.
 	InCapsule bool
 	// Refused, when its Status is not success, is the transport's verdict

@@ -124,6 +124,10 @@ type DeviceAttr struct {
 	MaxQPRdAtom     int // RDMA READs a QP may have outstanding as requester
 	MaxQPInitRdAtom int // RDMA READs a QP may accept as responder
 	MaxInlineData   int // bytes a SEND with SendInline may carry
+	// LazyMR: registering memory neither pins nor faults in its pages,
+	// so a large sparse mapping can be registered whole (the soft
+	// provider; a NIC with implicit on-demand paging).
+	LazyMR bool
 }
 
 // Device is one RDMA device port: on RoCEv2, one IP address. It is the

@@ -185,7 +185,11 @@ func (w *worker) run(c *ioCmd) {
 	var s nvme.Error
 	switch c.op {
 	case nvme.IORead:
-		_, err = dev.ReadAt(r.Data, c.off)
+		if ns.segs != nil && c.q.gather {
+			r.Gather, err = ns.segs.ReadSegments(c.off, c.n, r.Gather[:0])
+		} else {
+			_, err = dev.ReadAt(r.Data, c.off)
+		}
 	case nvme.IOWrite:
 		_, err = dev.WriteAt(r.Data, c.off)
 		if err == nil && c.flush {

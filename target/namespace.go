@@ -49,6 +49,9 @@ type namespace struct {
 	// inline: the backend never blocks; its I/O runs on the transport's
 	// goroutine (bdev.NonBlocking).
 	inline bool
+	// segs: the backend lends its memory for READs (bdev.SegmentReader),
+	// sent without a copy on queues that can (queue.gather).
+	segs bdev.SegmentReader
 	// async: the backend starts I/O without waiting (bdev.Async); the
 	// common commands skip the workers (ioCmd.startAsync).
 	async bdev.Async
@@ -120,6 +123,9 @@ func newNamespace(t *Target, subsys string, cfg NamespaceConfig) (*namespace, er
 	}
 	if nb, ok := cfg.Device.(bdev.NonBlocking); ok && nb.NonBlocking() {
 		ns.inline = true
+	}
+	if sr, ok := cfg.Device.(bdev.SegmentReader); ok {
+		ns.segs = sr
 	}
 	if a, ok := cfg.Device.(bdev.Async); ok {
 		ns.async = a

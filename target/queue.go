@@ -40,13 +40,20 @@ type queue struct {
 	// inline runs the I/O of non-blocking backends on the transport's
 	// goroutine, which delivers this queue's commands one at a time.
 	inline worker
+	// gather: the transport sends a READ's data from the backend's own
+	// memory (fabrics.GatherSender).
+	gather bool
 }
 
 var _ fabrics.CommandHandler = (*queue)(nil)
 
 func newQueue(p *Port, tq fabrics.TargetQueue) *queue {
 	log := p.t.log.With("port", p.id)
-	return &queue{t: p.t, port: p, tq: tq, log: log, trace: log.IsTrace()}
+	q := &queue{t: p.t, port: p, tq: tq, log: log, trace: log.IsTrace()}
+	if g, ok := tq.(fabrics.GatherSender); ok {
+		q.gather = g.SendsGather()
+	}
+	return q
 }
 
 // Parameter error locations (byte offsets in the SQE, for the Error

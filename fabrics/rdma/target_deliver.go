@@ -327,7 +327,14 @@ func (q *targetQueue) CompleteRequest(r *fabrics.Request) {
 	var w *rdma.SendWR
 	if s.keyed && s.dir == fabrics.DirCtrlToHost && s.dataLen > 0 && cqe.Status() == 0 {
 		w = &s.writeWR
-		s.writeSGE[0].Length = uint32(s.dataLen)
+		if len(r.Gather) == 0 || !q.gatherSGL(s, r) {
+			if len(r.Gather) > 0 {
+				copyGather(s, r)
+			}
+			w.SGL = s.writeSGE[:1]
+			s.writeSGE[0] = s.dataSGE
+			s.writeSGE[0].Length = uint32(s.dataLen)
+		}
 		w.RemoteAddr = s.raddr
 		w.RKey = s.rkey
 	} else {

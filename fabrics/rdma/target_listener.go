@@ -248,8 +248,12 @@ type Listener struct {
 	// of its PD) and the data staging pool registered in it. The
 	// listener holds a reference, and so does each queue; the last one
 	// out closes the pool and deallocates the PD.
-	pd        rdma.PD
-	pool      *dataPool
+	pd   rdma.PD
+	pool *dataPool
+	// gather: READs go out of the backend's memory, registered once per
+	// region (target_gather.go), on devices where that costs nothing.
+	gather    bool
+	regionMRs regionMRs
 	rpool     *recvPool // the SRQ and its buffers, nil without one
 	refsMu    sync.Mutex
 	refs      int
@@ -264,6 +268,9 @@ func (l *Listener) openShared() error {
 	}
 	l.pd = pd
 	l.pool = newDataPool(pd, l.cfg.MaxTransfer, l.cfg.DataPoolBytes)
+	if a := l.cfg.Device.Attr(); a.LazyMR && a.MaxSGE >= maxGatherSGE {
+		l.gather = true
+	}
 	l.refs = 1
 	if l.cfg.SRQSize > 0 {
 		rp, err := newRecvPool(pd, l.cfg.SRQSize, nvme.SQESize+l.cfg.InlineDataSize)
@@ -297,6 +304,7 @@ func (l *Listener) unref() {
 		return
 	}
 	l.pool.close()
+	l.regionMRs.close()
 	if l.rpool != nil {
 		if err := l.rpool.close(); err != nil {
 			l.log.Warn("destroy the port's SRQ", "error", err)

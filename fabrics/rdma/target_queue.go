@@ -239,6 +239,9 @@ func newTargetQueue(l *Listener, qr queueRequest, req rdma.ConnRequest, ticket *
 		RecvCQ: q.cq,
 		Cap:    rdma.QPCap{MaxSendWR: 2*nslots + 1, MaxRecvWR: nslots, MaxSendSGE: 1, MaxRecvSGE: 1},
 	}
+	if l.gather {
+		qa.Cap.MaxSendSGE = maxGatherSGE
+	}
 	if q.rpool != nil {
 		// Receives from the port's SRQ: the queue holds no receive
 		// buffers of its own, before its Connect or after.

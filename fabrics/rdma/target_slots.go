@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/fabrics/region"
 	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/rdma"
 )
@@ -51,7 +52,8 @@ type targetSlot struct {
 	recvWR   rdma.RecvWR
 	readSGE  [1]rdma.SGE
 	readWR   rdma.SendWR
-	writeSGE [1]rdma.SGE
+	dataSGE  rdma.SGE // the staging buffer (setData)
+	writeSGE [maxGatherSGE]rdma.SGE
 	writeWR  rdma.SendWR
 	sendSGE  [1]rdma.SGE
 	sendWR   rdma.SendWR
@@ -68,7 +70,7 @@ func (q *targetQueue) initSlot(s *targetSlot, i int, buf []byte, addr uint64, lk
 	s.sendSGE[0] = rdma.SGE{Addr: addr + uint64(rs), Length: nvme.CQESize, LKey: lkey}
 	s.sendWR = rdma.SendWR{WRID: wrSend | uint64(i), SGL: s.sendSGE[:], Opcode: rdma.WRSend, Flags: rdma.SendSignaled}
 	s.readWR = rdma.SendWR{WRID: wrRead | uint64(i), SGL: s.readSGE[:], Opcode: rdma.WRRDMARead, Flags: rdma.SendSignaled}
-	s.writeWR = rdma.SendWR{WRID: wrWrite | uint64(i), SGL: s.writeSGE[:], Opcode: rdma.WRRDMAWrite}
+	s.writeWR = rdma.SendWR{WRID: wrWrite | uint64(i), SGL: s.writeSGE[:1], Opcode: rdma.WRRDMAWrite}
 	s.req.Slot = i
 	s.req.Completer = q
 	s.req.Queue = q
@@ -200,12 +202,16 @@ func (q *targetQueue) onSRQRecv(wc *rdma.WorkCompletion) {
 func (s *targetSlot) setData(buf []byte, addr uint64, lkey uint32) {
 	s.dataBuf = buf
 	s.readSGE[0] = rdma.SGE{Addr: addr, LKey: lkey}
-	s.writeSGE[0] = rdma.SGE{Addr: addr, LKey: lkey}
+	s.dataSGE = rdma.SGE{Addr: addr, LKey: lkey}
 }
 
 // takeData hands the slot's pool buffer back to the caller, who puts it
-// in the pool (q.slotMu held): the buffer is no longer the slot's.
+// in the pool (q.slotMu held): the buffer is no longer the slot's. The
+// backend memory a READ lent goes back too.
 func (s *targetSlot) takeData() (poolBuf, bool) {
+	if len(s.req.Gather) > 0 {
+		s.req.Gather = region.ReleaseAll(s.req.Gather)
+	}
 	if s.dataBuf == nil {
 		return poolBuf{}, false
 	}

@@ -448,7 +448,7 @@ func (d *Device) Port() rdma.PortAttr {
 
 // Attr returns the device limits.
 func (d *Device) Attr() rdma.DeviceAttr {
-	return rdma.DeviceAttr{MaxQP: 1 << 16, MaxQPWR: maxQPWR, MaxSGE: maxSGE, MaxCQE: maxCQE, MaxMR: 1 << 20,
+	return rdma.DeviceAttr{MaxQP: 1 << 16, MaxQPWR: maxQPWR, MaxSGE: maxSGE, MaxCQE: maxCQE, MaxMR: 1 << 20, LazyMR: true,
 		MaxQPRdAtom: maxRdAtomic, MaxQPInitRdAtom: maxRdAtomic, MaxInlineData: maxInline}
 }
 
