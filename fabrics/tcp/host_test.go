@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -524,4 +525,23 @@ func TestHostAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(200, one); n > 0 {
 		t.Errorf("%.1f allocations per read", n)
 	}
+}
+
+// TestHostSocketOptions: the source address and the IP TOS of HostConfig
+// reach the connection.
+func TestHostSocketOptions(t *testing.T) {
+	f := newHostFake(t)
+	q := hostDialFake(t, f, HostConfig{LocalAddr: netip.MustParseAddr("127.0.76.9"), TOS: 0x28, SetTOS: true}, 1, 3)
+	if got := netip.MustParseAddrPort(q.conn.LocalAddr().String()).Addr(); got != netip.MustParseAddr("127.0.76.9") {
+		t.Errorf("local address %v", got)
+	}
+	var tos int
+	var serr error
+	if err := q.raw.Control(func(fd uintptr) { tos, serr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_TOS) }); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	if tos != 0x28 {
+		t.Errorf("IP_TOS %#x, want 0x28", tos)
+	}
+	hostRun(t, q, hostIOCmd(0x01, 0, make([]byte, 512), 0))
 }
