@@ -52,7 +52,8 @@ struct nvmeof_options {
 	unsigned int delay_submit;
 };
 
-enum { NVMEOF_TRANSPORT_RDMA = 0, NVMEOF_TRANSPORT_LOOP = 1 };
+enum { NVMEOF_TRANSPORT_RDMA = 0, NVMEOF_TRANSPORT_LOOP = 1, NVMEOF_TRANSPORT_TCP = 2 };
+static const char *const transport_names[] = { "rdma", "loop", "tcp" };
 
 /* The provider option's values, as rdma/provider names them. */
 enum { NVMEOF_PROVIDER_AUTO = 0, NVMEOF_PROVIDER_SOFT = 1, NVMEOF_PROVIDER_IBVERBS = 2 };
@@ -69,6 +70,8 @@ static struct fio_option options[] = {
 		.posval = {
 			{ .ival = "rdma", .oval = NVMEOF_TRANSPORT_RDMA,
 			  .help = "RDMA (RoCEv2) through the provider option's RDMA provider" },
+			{ .ival = "tcp", .oval = NVMEOF_TRANSPORT_TCP,
+			  .help = "NVMe/TCP (the provider options do not apply)" },
 			{ .ival = "loop", .oval = NVMEOF_TRANSPORT_LOOP,
 			  .help = "in-process target with one memory namespace (tests)" },
 		},
@@ -340,7 +343,7 @@ static int nvmeof_setup(struct thread_data *td)
 		}
 
 		memset(&cfg, 0, sizeof(cfg));
-		cfg.transport = o->transport == NVMEOF_TRANSPORT_LOOP ? "loop" : "rdma";
+		cfg.transport = transport_names[o->transport];
 		cfg.traddr = o->traddr;
 		cfg.subnqn = o->subnqn;
 		cfg.hostnqn = o->hostnqn;
