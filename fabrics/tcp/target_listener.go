@@ -141,6 +141,9 @@ type Listener struct {
 	done    chan struct{}
 	once    sync.Once
 	wg      sync.WaitGroup
+
+	mu         sync.Mutex
+	handshakes map[*net.TCPConn]struct{} // connections in their handshake, closed by Close
 }
 
 var _ fabrics.Listener = (*Listener)(nil)
@@ -169,6 +172,8 @@ func Listen(cfg TargetConfig) (*Listener, error) {
 		ready:   make(chan *TargetQueue),
 		pending: make(chan struct{}, cfg.MaxPending),
 		done:    make(chan struct{}),
+
+		handshakes: map[*net.TCPConn]struct{}{},
 	}
 	l.wg.Add(1)
 	go l.acceptLoop()
@@ -219,6 +224,11 @@ func (l *Listener) Close() error {
 	l.once.Do(func() {
 		close(l.done)
 		err = l.ln.Close()
+		l.mu.Lock()
+		for c := range l.handshakes {
+			c.Close()
+		}
+		l.mu.Unlock()
 		l.wg.Wait()
 	})
 	return err
@@ -254,6 +264,21 @@ func (l *Listener) acceptLoop() {
 func (l *Listener) handshake(c *net.TCPConn) {
 	defer l.wg.Done()
 	defer func() { <-l.pending }()
+	l.mu.Lock()
+	select {
+	case <-l.done:
+		l.mu.Unlock()
+		c.Close()
+		return
+	default:
+	}
+	l.handshakes[c] = struct{}{}
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.handshakes, c)
+		l.mu.Unlock()
+	}()
 	start := time.Now()
 	log := l.log.With("remote", c.RemoteAddr().String())
 	c.SetDeadline(start.Add(l.cfg.ConnectTimeout))

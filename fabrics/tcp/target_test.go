@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,10 +185,7 @@ func (h *tgtHost) read() PDU {
 	return pdu
 }
 
-func tgtIsReset(err error) bool {
-	var ne *net.OpError
-	return errors.As(err, &ne)
-}
+func tgtIsReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
 
 // seal adds the flags, digests and lengths of a PDU built with header
 // length hlen and data (nil for none).
@@ -664,5 +662,62 @@ func TestTargetAllocs(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(100, round); a > 0 {
 		t.Errorf("%.2f allocations per round of three commands", a)
+	}
+}
+
+// TestTargetTOS: a port's tos reaches the sockets of its connections
+// (accepted sockets inherit IP_TOS from the listening one).
+func TestTargetTOS(t *testing.T) {
+	l, err := Listen(TargetConfig{Addr: netip.MustParseAddr("127.0.41.50"), Ephemeral: true, TOS: 0x28})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	h := tgtDial(t, l)
+	h.connectAsync(0)
+	q, err := l.Accept(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	rc, err := q.(*TargetQueue).c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tos int
+	var serr error
+	if err := rc.Control(func(fd uintptr) { tos, serr = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_TOS) }); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	if tos != 0x28 {
+		t.Fatalf("IP_TOS %#x, want 0x28", tos)
+	}
+}
+
+// TestTargetMaxPending: beyond max_pending connections in their
+// handshake, new connections are closed at once; the pending one still
+// completes its handshake.
+func TestTargetMaxPending(t *testing.T) {
+	l, err := Listen(TargetConfig{Addr: netip.MustParseAddr("127.0.41.51"), Ephemeral: true, TOS: -1, MaxPending: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	first := tgtDial(t, l)
+	second := tgtDial(t, l) // accepted after first, which holds the only token
+	if p := second.read(); p != nil {
+		t.Fatalf("second connection got %s, want it closed", p.Type())
+	}
+	if p := first.icreq(0, 0, 0); p == nil || p.Type() != TypeICResp {
+		t.Fatalf("first connection: %v", p)
+	}
+	// Close ends the handshake still waiting for its Connect.
+	start := time.Now()
+	l.Close()
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Close took %v with a connection in its handshake", d)
+	}
+	if p := first.read(); p != nil {
+		t.Fatalf("first connection got %s after Close", p.Type())
 	}
 }
