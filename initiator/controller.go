@@ -715,12 +715,22 @@ func (c *Controller) teardown(a *assoc) {
 	a.stopANATT()
 	a.downOnce.Do(func() {
 		a.cancel()
+		// The I/O queues close side by side, then the admin queue (as
+		// nvme_rdma_teardown_io_queues comes first): a transport's close
+		// may wait for a dead peer (fabrics/rdma: up to 5 s for the DREP)
+		// before it fails the commands in flight, which a multipath path
+		// then sends on another path. One after the other, the last
+		// queue's commands waited that long once per queue (issue 24).
+		var wg sync.WaitGroup
 		for i := range a.io {
 			if q := a.io[i].Load(); q != nil {
-				q.close()
-				q.retire()
+				wg.Go(func() {
+					q.close()
+					q.retire()
+				})
 			}
 		}
+		wg.Wait()
 		if a.admin != nil {
 			a.admin.close()
 			a.admin.retire()
