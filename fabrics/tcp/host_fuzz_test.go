@@ -1,8 +1,16 @@
 package tcp
 
 import (
+	"context"
 	"encoding/binary"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/nvmeof/nvmeof/fabrics"
 )
 
 // FuzzHostPDUHeader: the host reader's header check never panics, and a
@@ -82,6 +90,100 @@ func FuzzParseICResp(f *testing.F) {
 		}
 		if hp.hdgst != hdgst || hp.ddgst != ddgst || hp.cpda > 31 || hp.maxH2CData < MinMaxH2CData || hp.maxH2CData%4 != 0 {
 			t.Fatalf("accepted %+v", hp)
+		}
+	})
+}
+
+// FuzzHostStream feeds whatever a controller might send after ICResp to a
+// host queue with a read and a write outstanding: the queue never panics
+// or hangs, each command completes exactly once (with its CQE or an
+// error), and Close returns.
+func FuzzHostStream(f *testing.F) {
+	resp := func(cid uint16) []byte {
+		p := New(TypeCapsuleResp, 0)
+		binary.LittleEndian.PutUint16(p.CapsuleResp().CQE()[12:], cid)
+		return p
+	}
+	c2h := New(TypeC2HData, 4096)
+	c2h.Header().SetFlags(FlagDataLast | FlagDataSuccess)
+	c2h.DataPDU().SetCCCID(0x1000)
+	c2h.DataPDU().SetDataL(4096)
+	r2t := New(TypeR2T, 0)
+	r2t.R2T().SetCCCID(0x1001)
+	r2t.R2T().SetR2TL(8192)
+	f.Add(append(append([]byte(c2h), r2t...), resp(0x1001)...))
+	f.Add(append(resp(0x1000), resp(0x1001)...))
+	f.Add([]byte(New(TypeC2HTermReq, 4)))
+	f.Add([]byte{0x07, 0x0c, 0x18, 0x18, 0xff, 0xff, 0xff, 0xff})
+
+	ln, err := net.Listen("tcp", "127.0.75.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer ln.Close()
+	ap := netip.MustParseAddrPort(ln.Addr().String())
+	addr := fabrics.Address{Transport: fabrics.TransportTCP, Addr: ap.Addr(), ServiceID: ap.Port()}
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			ic := make([]byte, ICReqLen)
+			if _, err := io.ReadFull(c, ic); err != nil {
+				return
+			}
+			r := New(TypeICResp, 0)
+			r.ICResp().SetMaxH2CData(1 << 20)
+			c.Write(r)
+			// Both capsules first (no in-capsule data on an I/O
+			// queue before SetInCapsuleDataSize), so that both
+			// commands are outstanding when the stream comes.
+			if _, err := io.ReadFull(c, make([]byte, 2*CapsuleCmdHLen)); err != nil {
+				return
+			}
+			go io.Copy(io.Discard, c)
+			c.Write(stream)
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hq, err := NewDialer(HostConfig{}).Dial(ctx, addr, fabrics.QueueParams{QID: 1, SQSize: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		dones := map[uint16]int{}
+		all := make(chan struct{}, 2)
+		for i, dir := range []fabrics.DataDirection{fabrics.DirCtrlToHost, fabrics.DirHostToCtrl} {
+			cmd := &fabrics.HostCommand{Data: make([]byte, 4096*(i+1)), Direction: dir, Tag: uint16(i)}
+			cmd.Done = func(c *fabrics.HostCommand) {
+				mu.Lock()
+				dones[c.Tag]++
+				mu.Unlock()
+				all <- struct{}{}
+			}
+			if err := hq.Submit(cmd); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The stream ends with the connection: whatever it held, both
+		// commands complete by then.
+		for range 2 {
+			select {
+			case <-all:
+			case <-time.After(5 * time.Second):
+				t.Fatal("a command never completed")
+			}
+		}
+		hq.Close()
+		<-served
+		mu.Lock()
+		defer mu.Unlock()
+		if dones[0] != 1 || dones[1] != 1 {
+			t.Fatalf("completions %v", dones)
 		}
 	})
 }
