@@ -9,6 +9,10 @@
 #     fio crc32c verify on namespace 1 (4k random, 128k sequential, 1M);
 #     ext4 on namespace 2: mkfs, mount, copy, sync, umount, remount,
 #     compare checksums, fsck; disconnect (the controller must go)
+#   restart   (RESTART=1) connect -c 2 -l 60, write a pattern, ask the host
+#     side to SIGKILL and restart nvmetd (tests/interop/host/nvmetd-restart.sh
+#     as the host command), read the pattern back and write again: I/O waits
+#     for the kernel's reconnect; the controller must be live again
 #
 # env (defaults): TARGET_ADDR=$KPEER_PEER_ADDR (192.0.2.1) TRSVCID=4420
 #   NQN (required) MODEL  FIO_MB=4  DISCOVER_TRIES=20
@@ -23,7 +27,10 @@ MODEL="${MODEL:-}"
 FIO_MB="${FIO_MB:-4}"
 DISCOVER_TRIES="${DISCOVER_TRIES:-20}"
 MODES="${MODES:---hdr-digest --data-digest --disable-sqflow;defaults}"
+RESTART="${RESTART:-0}"
+SIGNAL="${KPEER_SIGNAL:-/tmp/kpeer-signal}"
 NFAIL=0
+MONPID=""
 
 step() { echo; echo "=== $* [t=$(cut -d' ' -f1 /proc/uptime)s]"; }
 pass() { echo "PASS: $*"; }
@@ -31,19 +38,22 @@ failc() { echo "FAIL: $*"; NFAIL=$((NFAIL + 1)); }
 abort() { failc "$*"; exit 1; }
 run() { echo "\$ $*"; "$@"; }
 finish() {
+  [ -n "$MONPID" ] && kill "$MONPID" 2>/dev/null
   mountpoint -q /mnt && umount /mnt
   nvme disconnect-all >/dev/null 2>&1
   echo
   echo "=== dmesg (nvme)"
   dmesg | grep -iE 'nvme' | tail -n 60
+  # Errors count up to the restart step, which causes some on purpose.
+  [ -e /tmp/dmesg-before-restart ] || dmesg > /tmp/dmesg-before-restart
   # The Dataset Management (discard) of mkfs.ext4 fails: Linux sends a
   # 4 KiB range buffer (NVME_DSM_MAX_RANGES) whatever the number of ranges,
   # and the target wants exactly (NR+1) * 16 bytes (target/io.go, not the
   # transport's doing; Linux nvmet accepts a longer buffer). mkfs goes on.
-  if dmesg | grep -iE 'nvme' | grep -vE 'Cmd\(0x9\)|\(DISCARD\)' | grep -qiE 'digest|error|failed|unexpected|WARNING|reconnect|reset'; then
+  if grep -iE 'nvme' /tmp/dmesg-before-restart | grep -vE 'Cmd\(0x9\)|\(DISCARD\)' | grep -qiE 'digest|error|failed|unexpected|WARNING|reconnect|reset'; then
     failc "the kernel logged nvme-tcp errors (above)"
   fi
-  if dmesg | grep -qE 'Cmd\(0x9\).*sc 0xf'; then
+  if grep -qE 'Cmd\(0x9\).*sc 0xf' /tmp/dmesg-before-restart; then
     echo "KNOWN: Dataset Management with a 4 KiB range buffer refused (Data SGL Length Invalid)"
   fi
   if [ "$NFAIL" = 0 ]; then echo "RESULT: PASS"; else echo "RESULT: FAIL ($NFAIL failed checks)"; fi
@@ -187,3 +197,56 @@ for mode in "${modes[@]}"; do
     failc "[$label] nvme disconnect -d $CTRL"
   fi
 done
+
+# pattern_io DEV OFFSET_MIB TAG write|check: 2 MiB where every 512-byte
+# block names TAG and its number, written (direct) or read back and compared.
+pattern_io() {
+  local dev=$1 off=$2 tag=$3
+  [ -e "/tmp/$tag.pat" ] || awk -v tag="$tag" 'BEGIN { for (i = 0; i < 4096; i++) printf "%-12s blk %08d %0485d\n", tag, i, i }' > "/tmp/$tag.pat"
+  if [ "$4" = write ]; then
+    timeout 300 dd if="/tmp/$tag.pat" of="/dev/$dev" bs=64k seek=$((off * 16)) oflag=direct conv=fsync status=none
+  else
+    timeout 300 dd if="/dev/$dev" of="/tmp/$tag.back" bs=4k skip=$((off * 256)) count=512 iflag=direct status=none &&
+      cmp -s "/tmp/$tag.pat" "/tmp/$tag.back"
+  fi
+}
+
+if [ "$RESTART" = 1 ]; then
+  dmesg > /tmp/dmesg-before-restart
+  step "restart: nvme connect -t tcp -c 2 -l 60 to $NQN"
+  run nvme connect -t tcp -a "$TARGET_ADDR" -s "$TRSVCID" -n "$NQN" -c 2 -l 60 || abort "restart: connect"
+  CTRL=$(ctrl_of "$NQN") && NS1=$(wait_ns "$NQN" 1) || abort "restart: no controller/namespace"
+  (prev=""; while :; do
+     st=$(attr "$CTRL" state || echo gone)
+     [ "$st" != "$prev" ] && echo "$(cut -d' ' -f1 /proc/uptime) $st" >> /tmp/states
+     prev=$st; sleep 0.1
+   done) &
+  MONPID=$!
+  if pattern_io "$NS1" 40 before write && pattern_io "$NS1" 40 before check; then pass "restart: I/O before SIGKILL verified"; else failc "restart: I/O before SIGKILL"; fi
+  echo KILL > "$SIGNAL/restart-target.tmp" && mv "$SIGNAL/restart-target.tmp" "$SIGNAL/restart-target"
+  step "restart: waiting for the host side to SIGKILL and restart nvmetd"
+  ok=0
+  for _ in $(seq 300); do [ -e "$SIGNAL/target-restarted-1" ] && { ok=1; break; }; sleep 0.1; done
+  [ "$ok" = 1 ] || abort "restart: nvmetd not restarted within 30 s"
+  cat "$SIGNAL/target-restarted-1"
+  t0=$(cut -d' ' -f1 /proc/uptime)
+  if pattern_io "$NS1" 40 before check && pattern_io "$NS1" 44 after write && pattern_io "$NS1" 44 after check; then
+    pass "restart: I/O resumed after SIGKILL (data written before reads back, new writes verified, $(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN { printf "%.1f", b - a }') s)"
+  else
+    failc "restart: I/O after SIGKILL"
+  fi
+  live=0
+  for _ in $(seq 600); do
+    [ "$(attr "$CTRL" state)" = live ] && dmesg | grep -q 'Successfully reconnected' && { live=1; break; }
+    sleep 0.1
+  done
+  echo "state changes:"; cat /tmp/states
+  if [ "$live" = 1 ]; then
+    pass "restart: the kernel reconnected ($(dmesg | grep 'Successfully reconnected' | tail -n1 | sed 's/^\[[^]]*\] //')), state live"
+  else
+    failc "restart: controller not live/reconnected within 60 s (state $(attr "$CTRL" state))"
+  fi
+  kill "$MONPID" 2>/dev/null; MONPID=""
+  step "restart: nvme disconnect -d $CTRL"
+  run nvme disconnect -d "$CTRL" || failc "restart: disconnect"
+fi
