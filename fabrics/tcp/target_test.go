@@ -544,7 +544,7 @@ func TestTargetFatalErrors(t *testing.T) {
 // TestTargetConnectTimeout: a queue whose Connect does not succeed in
 // time is closed.
 func TestTargetConnectTimeout(t *testing.T) {
-	l, hs := tgtStart(t, "127.0.41.20", func(c *TargetConfig) { c.ConnectTimeout = 200 * time.Millisecond },
+	l, hs := tgtStart(t, "127.0.41.20", func(c *TargetConfig) { c.ConnectTimeout = 2 * time.Second },
 		func(h *tgtHandler) { h.hold = true })
 	h := tgtDial(t, l)
 	h.icreq(0, 0, 0)
