@@ -1,5 +1,7 @@
 package fabrics
 
+import "time"
+
 // Poller is implemented by a HostQueue whose completions the caller can
 // drive on its own goroutine (rdma.Progresser underneath): Poll runs the
 // Done callbacks of whatever completed, never blocks, and reports whether
@@ -25,4 +27,13 @@ type Poller interface {
 type Plugger interface {
 	Plug()
 	Unplug()
+}
+
+// WaitPoller is implemented by a Poller that can sleep until its
+// completions arrive (rdma.ProgressWaiter underneath): PollWait is Poll
+// that, when nothing is there, waits for up to d in the kernel for the
+// queue's traffic (returning false at once when it cannot) and polls
+// again. A caller that would spin for d waits in it instead.
+type WaitPoller interface {
+	PollWait(d time.Duration) bool
 }

@@ -80,6 +80,12 @@ type Config struct {
 	// one UDP send on the soft provider (SPDK's delay_cmd_submit, on by
 	// default in its RDMA transport). Off, each leaves from Submit.
 	DelaySubmit bool
+	// PollSleep spends the BusyPoll window asleep in the kernel on the
+	// transport's socket (Namespace.PollWait), woken by the completion's
+	// datagram on this thread, instead of spinning, where the transport
+	// can (the soft provider with one I/O queue): less CPU per I/O, a few
+	// microseconds more latency.
+	PollSleep bool
 	// Logger receives the initiator's log (default: none).
 	Logger hclog.Logger
 

@@ -323,6 +323,7 @@ func (e *Engine) Reap(min, max int, timeout time.Duration, out []Completion) int
 // the caller's thread (*initiator.Namespace over RDMA).
 type poller interface {
 	Poll() bool
+	PollWait(d time.Duration) bool
 	PollDone()
 	CanPoll() bool
 }
@@ -342,7 +343,14 @@ func (e *Engine) spin(t uint32, d time.Duration) bool {
 	}
 	end := time.Now().Add(w)
 	for e.waker.ticket() == t {
-		if !p.Poll() && !time.Now().Before(end) {
+		left := time.Until(end)
+		var got bool
+		if e.cfg.PollSleep && left > 0 {
+			got = p.PollWait(left)
+		} else {
+			got = p.Poll()
+		}
+		if !got && left <= 0 {
 			// Reap sleeps next: the transport's goroutines must
 			// complete what comes from now on.
 			p.PollDone()

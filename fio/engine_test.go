@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -315,7 +316,8 @@ func TestConfigDefaults(t *testing.T) {
 		{in: Config{SubNQN: "nqn.2026-11.io.nvmeof:x", Provider: "ibverbs"}, wantErr: !ibverbs.Built,
 			want: Config{Transport: "rdma", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: "nqn.2026-11.io.nvmeof:x", NSID: 1, LoopSize: DefaultLoopSize, Depth: 1, Provider: "ibverbs"}},
 		{in: Config{}, wantErr: true}, // rdma needs subnqn
-		{in: Config{Transport: "tcp", SubNQN: "nqn.2026-11.io.nvmeof:x"}, wantErr: true},
+		{in: Config{Transport: "tcp", SubNQN: "nqn.2026-11.io.nvmeof:x"}, want: Config{Transport: "tcp", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: "nqn.2026-11.io.nvmeof:x", NSID: 1, LoopSize: DefaultLoopSize, Depth: 1, Provider: "auto"}},
+		{in: Config{Transport: "tcp"}, wantErr: true}, // tcp needs subnqn
 		{in: Config{Transport: "loop", Trsvcid: 70000}, wantErr: true},
 	} {
 		got, err := tc.in.withDefaults()
@@ -550,6 +552,54 @@ func BenchmarkSubmitReap(b *testing.B) {
 		}
 		if n := e.Reap(1, 1, -1, out); n != 1 || out[0].Errno != 0 {
 			b.Fatalf("Reap = %d %+v", n, out[0])
+		}
+	}
+}
+
+// sleepPollNS is a fakeNS whose completions come only by polling: Poll
+// finds nothing, PollWait (the wait a datagram ends) releases one held
+// request.
+type sleepPollNS struct {
+	*fakeNS
+	polls, waits atomic.Int32
+}
+
+func (s *sleepPollNS) Poll() bool    { s.polls.Add(1); return false }
+func (s *sleepPollNS) PollDone()     {}
+func (s *sleepPollNS) CanPoll() bool { return true }
+func (s *sleepPollNS) PollWait(time.Duration) bool {
+	s.waits.Add(1)
+	select {
+	case s.gate <- struct{}{}:
+	default: // released already, completing
+	}
+	return true
+}
+
+// TestPollSleep: with PollSleep the busy-poll window is spent in PollWait
+// (asleep on the transport's socket, woken by the completion), not in a
+// spin of Poll; without it, PollWait is never called.
+func TestPollSleep(t *testing.T) {
+	for _, sleep := range []bool{true, false} {
+		ns := &sleepPollNS{fakeNS: newFakeNS(1 << 20)}
+		ns.gate = make(chan struct{}, 1)
+		e := newEngine(Config{Depth: 1, BusyPoll: time.Second, PollSleep: sleep}, nil, ns)
+		buf := make([]byte, 512)
+		if err := e.Submit(0, Request{Op: OpRead, Buf: buf}); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]Completion, 1)
+		if !sleep {
+			ns.gate <- struct{}{} // completes on its own; Reap spins until it does
+		}
+		if n := e.Reap(1, 1, 5*time.Second, out); n != 1 {
+			t.Fatalf("PollSleep %v: Reap = %d", sleep, n)
+		}
+		switch w := ns.waits.Load(); {
+		case sleep && (w == 0 || ns.polls.Load() != 0):
+			t.Errorf("PollSleep: %d PollWaits and %d Polls, want some and none", w, ns.polls.Load())
+		case !sleep && w != 0:
+			t.Errorf("no PollSleep: %d PollWaits, want 0", w)
 		}
 	}
 }

@@ -261,7 +261,7 @@ func TestFioEngineOptions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("fio --enghelp: %v\n%s", err, b)
 	}
-	for _, name := range []string{"transport", "traddr", "trsvcid", "subnqn", "hostnqn", "host_traddr", "provider", "device", "nsid", "nr_io_queues", "queue_size", "loop_size"} {
+	for _, name := range []string{"transport", "traddr", "trsvcid", "subnqn", "hostnqn", "host_traddr", "provider", "device", "nsid", "nr_io_queues", "queue_size", "loop_size", "busy_poll", "poll_sleep", "delay_submit"} {
 		if !strings.Contains(string(b), "\n"+name+" ") && !strings.HasPrefix(string(b), name+" ") {
 			t.Errorf("fio --enghelp does not list %s:\n%s", name, b)
 		}
@@ -319,14 +319,21 @@ func TestFioRDMA(t *testing.T) {
 	srv := startNvmetd(t, memoryTargetHCL(rdmaTargetAddr, rdmaNQN, "64MiB"))
 
 	// busy_poll 50 (the default): completions run on fio's thread
-	// (Namespace.Poll, the soft device's Progress); 0: through the
-	// provider's receive goroutine and a futex wake.
-	for _, poll := range []string{"50", "0"} {
-		jobs, out, err := runFio(t, "--ioengine=external:"+so, "--transport=rdma",
-			"--traddr="+rdmaTargetAddr, "--trsvcid=4420", "--subnqn="+rdmaNQN, "--host_traddr="+rdmaHostAddr,
-			"--nsid=1", "--nr_io_queues=2", "--busy_poll="+poll, writeJob(t, verifyJob))
+	// (Namespace.Poll, the soft device's Progress); with poll_sleep=1 it
+	// sleeps on the queue's socket meanwhile (one I/O queue:
+	// Namespace.PollWait); 0: through the provider's receive goroutine
+	// and a futex wake.
+	for _, opts := range [][]string{
+		{"--busy_poll=50", "--nr_io_queues=2"},
+		{"--busy_poll=50", "--nr_io_queues=1", "--poll_sleep=1"},
+		{"--busy_poll=0", "--nr_io_queues=2"},
+	} {
+		args := append([]string{"--ioengine=external:" + so, "--transport=rdma",
+			"--traddr=" + rdmaTargetAddr, "--trsvcid=4420", "--subnqn=" + rdmaNQN, "--host_traddr=" + rdmaHostAddr,
+			"--nsid=1"}, opts...)
+		jobs, out, err := runFio(t, append(args, writeJob(t, verifyJob))...)
 		if err != nil {
-			t.Fatalf("fio busy_poll=%s: %v\n%s\nnvmetd:\n%s", poll, err, out, srv.Log())
+			t.Fatalf("fio %v: %v\n%s\nnvmetd:\n%s", opts, err, out, srv.Log())
 		}
 		checkVerifyJobs(t, jobs, out)
 	}

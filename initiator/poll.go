@@ -1,6 +1,10 @@
 package initiator
 
-import "github.com/nvmeof/nvmeof/fabrics"
+import (
+	"time"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+)
 
 // Poll runs, on the caller's goroutine, the completions that have arrived
 // on the controller's I/O queues, where the transport can be driven that
@@ -25,6 +29,33 @@ func (c *Controller) Poll() bool {
 		}
 	}
 	return got
+}
+
+// PollWait is Poll that, when nothing has completed, sleeps for up to d
+// until the controller's traffic arrives and polls again
+// (fabrics.WaitPoller). It waits only when the controller has one I/O
+// queue that can (the soft provider); otherwise it is Poll.
+func (c *Controller) PollWait(d time.Duration) bool {
+	a := c.cur.Load()
+	if a == nil {
+		return false
+	}
+	var wp fabrics.WaitPoller
+	for i := range a.io {
+		q := a.io[i].Load()
+		if q == nil {
+			continue
+		}
+		p, ok := q.hq.(fabrics.WaitPoller)
+		if !ok || wp != nil {
+			return c.Poll()
+		}
+		wp = p
+	}
+	if wp == nil {
+		return false
+	}
+	return wp.PollWait(d)
 }
 
 // PollDone ends a caller's polling of the controller's I/O queues before
@@ -109,6 +140,9 @@ func (ns *Namespace) Unplug() { ns.c.Unplug() }
 
 // Poll is the controller's Poll (Controller.Poll).
 func (ns *Namespace) Poll() bool { return ns.c.Poll() }
+
+// PollWait is the controller's PollWait (Controller.PollWait).
+func (ns *Namespace) PollWait(d time.Duration) bool { return ns.c.PollWait(d) }
 
 // PollDone is the controller's PollDone (Controller.PollDone).
 func (ns *Namespace) PollDone() { ns.c.PollDone() }

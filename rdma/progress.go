@@ -1,5 +1,7 @@
 package rdma
 
+import "time"
+
 // Progresser is implemented by a CQ that can make progress on the caller's
 // goroutine: Progress takes what the device has received (rdma/soft) or
 // polls the hardware CQ, and runs the CQ's handler (HandlerCQ) for the
@@ -18,4 +20,15 @@ package rdma
 type Progresser interface {
 	Progress() bool
 	ProgressDone()
+}
+
+// ProgressWaiter is implemented by a Progresser that can also sleep until
+// its traffic arrives: ProgressWait is Progress that, when there is
+// nothing, waits in the kernel on the CQ's receive socket for up to d (or
+// returns at once, false, when it cannot wait that way) and then
+// progresses. A consumer that would spin for d (fio's busy-poll window)
+// waits instead: the datagram wakes its thread directly, without the
+// provider's goroutines, and the CPU is free meanwhile.
+type ProgressWaiter interface {
+	ProgressWait(d time.Duration) bool
 }

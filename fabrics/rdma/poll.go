@@ -1,6 +1,10 @@
 package rdma
 
-import "github.com/nvmeof/nvmeof/rdma"
+import (
+	"time"
+
+	"github.com/nvmeof/nvmeof/rdma"
+)
 
 // Poll makes the queue's CQ progress on the caller's goroutine
 // (fabrics.Poller): its handler runs the Done callbacks of the commands
@@ -23,4 +27,14 @@ func (q *hostQueue) PollDone() {
 func (q *hostQueue) CanPoll() bool {
 	_, ok := q.cq.(rdma.Progresser)
 	return ok
+}
+
+// PollWait is Poll that waits for up to d for the queue's traffic when
+// nothing is there (fabrics.WaitPoller); false at once where the provider
+// cannot wait that way.
+func (q *hostQueue) PollWait(d time.Duration) bool {
+	if p, ok := q.cq.(rdma.ProgressWaiter); ok {
+		return p.ProgressWait(d)
+	}
+	return q.Poll()
 }

@@ -37,6 +37,7 @@ struct nvmeof_config {
 	uint64_t loop_size;
 	uint32_t busy_poll_us; /* busy-poll window in microseconds (0: none) */
 	uint32_t delay_submit; /* hold commands until getevents (1) or send at commit (0) */
+	uint32_t poll_sleep;   /* spend the busy-poll window asleep on the socket (1) or spinning (0) */
 	uint32_t depth;
 	uint64_t size;
 	uint32_t block_size;

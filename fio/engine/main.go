@@ -76,6 +76,7 @@ func nvmeofOpen(c *C.struct_nvmeof_config, errbuf *C.char, errlen C.size_t) C.ui
 		LoopSize:         int64(c.loop_size),
 		BusyPoll:         time.Duration(c.busy_poll_us) * time.Microsecond,
 		DelaySubmit:      c.delay_submit != 0,
+		PollSleep:        c.poll_sleep != 0,
 		Depth:            int(c.depth),
 	}
 	e, err := fio.Open(context.Background(), cfg)

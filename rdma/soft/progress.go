@@ -209,3 +209,38 @@ func (rq *rxQueue) poll() bool {
 	rq.process(rq.m.res)
 	return true
 }
+
+var _ rdma.ProgressWaiter = (*cq)(nil)
+
+// ProgressWait is Progress that sleeps in ppoll(2) on the CQ's receive
+// socket for up to d when it holds nothing (rdma.ProgressWaiter). It waits
+// only when the CQ's packets come on one receive queue, which a poller has
+// then quieted: with several it returns false at once.
+func (c *cq) ProgressWait(d time.Duration) bool {
+	mask := c.rxqMask.Load()
+	if c.dev.progress(mask) {
+		return true
+	}
+	if d <= 0 || !c.dev.waitReadable(mask, d) {
+		return false
+	}
+	return c.dev.progress(mask)
+}
+
+// waitReadable waits up to d for the single receive queue of mask to hold
+// a datagram, and reports whether it does.
+func (d *Device) waitReadable(mask uint32, dl time.Duration) bool {
+	var one *rxQueue
+	for rq := range d.pollable(mask) {
+		if one != nil {
+			return false
+		}
+		one = rq
+	}
+	if one == nil {
+		return false
+	}
+	ready := false
+	_ = one.sock.Control(func(fd uintptr) { ready = pollIn(fd, dl) })
+	return ready
+}

@@ -209,3 +209,58 @@ func TestReceiveGoroutineNoStall(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressWait: ProgressWait sleeps on the CQ's receive socket and is
+// woken by the datagram, which it handles on the caller's goroutine (not
+// the queue's goroutine, which a quiet queue does not wake); with nothing
+// coming it returns false once d has passed, without allocating.
+func TestProgressWait(t *testing.T) {
+	a, b := openPair(t, Config{RecvQueues: 1}, Config{RecvQueues: 1})
+	ea, eb := connect(t, a, b, qpOpts{psnA: 100, psnB: 200})
+	b.quietEvery.Store(int64(time.Hour)) // the queue stays quiet while we wait
+	var waiting, onCaller, got atomic.Int32
+	eb.rcq.(rdma.HandlerCQ).SetHandler(func(wcs []rdma.WorkCompletion) {
+		got.Add(int32(len(wcs)))
+		if waiting.Load() == 1 {
+			onCaller.Add(int32(len(wcs)))
+		}
+	})
+	p := eb.rcq.(rdma.ProgressWaiter)
+	if p.ProgressWait(time.Millisecond) {
+		t.Fatal("ProgressWait found work with nothing sent")
+	}
+	if n := testing.AllocsPerRun(20, func() { p.ProgressWait(10 * time.Microsecond) }); n != 0 {
+		t.Errorf("ProgressWait with nothing to receive: %v allocations, want 0", n)
+	}
+
+	rq := b.rxqs[0].Load()
+	rbuf := regMR(t, eb.pd, 64, rdma.AccessLocalWrite)
+	sbuf := regMR(t, ea.pd, 64, rdma.AccessLocalWrite)
+	postRecv(t, eb.qp, 1, sge(rbuf, 0, 64))
+	type result struct {
+		ok      bool
+		elapsed time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		waiting.Store(1)
+		start := time.Now()
+		ok := p.ProgressWait(30 * time.Second)
+		waiting.Store(0)
+		done <- result{ok, time.Since(start)}
+	}()
+	waitUntil(t, 5*time.Second, "the waiting poller quiets its queue", func() bool {
+		rq.mu.Lock()
+		defer rq.mu.Unlock()
+		return rq.quiet
+	})
+	postSend(t, ea.qp, &rdma.SendWR{WRID: 2, Opcode: rdma.WRSend, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(sbuf, 0, 32)}})
+	r := <-done
+	if !r.ok || r.elapsed > 20*time.Second {
+		t.Fatalf("ProgressWait(30s) = %v after %v: not woken by the SEND", r.ok, r.elapsed)
+	}
+	if got.Load() != 1 || onCaller.Load() != 1 {
+		t.Fatalf("receive completions: %d, %d of them on the waiting goroutine; want 1 and 1", got.Load(), onCaller.Load())
+	}
+	poll(t, ea.scq, 1, 5*time.Second)
+}

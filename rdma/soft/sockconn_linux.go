@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -182,3 +184,23 @@ func (w *rxWaiter) disarm() error {
 
 // close closes the epoll instance, ending the goroutine's wait.
 func (w *rxWaiter) close() { w.ep.Close() }
+
+// pollIn waits up to d for fd to be readable. It is a raw system call: the
+// runtime is not told, so that a wait of microseconds wakes no other
+// thread (sysmon, a handoff of the P), as mmsg's calls.
+// A signal (the runtime's preemption, SIGURG) interrupts the wait, which
+// goes on for the time left.
+func pollIn(fd uintptr, d time.Duration) bool {
+	end := time.Now().Add(d)
+	for {
+		pfd := unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
+		ts := unix.NsecToTimespec(int64(d))
+		n, _, errno := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		if errno != unix.EINTR {
+			return errno == 0 && n > 0 && pfd.Revents&unix.POLLIN != 0
+		}
+		if d = time.Until(end); d <= 0 {
+			return false
+		}
+	}
+}
