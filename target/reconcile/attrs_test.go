@@ -37,11 +37,7 @@ func TestApplyANA(t *testing.T) {
 	p.ANAGroups = []configfs.ANAGroup{{GrpID: 1, State: configfs.ANAOptimized}, {GrpID: 2, State: configfs.ANANonOptimized}}
 	tree.Subsystem(testSubNQN).Namespace(2).ANAGrpID = 2
 	f := newFixture(t)
-	addr := f.apply(tree).Start[0].Address
-	opts := initiator.Options{}
-	events := eventsTo(&opts)
-	c, err := f.connect(addr, opts)
-	must(t, err)
+	c, events := f.hostOn(tree)
 	l := anaLog(t, c)
 	if len(l.Groups) != 2 || l.Groups[0].State != nvme.ANAOptimized || l.Groups[1].State != nvme.ANANonOptimized ||
 		len(l.Groups[1].NSIDs) != 1 || l.Groups[1].NSIDs[0] != 2 {

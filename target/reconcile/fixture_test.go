@@ -164,6 +164,17 @@ func noEvent(t *testing.T, events <-chan initiator.AsyncEvent) {
 	}
 }
 
+// hostOn applies tree, serves its ports and connects a host to the
+// first port started; the channel gets the host's asynchronous events.
+func (f *fixture) hostOn(tree *configfs.Tree) (*initiator.Controller, <-chan initiator.AsyncEvent) {
+	f.t.Helper()
+	opts := initiator.Options{}
+	events := eventsTo(&opts)
+	c, err := f.connect(f.apply(tree).Start[0].Address, opts)
+	must(f.t, err)
+	return c, events
+}
+
 // eventsTo returns a channel the initiator's OnAsyncEvent feeds.
 func eventsTo(opts *initiator.Options) <-chan initiator.AsyncEvent {
 	ch := make(chan initiator.AsyncEvent, 16)

@@ -121,11 +121,7 @@ func (r *reader) finish(t *testing.T) {
 func TestResizeInPlace(t *testing.T) {
 	img := filepath.Join(t.TempDir(), "disk.img")
 	f := newFixture(t)
-	addr := f.apply(resizeConfig(t, img, "1MiB", "1MiB", "1MiB", false)).Start[0].Address
-	opts := initiator.Options{}
-	events := eventsTo(&opts)
-	c, err := f.connect(addr, opts)
-	must(t, err)
+	c, events := f.hostOn(resizeConfig(t, img, "1MiB", "1MiB", "1MiB", false))
 	nss := c.Namespaces()
 	if len(nss) != 3 {
 		t.Fatalf("%d namespaces", len(nss))
@@ -143,7 +139,7 @@ func TestResizeInPlace(t *testing.T) {
 
 	rd := startReader(nss...)
 	rd.waitReads(t, 30)
-	_, err = f.rc.Apply(resizeConfig(t, img, "2MiB", "2MiB", "4MiB", true))
+	_, err := f.rc.Apply(resizeConfig(t, img, "2MiB", "2MiB", "4MiB", true))
 	must(t, err)
 	rd.waitReads(t, 30)
 	rd.finish(t)
@@ -257,11 +253,7 @@ func TestRevalidateNamespace(t *testing.T) {
 	tree := resizeConfig(t, img, "1MiB", "1MiB", "1MiB", false)
 	tree.Subsystem(testSubNQN).Namespace(1).Size = 0
 	f := newFixture(t)
-	addr := f.apply(tree).Start[0].Address
-	opts := initiator.Options{}
-	events := eventsTo(&opts)
-	c, err := f.connect(addr, opts)
-	must(t, err)
+	c, events := f.hostOn(tree)
 	must(t, f.rc.RevalidateNamespace(testSubNQN, 1)) // unchanged: no event
 	noEvent(t, events)
 	must(t, os.Truncate(img, 3<<20))
