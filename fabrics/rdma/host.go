@@ -783,9 +783,15 @@ func (q *hostQueue) run() {
 }
 
 func (q *hostQueue) teardown() {
-	ctx, cancel := context.WithTimeout(context.Background(), disconnectTimeout)
-	q.conn.Disconnect(ctx)
+	// The DREQ moves the QP to the error state (no more data moves into
+	// the commands' buffers) and the connection manager retries it on
+	// its own; waiting for the DREP held the commands in flight 5 s
+	// longer when the target died (a multipath I/O failed over 5 s
+	// after keep-alive noticed), and Linux's rdma_disconnect does not
+	// wait either (ib_drain_qp follows).
+	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
+	q.conn.Disconnect(ctx)
 	q.destroy()
 	q.mu.Lock()
 	err := q.closeErr

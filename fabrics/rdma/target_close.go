@@ -214,7 +214,7 @@ func (q *targetQueue) teardown() {
 	if q.conn != nil {
 		// The DREQ moves the QP to the error state and is retried by the
 		// connection manager on its own; waiting for the DREP would only
-		// make a host that vanished cost disconnectTimeout per queue
+		// make a host that vanished cost 5 s per queue
 		// (nvmetd's SIGTERM took 10 s to a minute), as Linux's
 		// rdma_disconnect does not wait either.
 		ctx, cancel := context.WithCancel(context.Background())
@@ -233,6 +233,3 @@ func (q *targetQueue) teardown() {
 	}
 	q.log.Debug("queue closed", "reason", q.closeErr)
 }
-
-// disconnectTimeout bounds a host queue's wait for the DREP.
-const disconnectTimeout = 5e9

@@ -11,9 +11,9 @@ import (
 
 // Memory geometry: the memory backend holds its data in regions of
 // memRegionSize bytes mapped (address space only) the first time a byte in
-// them is written, and accounts RAM in chunks of MemoryChunkSize bytes, each
-// allocated by the kernel when first written and given back when a
-// WriteZeroes or Discard covers it whole.
+// them is written, and accounts RAM in chunks of MemoryChunkSize bytes,
+// allocated by the kernel when first written (in huge pages of 2 MiB where
+// it can) and given back when a WriteZeroes or Discard covers them whole.
 const (
 	memChunkShift   = 16
 	MemoryChunkSize = 1 << memChunkShift
@@ -96,8 +96,10 @@ func (d *Memory) mapRegion(k int) (*region.Region, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bdev: memory: mapping %s: %w", FormatBytes(memRegionSize), err)
 	}
-	// Huge pages would take 2 MiB of RAM for a 4 KiB write.
-	_ = unix.Madvise(buf, unix.MADV_NOHUGEPAGE)
+	// Huge pages where the kernel has them (THP "madvise"): sending
+	// 128 KiB READs straight from 4 KiB pages spent 70 % of nvmetd in the
+	// kernel's copy (TLB misses); the price is RAM taken 2 MiB at a time.
+	_ = unix.Madvise(buf, unix.MADV_HUGEPAGE)
 	r := region.New(buf, func() { _ = unix.Munmap(buf) })
 	d.regions[k].Store(r)
 	return r, nil
