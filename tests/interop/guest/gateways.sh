@@ -52,6 +52,8 @@ SIGNAL="${KPEER_SIGNAL:-/tmp/kpeer-signal}"
 OUT="${KPEER_OUT:-/tmp}"
 mkdir -p "$SIGNAL" "$OUT"
 NFAIL=0 REQ=0 FIOPID="" MONPID=""
+# FIO_WAIT_S: how long the fio loop may take to end once asked to.
+FIO_WAIT_S=${FIO_WAIT_S:-240}
 declare -a CTRL PATHDEV PATH2
 
 ts() { cut -d' ' -f1 /proc/uptime; }
@@ -65,7 +67,7 @@ finish() {
   [ -n "$FIOPID" ] && { touch /tmp/fio-stop; kill "$FIOPID" 2>/dev/null; }
   [ -n "$MONPID" ] && kill "$MONPID" 2>/dev/null
   mountpoint -q /mnt && umount /mnt
-  nvme disconnect -n "$NQN" >/dev/null 2>&1
+  timeout 30 nvme disconnect -n "$NQN" >/dev/null 2>&1
   touch "$SIGNAL/release"
   echo
   echo "=== dmesg (nvme, rdma)"
@@ -85,6 +87,23 @@ gw() {
   [ -e "$SIGNAL/gw-done-$REQ" ] || { echo "host side: no answer to '$*' within 60 s"; return 1; }
   echo "host side: $*: $(cat "$SIGNAL/gw-done-$REQ")"
   grep -q '^ok' "$SIGNAL/gw-done-$REQ"
+}
+# hang_report: the state of the paths, the kernel's log and the blocked
+# tasks' stacks, and every gateway's goroutines (SIGQUIT: they go to the
+# gateway's log).
+hang_report() {
+  echo "=== hang report [t=$(ts)s]"
+  # The gateways first: the host side answers at once, whatever the guest.
+  for i in "${!ADDRS[@]}"; do gw QUIT $((i + 1)); done
+  for c in /sys/class/nvme/nvme*; do echo "$(basename "$c"): $(cat "$c/state" 2>/dev/null) $(cat "$c/address" 2>/dev/null)"; done
+  echo "controller states:"; cat /tmp/states 2>/dev/null
+  timeout 10 nvme list-subsys 2>&1
+  for p in /proc/[0-9]*; do
+    if grep -q '^State:.*D' "$p/status" 2>/dev/null; then
+      echo "blocked task $(basename "$p") ($(cat "$p/comm" 2>/dev/null)):"; timeout 5 cat "$p/stack" 2>/dev/null
+    fi
+  done
+  dmesg | tail -n 60
 }
 # ctrl_at ADDR: the controller of NQN over rdma to ADDR.
 ctrl_at() {
@@ -351,6 +370,15 @@ done
 n0=$(wc -l < /tmp/fio.rcs 2>/dev/null || echo 0)
 for _ in $(seq 1200); do [ "$(wc -l < /tmp/fio.rcs 2>/dev/null || echo 0)" -ge $((n0 + 2)) ] && break; sleep 0.1; done
 touch /tmp/fio-stop
+# The loop ends with its current fio run (seconds) unless the I/O hangs:
+# then say what the guest and the gateways (their goroutines) were doing,
+# instead of waiting for the run's timeout.
+for _ in $(seq $((FIO_WAIT_S * 10))); do kill -0 "$FIOPID" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$FIOPID" 2>/dev/null; then
+  failc "fio still running ${FIO_WAIT_S} s after the stop request: the I/O hangs"
+  hang_report
+  exit 1
+fi
 wait "$FIOPID"
 FIOPID=""
 kill "$MONPID" 2>/dev/null; MONPID=""

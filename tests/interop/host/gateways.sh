@@ -7,6 +7,8 @@
 #   the guest writes $KPEER_SIGNAL/gw-req-<n> (n = 1, 2, ... in order) holding
 #     KILL i        SIGKILL gateway i (a crash), wait for it to exit
 #     START i       start gateway i again
+#     QUIT i        SIGQUIT gateway i: its goroutines' stacks go to its log
+#                   (what a hung run reports), and it exits
 #     HUP i NAME    copy CFGDIR/NAME.hcl over CFGDIR/gwi.hcl, SIGHUP gateway i
 #                   (a reload), wait until its log says the reload was applied
 #   and this script answers with $KPEER_SIGNAL/gw-done-<n>: "ok ..." or
@@ -88,6 +90,7 @@ while :; do
     say "request $n: $op ${i:-} ${name:-}"
     case "$op" in
       KILL) if stop "$i" KILL; then res="ok: gateway $i killed"; else res="error: gateway $i not running"; fi ;;
+      QUIT) if stop "$i" QUIT; then res="ok: gateway $i dumped its goroutines to gw$i.log"; else res="error: gateway $i not running"; fi ;;
       START) if [ -z "${PID[$i]:-}" ]; then start "$i"; res="ok: gateway $i started, pid ${PID[$i]}"; else res="error: gateway $i already running"; fi ;;
       HUP) res=$(reload "$i" "$name") ;;
       *) res="error: unknown request '$op'" ;;
