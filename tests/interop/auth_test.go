@@ -37,8 +37,9 @@ func dhchapSecret(t *testing.T, hh int, n int) string {
 // authNQN is the subsystem of the authentication tests.
 const authNQN = "nqn.2014-08.org.nvmexpress:kpeer-auth"
 
-// TestAuthKernelHostNvmetd: the 6.12 guest kernel's nvme-rdma host
-// authenticates to nvmetd with DH-HMAC-CHAP (guest/auth-host.sh):
+// TestAuthKernelHostNvmetd: the 6.12 guest kernel's nvme-rdma host, and
+// its nvme-tcp host to a tcp port, authenticate to nvmetd with
+// DH-HMAC-CHAP (guest/auth-host.sh):
 //
 //   - host 1: a transformed key (DHHC-1:01), hmac(sha256), the null DH
 //     group, unidirectional: verified I/O;
@@ -52,6 +53,13 @@ const authNQN = "nqn.2014-08.org.nvmexpress:kpeer-auth"
 // The backing file must hold both patterns afterwards, and no key may
 // appear in nvmetd's log.
 func TestAuthKernelHostNvmetd(t *testing.T) {
+	for _, tr := range []string{"rdma", "tcp"} {
+		t.Run(tr, func(t *testing.T) { authKernelHostNvmetd(t, tr) })
+	}
+}
+
+// authKernelHostNvmetd is TestAuthKernelHostNvmetd over one transport.
+func authKernelHostNvmetd(t *testing.T, transport string) {
 	dir := kpeer.RequireKernel(t, authKernel)
 	bin := buildBinary(t, "./cmd/nvmetd")
 	work := t.TempDir()
@@ -62,7 +70,7 @@ func TestAuthKernelHostNvmetd(t *testing.T) {
 	cfg := fmt.Sprintf(`
 log_level = "debug"
 port "kpeer" {
-  transport = "rdma"
+  transport = %q
   address   = %q
   service   = 4420
 }
@@ -90,7 +98,7 @@ host %q {
 host %q {
   dhchap_key = %q
 }
-`, kpeer.HostAddr, authNQN, h1, h2, h3, img, h1, k1, h2, k2, c2, h3, k3)
+`, transport, kpeer.HostAddr, authNQN, h1, h2, h3, img, h1, k1, h2, k2, c2, h3, k3)
 	cfgPath := filepath.Join(work, "nvmetd.hcl")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -100,7 +108,7 @@ host %q {
 		Kernel:  authKernel,
 		Scripts: []string{guestScript(t, "auth-host.sh")},
 		HostCmd: fmt.Sprintf("exec %s --config %s", bin, cfgPath),
-		Env: []string{"NQN=" + authNQN,
+		Env: []string{"NQN=" + authNQN, "TRTYPE=" + transport,
 			"HOST1_NQN=" + h1, "HOST1_KEY=" + k1,
 			"HOST2_NQN=" + h2, "HOST2_KEY=" + k2, "HOST2_CTRL_KEY=" + c2,
 			"HOST3_NQN=" + h3, "WRONG_KEY=" + wrong, "WRONG_CTRL_KEY=" + wrongCtrl},

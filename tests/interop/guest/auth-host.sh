@@ -1,6 +1,6 @@
 #!/bin/bash
-# auth-host.sh - the Linux kernel's nvme-rdma host (6.12: in-band
-# authentication) against nvmetd on $TARGET_ADDR with DH-HMAC-CHAP.
+# auth-host.sh - the Linux kernel's nvme-rdma or nvme-tcp host (6.12:
+# in-band authentication) against nvmetd on $TARGET_ADDR with DH-HMAC-CHAP.
 #
 # Cases, in this order (the refused ones last: a kernel host with a wrong key
 # may sit in the kernel for minutes before it gives up):
@@ -11,7 +11,8 @@
 #   ctrlkey  HOST2 with a wrong controller key: refused
 #   wrong    HOST1 with a wrong key: refused
 #
-# env: TARGET_ADDR (default $KPEER_PEER_ADDR) TRSVCID=4420 NQN (required);
+# env: TARGET_ADDR (default $KPEER_PEER_ADDR) TRSVCID=4420 TRTYPE=rdma (or tcp)
+#   NQN (required);
 #   HOST1_NQN HOST1_KEY; HOST2_NQN HOST2_KEY HOST2_CTRL_KEY; HOST3_NQN;
 #   WRONG_KEY WRONG_CTRL_KEY; CASES (default "uni bidi missing ctrlkey wrong");
 #   REFUSE_WAIT_S=400 (bound on a refused connect); PATTERN_MB=1.
@@ -19,6 +20,7 @@
 set -u
 TARGET_ADDR="${TARGET_ADDR:-${KPEER_PEER_ADDR:-192.0.2.1}}"
 TRSVCID="${TRSVCID:-4420}"
+TRTYPE="${TRTYPE:-rdma}"
 NQN="${NQN:?}"
 CASES="${CASES:-uni bidi missing ctrlkey wrong}"
 REFUSE_WAIT_S="${REFUSE_WAIT_S:-400}"
@@ -35,11 +37,13 @@ finish() {
   echo "RESULT: FAIL ($NFAIL)"; exit 1
 }
 
-step "modules and rxe"
-modprobe nvme-rdma || { failc "modprobe nvme-rdma"; finish; }
+step "modules (nvme-$TRTYPE)"
+modprobe "nvme-$TRTYPE" || { failc "modprobe nvme-$TRTYPE"; finish; }
 modprobe nvme-auth 2>/dev/null
-# shellcheck source=/dev/null
-. "${KPEER_LIB:-/share/.kpeer/lib}/rxe-up.sh" || { failc "rxe"; finish; }
+if [ "$TRTYPE" = rdma ]; then
+  # shellcheck source=/dev/null
+  . "${KPEER_LIB:-/share/.kpeer/lib}/rxe-up.sh" || { failc "rxe"; finish; }
+fi
 uname -r
 nvme version
 
@@ -49,7 +53,7 @@ hostid_of() { printf '%s' "$1" | sha256sum | sed -E 's/^(.{8})(.{4})(.{4})(.{4})
 # connect HOSTNQN [nvme connect options]: connect, bounded by REFUSE_WAIT_S.
 connect() {
   local h=$1; shift
-  timeout "$REFUSE_WAIT_S" nvme connect -t rdma -a "$TARGET_ADDR" -s "$TRSVCID" -n "$NQN" \
+  timeout "$REFUSE_WAIT_S" nvme connect -t "$TRTYPE" -a "$TARGET_ADDR" -s "$TRSVCID" -n "$NQN" \
     --hostnqn="$h" --hostid="$(hostid_of "$h")" "$@" 2>&1
 }
 
