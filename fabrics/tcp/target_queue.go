@@ -167,12 +167,15 @@ func (q *TargetQueue) readFirstCapsule() error {
 	// Connect (MQES); the transport never holds more slots than that.
 	q.depth = min(max(q.params.SQSize, 1), limit)
 	q.slots = make([]*targetSlot, q.depth)
-	q.freeList = make([]int32, 1, q.depth)
+	// Small until the Connect succeeds (a connection that never sends
+	// one holds little); the lists grow to the largest batch once and
+	// keep their capacity.
+	q.freeList = make([]int32, 1, 4)
 	q.freeWake = make(chan struct{}, 1)
-	q.pending = make([]targetSendItem, 0, 2*q.depth)
-	q.sending = make([]targetSendItem, 0, 2*q.depth)
-	q.iov = make([][]byte, 0, 4*q.depth+1)
-	q.freed = make([]int32, 0, 2*q.depth)
+	q.pending = make([]targetSendItem, 0, 4)
+	q.sending = make([]targetSendItem, 0, 4)
+	q.iov = make([][]byte, 0, 8)
+	q.freed = make([]int32, 0, 4)
 	q.first = true
 	return nil
 }

@@ -196,6 +196,7 @@ func (q *TargetQueue) writeLoop() {
 				iov = append(iov, s.resp[:len(s.resp)-q.targetDigestPad()])
 			}
 		}
+		q.iov = iov // grown, maybe
 		q.bufs = iov
 		_, err := q.bufs.WriteTo(q.c)
 		clear(iov) // no data buffer stays reachable from here
