@@ -421,6 +421,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // use it (stored little-endian after the header or the data).
 func Digest(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
+// DigestUpdate returns the CRC-32C of data whose first part had digest
+// crc (0 for none) and whose next part is b: the digest of data sent in
+// pieces.
+func DigestUpdate(crc uint32, b []byte) uint32 { return crc32.Update(crc, castagnoli, b) }
+
 // ErrDigest is wrapped by the errors of a digest that does not match.
 var ErrDigest = errors.New("nvme-tcp: digest mismatch")
 

@@ -5,8 +5,16 @@ import (
 	"fmt"
 
 	"github.com/nvmeof/nvmeof/fabrics"
+	"github.com/nvmeof/nvmeof/fabrics/region"
 	"github.com/nvmeof/nvmeof/nvme"
 )
+
+// SendsGather implements fabrics.GatherSender: a READ's data goes out by
+// writev straight from the backend's memory (Request.Gather), released
+// once the socket has it.
+func (q *TargetQueue) SendsGather() bool { return true }
+
+var _ fabrics.GatherSender = (*TargetQueue)(nil)
 
 // The send path of a target queue: completions and R2Ts are built in the
 // slot's buffers by whoever has them (a handler's goroutine, the reader)
@@ -38,9 +46,30 @@ func (q *TargetQueue) CompleteRequest(r *fabrics.Request) {
 		q.freeMu.Unlock()
 	}
 	kind := uint8(tsendResp)
+	if len(r.Gather) > 0 && (!ok || s.dir != fabrics.DirCtrlToHost || region.Len(r.Gather) != len(r.Data)) {
+		// Nothing to send, or not what the command asked for: the data
+		// (if any) goes from the slot's buffer.
+		if ok && s.dir == fabrics.DirCtrlToHost {
+			n := 0
+			for _, g := range r.Gather {
+				n += copy(r.Data[n:], g.Bytes())
+			}
+		}
+		r.Gather = region.ReleaseAll(r.Gather)
+	}
 	if ok && s.dir == fabrics.DirCtrlToHost && len(r.Data) > 0 {
 		success := q.sqflowOff && cqe.DW0() == 0 && cqe.DW1() == 0
-		q.buildC2HData(s, r.Data, cid, success)
+		var dg uint32
+		if q.ddgst {
+			if len(r.Gather) > 0 {
+				for _, g := range r.Gather {
+					dg = DigestUpdate(dg, g.Bytes())
+				}
+			} else {
+				dg = Digest(r.Data)
+			}
+		}
+		q.buildC2HData(s, len(r.Data), dg, cid, success)
 		kind = tsendData
 		if !success {
 			kind |= tsendResp
@@ -87,7 +116,9 @@ func (q *TargetQueue) pdoFor(hlen int) int {
 	return (hlen + a - 1) / a * a
 }
 
-func (q *TargetQueue) buildC2HData(s *targetSlot, data []byte, cid uint16, success bool) {
+// buildC2HData builds the header of a C2HData PDU carrying all n bytes of
+// the command's data, whose CRC-32C is ddgst (used with data digests).
+func (q *TargetQueue) buildC2HData(s *targetSlot, n int, ddgst uint32, cid uint16, success bool) {
 	pdo := q.pdoFor(DataHLen)
 	b := s.hdr[:pdo]
 	clear(b)
@@ -100,11 +131,11 @@ func (q *TargetQueue) buildC2HData(s *targetSlot, data []byte, cid uint16, succe
 	if q.hdgst {
 		f |= FlagHDGST
 	}
-	plen := pdo + len(data)
+	plen := pdo + n
 	if q.ddgst {
 		f |= FlagDDGST
 		plen += DigestLen
-		binary.LittleEndian.PutUint32(s.ddgst[:], Digest(data))
+		binary.LittleEndian.PutUint32(s.ddgst[:], ddgst)
 	}
 	h.SetFlags(f)
 	h.SetHLen(DataHLen)
@@ -113,7 +144,7 @@ func (q *TargetQueue) buildC2HData(s *targetSlot, data []byte, cid uint16, succe
 	d := DataPDU(b)
 	d.SetCCCID(cid)
 	d.SetDataO(0)
-	d.SetDataL(uint32(len(data)))
+	d.SetDataL(uint32(n))
 	if q.hdgst {
 		binary.LittleEndian.PutUint32(b[DataHLen:], Digest(b[:DataHLen]))
 	}
@@ -146,6 +177,7 @@ func (q *TargetQueue) enqueue(s *targetSlot, kind uint8) {
 	q.mu.Lock()
 	if q.closed || q.term != nil {
 		q.mu.Unlock()
+		s.req.Gather = region.ReleaseAll(s.req.Gather)
 		return
 	}
 	if kind&tsendR2T == 0 {
@@ -167,14 +199,18 @@ func (q *TargetQueue) writeLoop() {
 		for len(q.pending) == 0 && !q.closed && q.term == nil {
 			q.cond.Wait()
 		}
-		if q.closed {
+		if q.closed || q.term != nil {
+			// What is queued is not sent: the lent memory goes back.
+			for _, it := range q.pending {
+				s := q.slots[it.slot]
+				s.req.Gather = region.ReleaseAll(s.req.Gather)
+			}
+			q.pending = q.pending[:0]
+			t, closed := q.term, q.closed
 			q.mu.Unlock()
-			return
-		}
-		if q.term != nil {
-			t := q.term
-			q.mu.Unlock()
-			q.c.Write(t)
+			if t != nil && !closed {
+				q.c.Write(t)
+			}
 			return
 		}
 		q.pending, q.sending = q.sending[:0], q.pending
@@ -187,7 +223,14 @@ func (q *TargetQueue) writeLoop() {
 				iov = append(iov, s.r2t[:len(s.r2t)-q.targetDigestPad()])
 			}
 			if it.kind&tsendData != 0 {
-				iov = append(iov, s.hdr[:s.hdrLen], s.req.Data)
+				iov = append(iov, s.hdr[:s.hdrLen])
+				if len(s.req.Gather) > 0 {
+					for _, g := range s.req.Gather {
+						iov = append(iov, g.Bytes())
+					}
+				} else {
+					iov = append(iov, s.req.Data)
+				}
 				if q.ddgst {
 					iov = append(iov, s.ddgst[:])
 				}
@@ -200,6 +243,13 @@ func (q *TargetQueue) writeLoop() {
 		q.bufs = iov
 		_, err := q.bufs.WriteTo(q.c)
 		clear(iov) // no data buffer stays reachable from here
+		for _, it := range q.sending {
+			if it.kind&tsendData != 0 {
+				// Sent (in the socket) or never will be.
+				s := q.slots[it.slot]
+				s.req.Gather = region.ReleaseAll(s.req.Gather)
+			}
+		}
 		if err != nil {
 			q.shutdown(fmt.Errorf("nvme-tcp: queue %d: send: %w", q.params.QID, err))
 			return
