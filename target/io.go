@@ -89,7 +89,11 @@ func (c *controller) handleIO(q *queue, r *fabrics.Request) {
 			return
 		}
 		dsm := nvme.DSMCommand{SQE: sqe}
-		if !q.checkLen(r, dsm.DataLength()) {
+		// The range list may come in a longer buffer (Linux's hosts
+		// send a 4 KiB page over TCP); the ranges NR names are read
+		// (nvmet_check_data_len_lte).
+		if len(r.Data) < dsm.DataLength() {
+			q.complete(r, dnr(nvme.StatusDataSGLLengthInvalid), locDPTR, 0)
 			return
 		}
 		if !dsm.AD() {

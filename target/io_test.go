@@ -98,6 +98,17 @@ func TestIO(t *testing.T) {
 	if !bytes.Equal(r.data, want) {
 		t.Fatal("data after deallocate")
 	}
+	// The range list in a 4 KiB buffer, as Linux's hosts send it over
+	// TCP: the ranges NR names count, the rest is ignored.
+	page := make([]byte, 4096)
+	copy(page, dsmData([2]uint64{120, 2}))
+	copy(page[nvme.DSMRangeSize:], dsmData([2]uint64{0, 1})) // beyond NR: not deallocated
+	expect(t, io.run(dsmSQE(1, 1, true), page, fabrics.DirHostToCtrl), 0, "DSM with its ranges in a page")
+	r = io.read(1, 100, 32)
+	clear(want[20*512 : 22*512])
+	if !bytes.Equal(r.data, want) {
+		t.Fatal("data after deallocating from a page of ranges")
+	}
 
 	// Last block of the namespace.
 	last := uint64(testNSSize/512 - 1)
