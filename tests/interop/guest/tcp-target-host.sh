@@ -9,7 +9,8 @@
 #     fio crc32c verify on namespace 1 (4k random, 128k sequential, 1M);
 #     ext4 on namespace 2: mkfs, mount, copy, sync, umount, remount,
 #     compare checksums, fsck; disconnect (the controller must go)
-#   restart   (RESTART=1) connect -c 2 -l 60, write a pattern, ask the host
+#   restart   (RESTART=1) connect -c 2 -l 60, write a pattern on namespace 2
+#     (whose data must outlive nvmetd: a file), ask the host
 #     side to SIGKILL and restart nvmetd (tests/interop/host/nvmetd-restart.sh
 #     as the host command), read the pattern back and write again: I/O waits
 #     for the kernel's reconnect; the controller must be live again
@@ -215,14 +216,14 @@ if [ "$RESTART" = 1 ]; then
   dmesg > /tmp/dmesg-before-restart
   step "restart: nvme connect -t tcp -c 2 -l 60 to $NQN"
   run nvme connect -t tcp -a "$TARGET_ADDR" -s "$TRSVCID" -n "$NQN" -c 2 -l 60 || abort "restart: connect"
-  CTRL=$(ctrl_of "$NQN") && NS1=$(wait_ns "$NQN" 1) || abort "restart: no controller/namespace"
+  CTRL=$(ctrl_of "$NQN") && NS2=$(wait_ns "$NQN" 2) || abort "restart: no controller/namespace"
   (prev=""; while :; do
      st=$(attr "$CTRL" state || echo gone)
      [ "$st" != "$prev" ] && echo "$(cut -d' ' -f1 /proc/uptime) $st" >> /tmp/states
      prev=$st; sleep 0.1
    done) &
   MONPID=$!
-  if pattern_io "$NS1" 40 before write && pattern_io "$NS1" 40 before check; then pass "restart: I/O before SIGKILL verified"; else failc "restart: I/O before SIGKILL"; fi
+  if pattern_io "$NS2" 2 before write && pattern_io "$NS2" 2 before check; then pass "restart: I/O before SIGKILL verified"; else failc "restart: I/O before SIGKILL"; fi
   echo KILL > "$SIGNAL/restart-target.tmp" && mv "$SIGNAL/restart-target.tmp" "$SIGNAL/restart-target"
   step "restart: waiting for the host side to SIGKILL and restart nvmetd"
   ok=0
@@ -230,7 +231,7 @@ if [ "$RESTART" = 1 ]; then
   [ "$ok" = 1 ] || abort "restart: nvmetd not restarted within 30 s"
   cat "$SIGNAL/target-restarted-1"
   t0=$(cut -d' ' -f1 /proc/uptime)
-  if pattern_io "$NS1" 40 before check && pattern_io "$NS1" 44 after write && pattern_io "$NS1" 44 after check; then
+  if pattern_io "$NS2" 2 before check && pattern_io "$NS2" 6 after write && pattern_io "$NS2" 6 after check; then
     pass "restart: I/O resumed after SIGKILL (data written before reads back, new writes verified, $(awk -v a="$t0" -v b="$(cut -d' ' -f1 /proc/uptime)" 'BEGIN { printf "%.1f", b - a }') s)"
   else
     failc "restart: I/O after SIGKILL"
