@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nvmeof/nvmeof/bench/report"
+	"github.com/nvmeof/nvmeof/configfs"
 )
 
 const jobsDir = "../../examples/fio"
@@ -131,16 +132,25 @@ func TestNvmeofHook(t *testing.T) {
 	}
 	n.Engine = "/engines/e.so"
 	n.Port = 4420
-	want := []string{"ioengine=external:/engines/e.so", "thread", "traddr=127.0.0.1", "trsvcid=4420",
-		"subnqn=nqn.2026-11.io.nvmeof:bench", "host_traddr=127.0.0.2", "nsid=1"}
-	if got := n.EngineArgs(); !reflect.DeepEqual(got, want) {
-		t.Errorf("EngineArgs() = %q\nwant %q", got, want)
-	}
-	cfg := n.NvmetdConfig("1G")
-	for _, s := range []string{`backend    = "memory"`, `size       = "1GiB"`, `address   = "127.0.0.1"`, `service   = 4420`,
-		`allow_any_host = true`, `log_level = "info"`, `subsystem "nqn.2026-11.io.nvmeof:bench"`} {
-		if !strings.Contains(cfg, s) {
-			t.Errorf("nvmetd config lacks %s:\n%s", s, cfg)
+	for _, tr := range []string{"rdma", "tcp"} {
+		n.Transport = tr
+		want := []string{"ioengine=external:/engines/e.so", "thread", "transport=" + tr, "traddr=127.0.0.1", "trsvcid=4420",
+			"subnqn=nqn.2026-11.io.nvmeof:bench", "host_traddr=127.0.0.2", "nsid=1"}
+		if got := n.EngineArgs(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: EngineArgs() = %q\nwant %q", tr, got, want)
+		}
+		cfg := n.NvmetdConfig("1G")
+		for _, s := range []string{`backend    = "memory"`, `size       = "1GiB"`, `address   = "127.0.0.1"`, `service   = 4420`,
+			`allow_any_host = true`, `log_level = "info"`, `subsystem "nqn.2026-11.io.nvmeof:bench"`, `transport = "` + tr + `"`} {
+			if !strings.Contains(cfg, s) {
+				t.Errorf("%s: nvmetd config lacks %s:\n%s", tr, s, cfg)
+			}
+		}
+		if strings.Contains(cfg, "provider") != (tr == "rdma") {
+			t.Errorf("%s: provider in the config: %v, want only for rdma:\n%s", tr, !strings.Contains(cfg, "provider"), cfg)
+		}
+		if _, err := configfs.ParseHCL([]byte(cfg), "bench.hcl"); err != nil {
+			t.Errorf("%s: nvmetd would refuse its config: %v\n%s", tr, err, cfg)
 		}
 	}
 	for in, want := range map[string]string{"1G": "1GiB", "512M": "512MiB", "1073741824": "1073741824", "": ""} {

@@ -355,7 +355,7 @@ func (c Config) setupVeth(ctx context.Context, topology string, l *vethLink) ([]
 		sides = append(sides, s)
 	}
 
-	c.logf("== %s: nvmeof: nvmetd memory %s on rdma %s, fio engine from %s", topology, c.MemSize, srvAddr, cliAddr)
+	c.logf("== %s: nvmeof: nvmetd memory %s on %s %s, fio engine from %s", topology, c.MemSize, c.Nvmeof.transport(), srvAddr, cliAddr)
 	n := c.Nvmeof
 	n.Address, n.HostAddress, n.Fallback, n.Netns = srvAddr, cliAddr, false, false
 	if n.Port == 0 {
@@ -376,8 +376,8 @@ func (c Config) setupVeth(ctx context.Context, topology string, l *vethLink) ([]
 			skip = "nvmetd did not start: " + err.Error()
 		default:
 			stops = append(stops, c.stopper(srv))
-			info.NvmeofTarget = fmt.Sprintf("nvmetd %s (pid %d), memory namespace %s, rdma %s:%d, subsystem %s, host %s; nvmetd in the server namespace, fio in the client's",
-				n.Nvmetd, srv.PID, c.MemSize, srvAddr, n.Port, n.NQN, cliAddr)
+			info.NvmeofTarget = fmt.Sprintf("nvmetd %s (pid %d), memory namespace %s, %s %s:%d, subsystem %s, host %s; nvmetd in the server namespace, fio in the client's",
+				n.Nvmetd, srv.PID, c.MemSize, n.transport(), srvAddr, n.Port, n.NQN, cliAddr)
 			nv := &side{name: report.SideNvmeof, topology: topology, label: report.SideNvmeof, engine: n.EngineArgs(),
 				server: srv, wrap: inClient, datagrams: true, netnsPIDs: []int{l.server.PID, l.client.PID},
 				udp6: topology == TopologyVeth6, dgramSrc: srcVethSNMP}

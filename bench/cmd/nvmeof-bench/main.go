@@ -80,6 +80,7 @@ func run() int {
 		hostAddr  = flag.String("nvmeof-host-addr", def.HostAddress, "nvmeof side: the initiator's soft RoCE device address (host_traddr)")
 		port      = flag.Int("nvmeof-port", def.Port, "nvmeof side: target service id (trsvcid); 0: a free one from 49152-65535 for the nvmetd started, 4420 otherwise")
 		nqn       = flag.String("nvmeof-nqn", def.NQN, "nvmeof side: subsystem NQN")
+		transport = flag.String("nvmeof-transport", def.Transport, "nvmeof side: transport of nvmetd's port and the engine, rdma (soft RoCE) or tcp (NVMe/TCP, against nbdkit's TCP like for like)")
 		netns     = flag.Bool("nvmeof-netns", def.Netns, "nvmeof side: run nvmetd and its fio in a network namespace of their own (needs a started nvmetd; its UDP counters then count this side alone)")
 		rounds    = flag.Int("rounds", 0, "rounds per job, interleaved between the sides; figures are medians (default 3, -smoke 1)")
 		syscalls  = flag.Bool("syscalls", true, "count system calls per I/O with perf stat (fio and the servers run under perf; left out if perf does not work)")
@@ -166,6 +167,13 @@ Flags:
 	cfg.Nvmeof = def
 	cfg.Nvmeof.Engine, cfg.Nvmeof.Nvmetd = *engine, *nvmetd
 	cfg.Nvmeof.Address, cfg.Nvmeof.HostAddress, cfg.Nvmeof.Port, cfg.Nvmeof.NQN = *addr, *hostAddr, *port, *nqn
+	switch *transport {
+	case "rdma", "tcp":
+		cfg.Nvmeof.Transport = *transport
+	default:
+		fmt.Fprintf(os.Stderr, "nvmeof-bench: -nvmeof-transport %q: want rdma or tcp\n", *transport)
+		os.Exit(2)
+	}
 	cfg.Nvmeof.Netns = *netns
 	flag.Visit(func(f *flag.Flag) {
 		if f.Name == "nvmeof-addr" || f.Name == "nvmeof-host-addr" {
