@@ -24,6 +24,7 @@
 #   ./scripts/bench.sh -quick -topology all              # all three: about 25 minutes
 #   ./scripts/bench.sh -smoke -topology veth4,veth6      # the two-namespace topologies only
 #   ./scripts/bench.sh -strict    # exit status 4 when a goal is missed
+#   ./scripts/bench.sh -quick -topology all -nvmeof-transport tcp   # the nvmeof side over NVMe/TCP
 #
 # Exit status: 0 (missed goals are reported, not enforced, unless -strict),
 # 1 when a job failed, 3 when fio or nbdkit is missing.
