@@ -252,8 +252,10 @@ type Listener struct {
 	pool *dataPool
 	// gather: READs go out of the backend's memory, registered once per
 	// region (target_gather.go), on devices where that costs nothing.
-	gather    bool
-	regionMRs regionMRs
+	gather bool
+	// regionMRs is apart from the listener: the hooks it leaves on
+	// regions that outlive the port hold it, not the listener.
+	regionMRs *regionMRs
 	rpool     *recvPool // the SRQ and its buffers, nil without one
 	refsMu    sync.Mutex
 	refs      int
@@ -268,6 +270,7 @@ func (l *Listener) openShared() error {
 	}
 	l.pd = pd
 	l.pool = newDataPool(pd, l.cfg.MaxTransfer, l.cfg.DataPoolBytes)
+	l.regionMRs = new(regionMRs)
 	if a := l.cfg.Device.Attr(); a.LazyMR && a.MaxSGE >= maxGatherSGE {
 		l.gather = true
 	}
