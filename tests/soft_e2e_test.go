@@ -1946,6 +1946,9 @@ func TestNvmetdReloadBadConfig(t *testing.T) {
 	addr := fabrics.Address{Transport: fabrics.TransportRDMA, Addr: netip.MustParseAddr("127.0.50.3"), ServiceID: 4453}
 	c, err := initiator.Connect(ctx, nvmerdma.NewDialer(nvmerdma.HostConfig{Device: hdev}), addr, initiator.Options{
 		SubsystemNQN: "nqn.2026-11.io.nvmeof:reload-e2e", HostNQN: softHostNQN, NrIOQueues: 1,
+		// Linux's 3 s per queue connect was missed twice with the
+		// package's other nvmetd tests and another package's running.
+		ConnectTimeout: 10 * time.Second,
 		CommandTimeout: 10 * time.Second, OnAsyncEvent: func(ev initiator.AsyncEvent) { events <- ev },
 	})
 	if err != nil {
