@@ -47,13 +47,14 @@ type gwNamespace struct {
 	anaGroup2 bool
 }
 
-// gwConfig is gateway i's (1-based) configuration: its own port, the
+// gwConfig is gateway i's (1-based) configuration: its own port (of
+// transport "rdma" or "tcp"), the
 // shared subsystem with cntlids 100*(i-1)+1 .. 100*i-1 and the
 // namespaces with fixed UUID and NGUID (the same on every gateway). With
 // an ana state the port gives ANA group 1 that state and the namespaces
 // are in group 1, but those with anaGroup2 in group 2, which gateway 2
 // has optimized and the others non-optimized.
-func gwConfig(i int, nss []gwNamespace, ana string) string {
+func gwConfig(i int, transport string, nss []gwNamespace, ana string) string {
 	var b strings.Builder
 	anaGroup := ""
 	if ana != "" {
@@ -68,7 +69,7 @@ func gwConfig(i int, nss []gwNamespace, ana string) string {
 	}
 	fmt.Fprintf(&b, `log_level = "info"
 port "gw%d" {
-  transport = "rdma"
+  transport = %q
   address   = %q
   service   = 4420
 %s}
@@ -79,7 +80,7 @@ subsystem %q {
   model          = %q
   cntlid_min     = %d
   cntlid_max     = %d
-`, i, gwAddrs[i-1], anaGroup, gwNQN, i, gwSerial, gwModel, 100*(i-1)+1, 100*i-1)
+`, i, transport, gwAddrs[i-1], anaGroup, gwNQN, i, gwSerial, gwModel, 100*(i-1)+1, 100*i-1)
 	for _, ns := range nss {
 		anaGrpid := ""
 		switch {
@@ -103,7 +104,7 @@ subsystem %q {
 // with ana the variants guest/gateways.sh asks to reload, into cfgdir:
 // gw<i>-a.hcl the start (gateway 1 optimized, the others non-optimized),
 // gw<i>-b.hcl the states swapped between gateways 1 and 2.
-func writeGatewayConfigs(t *testing.T, cfgdir string, nss []gwNamespace, ana bool) {
+func writeGatewayConfigs(t *testing.T, cfgdir, transport string, nss []gwNamespace, ana bool) {
 	t.Helper()
 	write := func(name, c string) {
 		if err := os.WriteFile(filepath.Join(cfgdir, name+".hcl"), []byte(c), 0o644); err != nil {
@@ -112,7 +113,7 @@ func writeGatewayConfigs(t *testing.T, cfgdir string, nss []gwNamespace, ana boo
 	}
 	for i := range gwAddrs {
 		if !ana {
-			write(fmt.Sprintf("gw%d", i+1), gwConfig(i+1, nss, ""))
+			write(fmt.Sprintf("gw%d", i+1), gwConfig(i+1, transport, nss, ""))
 			continue
 		}
 		a, b := "non-optimized", "non-optimized"
@@ -122,9 +123,9 @@ func writeGatewayConfigs(t *testing.T, cfgdir string, nss []gwNamespace, ana boo
 		case 1:
 			b = "optimized"
 		}
-		write(fmt.Sprintf("gw%d", i+1), gwConfig(i+1, nss, a))
-		write(fmt.Sprintf("gw%d-a", i+1), gwConfig(i+1, nss, a))
-		write(fmt.Sprintf("gw%d-b", i+1), gwConfig(i+1, nss, b))
+		write(fmt.Sprintf("gw%d", i+1), gwConfig(i+1, transport, nss, a))
+		write(fmt.Sprintf("gw%d-a", i+1), gwConfig(i+1, transport, nss, a))
+		write(fmt.Sprintf("gw%d-b", i+1), gwConfig(i+1, transport, nss, b))
 	}
 }
 
@@ -207,32 +208,38 @@ func checkPattern(t *testing.T, what string, b []byte) {
 	}
 }
 
-// TestKernelHostGateways: two nvmetd gateways on one 64 MiB file. In one
-// boot the guest checks that native multipath joins the two controllers
-// into one subsystem with one namespace and two paths, writes a pattern,
-// runs fio crc32c write+verify in a loop while the gateway carrying the
-// I/O is SIGKILLed (the path must go, the I/O move to the other path,
-// the path come back after the restart, every fio run pass) and reads the
-// pattern back; the shared file must then hold it.
+// TestKernelHostGateways: two nvmetd gateways on one 64 MiB file, over
+// RDMA (nvme-rdma on rdma_rxe) and over TCP (nvme-tcp), one guest each. In
+// one boot the guest checks that native multipath joins the two
+// controllers into one subsystem with one namespace and two paths, writes
+// a pattern, runs fio crc32c write+verify in a loop while the gateway
+// carrying the I/O is SIGKILLed (the path must go, the I/O move to the
+// other path, the path come back after the restart, every fio run pass)
+// and reads the pattern back; the shared file must then hold it.
 func TestKernelHostGateways(t *testing.T) {
 	dir := kpeer.Require(t)
 	bin := buildBinary(t, "./cmd/nvmetd")
-	work := t.TempDir()
-	img := filepath.Join(work, "shared.img")
-	// Created here: two gateways starting at once must not race to create it.
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
+	for _, transport := range []string{"rdma", "tcp"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			work := t.TempDir()
+			img := filepath.Join(work, "shared.img")
+			// Created here: two gateways starting at once must not race to create it.
+			if err := os.WriteFile(img, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(img, gwNSSize); err != nil {
+				t.Fatal(err)
+			}
+			writeGatewayConfigs(t, work, transport, []gwNamespace{{nsid: 1, backend: fmt.Sprintf("    backend = \"file\"\n    path    = %q\n    size    = %d", img, gwNSSize)}}, gwANA)
+			runGateways(t, dir, bin, work, "", 12*time.Minute, "TRTYPE="+transport)
+			b, err := os.ReadFile(img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPattern(t, "the shared file", b)
+		})
 	}
-	if err := os.Truncate(img, gwNSSize); err != nil {
-		t.Fatal(err)
-	}
-	writeGatewayConfigs(t, work, []gwNamespace{{nsid: 1, backend: fmt.Sprintf("    backend = \"file\"\n    path    = %q\n    size    = %d", img, gwNSSize)}}, gwANA)
-	runGateways(t, dir, bin, work, "", 12*time.Minute)
-	b, err := os.ReadFile(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkPattern(t, "the shared file", b)
 }
 
 func b2i(b bool) int {

@@ -71,7 +71,7 @@ func TestKernelHostRBDGateways(t *testing.T) {
 	// ANA group 2, which gateway 2 serves optimized.
 	ns2 := rbdNS(2, rbdImage2)
 	ns2.anaGroup2 = true
-	writeGatewayConfigs(t, work, []gwNamespace{rbdNS(1, rbdImage1), ns2}, gwANA)
+	writeGatewayConfigs(t, work, "rdma", []gwNamespace{rbdNS(1, rbdImage1), ns2}, gwANA)
 	prelude := fmt.Sprintf("set -e; CEPH_DIR=%s CEPH_PORT=%d bash %s start; "+
 		"rbd -c %s create --size %dM --image-feature layering rbd/%s; "+
 		"rbd -c %s create --size %dM --image-feature layering rbd/%s; rbd -c %s info rbd/%s; set +e",

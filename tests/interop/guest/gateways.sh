@@ -1,5 +1,5 @@
 #!/bin/bash
-# gateways.sh - the Linux kernel's nvme-rdma host with native multipath against
+# gateways.sh - the Linux kernel's nvme-rdma or nvme-tcp host (TRTYPE) with native multipath against
 # several nvmetd gateways exporting one subsystem (issue 14): one path per
 # gateway, one block device per namespace. Needs tests/interop/host/gateways.sh
 # as the --host-cmd (it kills, restarts and reloads gateways on request).
@@ -52,6 +52,8 @@ SIGNAL="${KPEER_SIGNAL:-/tmp/kpeer-signal}"
 OUT="${KPEER_OUT:-/tmp}"
 mkdir -p "$SIGNAL" "$OUT"
 NFAIL=0 REQ=0 FIOPID="" MONPID=""
+# TRTYPE: the transport, rdma (nvme-rdma on rdma_rxe) or tcp (nvme-tcp).
+TRTYPE=${TRTYPE:-rdma}
 # FIO_WAIT_S: how long the fio loop may take to end once asked to.
 FIO_WAIT_S=${FIO_WAIT_S:-240}
 declare -a CTRL PATHDEV PATH2
@@ -105,7 +107,7 @@ hang_report() {
   done
   dmesg | tail -n 60
 }
-# ctrl_at ADDR: the controller of NQN over rdma to ADDR.
+# ctrl_at ADDR: the controller of NQN over $TRTYPE to ADDR.
 ctrl_at() {
   local c
   for c in /sys/class/nvme/nvme*; do
@@ -186,10 +188,12 @@ pattern() {
   awk -v n=$(($1 * 2048)) 'BEGIN { for (i = 0; i < n; i++) printf "kpeer-pattern blk %08d %0484d\n", i, i }'
 }
 
-step "rxe, nvme_rdma, native multipath"
-# shellcheck source=/dev/null
-. "${KPEER_LIB:-/share/.kpeer/lib}/rxe-up.sh" || abort "rxe setup"
-modprobe nvme_rdma || abort "modprobe nvme_rdma"
+step "nvme_$TRTYPE, native multipath"
+if [ "$TRTYPE" = rdma ]; then
+  # shellcheck source=/dev/null
+  . "${KPEER_LIB:-/share/.kpeer/lib}/rxe-up.sh" || abort "rxe setup"
+fi
+modprobe "nvme_$TRTYPE" || abort "modprobe nvme_$TRTYPE"
 mp=$(cat /sys/module/nvme_core/parameters/multipath 2>/dev/null)
 [ "$mp" = Y ] && pass "native NVMe multipath on (nvme_core multipath=$mp)" || abort "nvme_core multipath=$mp"
 mkdir -p /etc/nvme
@@ -205,14 +209,14 @@ step "paths: discover and connect ${ADDRS[*]}"
 for a in "${ADDRS[@]}"; do
   ok=0
   for i in $(seq "$DISCOVER_TRIES"); do
-    if out=$(nvme discover -t rdma -a "$a" -s "$TRSVCID" 2>&1) && grep -q "subnqn: *$NQN" <<< "$out"; then ok=1; break; fi
+    if out=$(nvme discover -t "$TRTYPE" -a "$a" -s "$TRSVCID" 2>&1) && grep -q "subnqn: *$NQN" <<< "$out"; then ok=1; break; fi
     echo "$a attempt $i: ${out##*$'\n'}"
     sleep 3
   done
   [ "$ok" = 1 ] && pass "discover $a: $NQN listed" || abort "discover $a"
 done
 for a in "${ADDRS[@]}"; do
-  run nvme connect -t rdma -n "$NQN" -a "$a" -s "$TRSVCID" -c 1 -l 600 -k 5 || abort "connect $a"
+  run nvme connect -t "$TRTYPE" -n "$NQN" -a "$a" -s "$TRSVCID" -c 1 -l 600 -k 5 || abort "connect $a"
 done
 for _ in $(seq 100); do
   n=0
