@@ -153,6 +153,19 @@ type Request struct {
 // controller-to-host data (if any) and the CQE.
 func (r *Request) Complete() { r.Completer.CompleteRequest(r) }
 
+// CheckHostCommand is the check every host queue's Submit makes before it
+// takes a tag: the transfer fits maxXfer and the command has its Done.
+// Errors are prefixed with the transport's name (e.g. "nvme-rdma").
+func CheckHostCommand(transport string, cmd *HostCommand, maxXfer int) error {
+	if n := len(cmd.Data); n > maxXfer {
+		return fmt.Errorf("%s: %d-byte transfer exceeds %d", transport, n, maxXfer)
+	}
+	if cmd.Done == nil {
+		return fmt.Errorf("%s: command without Done", transport)
+	}
+	return nil
+}
+
 // Dialer is a host-side transport: it opens queues to a target port.
 type Dialer interface {
 	// Dial opens one queue to the target at addr.

@@ -508,13 +508,10 @@ func (q *hostQueue) watchConn() {
 
 // Submit implements fabrics.HostQueue.
 func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
+	if err := fabrics.CheckHostCommand("nvme-rdma", cmd, q.maxXfer); err != nil {
+		return err
+	}
 	n := len(cmd.Data)
-	if n > q.maxXfer {
-		return fmt.Errorf("nvme-rdma: %d-byte transfer exceeds %d", n, q.maxXfer)
-	}
-	if cmd.Done == nil {
-		return errors.New("nvme-rdma: command without Done")
-	}
 	i := int(cmd.Tag)
 	q.mu.Lock()
 	if q.closed {

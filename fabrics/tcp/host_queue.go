@@ -3,7 +3,6 @@ package tcp
 import (
 	"bufio"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -204,13 +203,10 @@ func (q *hostQueue) fatal(fes uint16, fei uint32, hdr []byte, err error) {
 
 // Submit implements fabrics.HostQueue.
 func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
+	if err := fabrics.CheckHostCommand("nvme-tcp", cmd, q.maxXfer); err != nil {
+		return err
+	}
 	n := len(cmd.Data)
-	if n > q.maxXfer {
-		return fmt.Errorf("nvme-tcp: %d-byte transfer exceeds %d", n, q.maxXfer)
-	}
-	if cmd.Done == nil {
-		return errors.New("nvme-tcp: command without Done")
-	}
 	i := int(cmd.Tag)
 	q.mu.Lock()
 	if q.closed {
