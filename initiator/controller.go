@@ -74,6 +74,10 @@ type assoc struct {
 	tbkas     bool
 	aen       uint32     // the AEN configuration enabled
 	anatt     anattState // groups in the ANA change state (anatt.go)
+	// missed lists the namespaces the rescan that made this association
+	// (after a reset or reconnect) found changed, reported before the
+	// first Asynchronous Event Request.
+	missed []uint32
 	wg        sync.WaitGroup
 	downOnce  sync.Once
 }
@@ -586,8 +590,12 @@ func (c *Controller) startBackground(a *assoc) {
 	if a.aen != 0 {
 		if s := a.admin.tryGet(); s != nil {
 			a.wg.Add(1)
-			go c.asyncEvents(a, s)
+			go c.asyncEvents(a, s) // reports a.missed first
+			return
 		}
+	}
+	if len(a.missed) > 0 {
+		c.reportMissed(a.missed)
 	}
 }
 
@@ -641,6 +649,9 @@ func (c *Controller) asyncEvents(a *assoc, s *cmdSlot) {
 	sq := nvme.SQE(sqe[:])
 	sq.SetOpcode(uint8(nvme.AdminAsyncEventRequest))
 	sq.SetFlags(byte(nvme.PSDTSGLMPTRAddress) << 6)
+	if len(a.missed) > 0 {
+		c.reportMissed(a.missed)
+	}
 	for {
 		// No timeout: the controller answers when it has an event.
 		s.prep(&sqe, nil, fabrics.DirNone, "Asynchronous Event Request", waitOpts{})
@@ -691,6 +702,17 @@ func (c *Controller) handleEvent(a *assoc, ev nvme.AsyncEvent) {
 	}
 	if f := c.opts.OnAsyncEvent; f != nil {
 		f(out)
+	}
+}
+
+// reportMissed tells the user of namespace changes a rescan after a reset
+// or reconnect found, as the Namespace Attribute Changed notice the
+// controller would have sent (AsyncEvent.Rescan set).
+func (c *Controller) reportMissed(nsids []uint32) {
+	c.log.Info("namespaces changed while disconnected", "nsids", nsids)
+	c.notifyChange()
+	if f := c.opts.OnAsyncEvent; f != nil {
+		f(AsyncEvent{Event: nvme.AENNamespaceChanged, ChangedNSIDs: nsids, Rescan: true})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sync/atomic"
 
 	"github.com/nvmeof/nvmeof/fabrics"
@@ -56,12 +57,20 @@ type Namespace struct {
 // namespaces, updates known ones and drops those no longer active
 // (nvme_scan_work).
 func (c *Controller) scan(ctx context.Context, a *assoc) error {
+	_, err := c.scanChanges(ctx, a)
+	return err
+}
+
+// scanChanges is scan that also returns the namespaces it found added,
+// removed or resized (block count or block size), in NSID order.
+func (c *Controller) scanChanges(ctx context.Context, a *assoc) ([]uint32, error) {
 	c.scanMu.Lock()
 	defer c.scanMu.Unlock()
 	ids, err := c.activeNSIDs(ctx, a)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var changed []uint32
 	active := make(map[uint32]bool, len(ids))
 	for _, nsid := range ids {
 		info, err := c.readNS(ctx, a, nsid)
@@ -79,8 +88,10 @@ func (c *Controller) scan(ctx context.Context, a *assoc) error {
 			ns = &Namespace{c: c, nsid: nsid}
 			c.ns[nsid] = ns
 			c.log.Info("namespace", "nsid", nsid, "blocks", info.nblocks, "block_size", info.blockSize)
+			changed = append(changed, nsid)
 		} else if old := ns.info.Load(); old != nil && (old.nblocks != info.nblocks || old.blockSize != info.blockSize) {
 			c.log.Info("namespace changed", "nsid", nsid, "blocks", info.nblocks, "block_size", info.blockSize)
+			changed = append(changed, nsid)
 		}
 		ns.info.Store(info)
 		ns.removed.Store(false)
@@ -93,10 +104,12 @@ func (c *Controller) scan(ctx context.Context, a *assoc) error {
 			c.log.Info("namespace removed", "nsid", nsid)
 			ns.removed.Store(true)
 			delete(c.ns, nsid)
+			changed = append(changed, nsid)
 		}
 	}
 	c.nsMu.Unlock()
-	return nil
+	slices.Sort(changed)
+	return changed, nil
 }
 
 // activeNSIDs reads the Active Namespace ID list (CNS 02h) page by page;

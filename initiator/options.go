@@ -141,6 +141,11 @@ type AsyncEvent struct {
 	// notice concerned (from the Changed Namespace List log page), nil for
 	// other events or when the controller reported more than 1024.
 	ChangedNSIDs []uint32
+	// Rescan marks a Namespace Attribute Changed notice the host made
+	// itself: the rescan after a reset or reconnect found ChangedNSIDs
+	// added, removed or resized while no association could receive the
+	// controller's own notice.
+	Rescan bool
 }
 
 // isDiscovery reports whether the options name the discovery subsystem.

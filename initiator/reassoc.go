@@ -35,9 +35,16 @@ func (c *Controller) reassociate(ctx context.Context, after string) (*assoc, err
 	if err != nil {
 		return nil, err
 	}
-	if serr := c.scan(ctx, na); serr != nil {
+	changed, serr := c.scanChanges(ctx, na)
+	if serr != nil {
 		c.log.Warn("namespace rescan after "+after+" failed", "error", serr)
 	}
+	// A Namespace Attribute Changed notice the controller raised while no
+	// association was there to receive it is lost: the host reports what
+	// its rescan found instead, so that a user mapping the namespaces
+	// still learns of it (the kernel's scan after a reconnect does the same
+	// to its block devices).
+	na.missed = changed
 	if !c.opts.isDiscovery() {
 		c.updateANA(ctx, na)
 	}

@@ -313,3 +313,45 @@ func TestTargetReconnect(t *testing.T) {
 		}
 	})
 }
+
+// A namespace added while the host is disconnected raises no notice the
+// host can receive: the rescan after the reconnect finds it and the host
+// reports it as a Namespace Attribute Changed event marked Rescan.
+func TestTargetReconnectReportsMissedNamespaceChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newTgtFixture(t, 1<<20)
+		events := make(chan AsyncEvent, 4)
+		c := f.connect(t, Options{ReconnectDelay: 50 * time.Millisecond, OnAsyncEvent: func(ev AsyncEvent) { events <- ev }})
+		_ = c.cur.Load().admin.hq.Close()
+		synctest.Wait() // the host waits out its reconnect delay; the target has dropped the controller
+		if n := len(f.tgt.Controllers()); n != 0 {
+			t.Fatalf("%d controllers left on the target", n)
+		}
+		mem, err := bdev.NewMemory(1<<20, 512)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.tgt.AddNamespace(tgtNQN, target.NamespaceConfig{NSID: 2, Device: mem}); err != nil {
+			t.Fatal(err)
+		}
+		var ev AsyncEvent
+		select {
+		case ev = <-events:
+		case <-time.After(time.Minute):
+			t.Fatal("no event after the reconnect")
+		}
+		if !ev.Rescan || ev.Event != nvme.AENNamespaceChanged || len(ev.ChangedNSIDs) != 1 || ev.ChangedNSIDs[0] != 2 {
+			t.Errorf("event %v rescan %v nsids %v, want the namespace change of NSID 2 found by the rescan", ev.Event, ev.Rescan, ev.ChangedNSIDs)
+		}
+		if _, err := c.Namespace(2); err != nil {
+			t.Errorf("namespace 2 after the reconnect: %v", err)
+		}
+		// The association made by the reconnect reports nothing else.
+		synctest.Wait()
+		select {
+		case ev := <-events:
+			t.Errorf("second event %v %v", ev.Event, ev.ChangedNSIDs)
+		default:
+		}
+	})
+}

@@ -36,6 +36,10 @@ wait "$ipid" || irc=$?
 echo "== tests/interop ($(( $(date +%s) - t0 )) s, status $irc; log $INTEROP_LOG)"
 if [ "$irc" != 0 ]; then
 	cat "$INTEROP_LOG"
+	# Last, what each failed test printed: a reader of a cut log (CI shows
+	# its head and tail) still sees why.
+	echo "== tests/interop: the failed tests' own output"
+	go tool test2json -p "$interop" < "$INTEROP_LOG" | go run ./internal/testfails -lines 120 || true
 	rc=$irc
 else
 	grep -E '^(--- |ok |FAIL|PASS$)|^    --- ' "$INTEROP_LOG" || true
