@@ -77,9 +77,9 @@ type assoc struct {
 	// missed lists the namespaces the rescan that made this association
 	// (after a reset or reconnect) found changed, reported before the
 	// first Asynchronous Event Request.
-	missed []uint32
-	wg        sync.WaitGroup
-	downOnce  sync.Once
+	missed   []uint32
+	wg       sync.WaitGroup
+	downOnce sync.Once
 }
 
 // Controller is a connection to an NVMe-oF controller: the admin queue,
