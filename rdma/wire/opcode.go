@@ -63,6 +63,7 @@ const (
 	opFlagAtomic    = 1 << 15
 	opFlagPayload   = 1 << 16
 	opFlagKnown     = 1 << 17
+	opFlagCNP       = 1 << 18
 	opFlagOnly      = opFlagFirst | opFlagLast
 )
 
@@ -97,6 +98,7 @@ var opTable = [256]opInfo{
 	RCSendOnlyWithInvalidate: {"RC SEND Only with Invalidate", opFlagSend | opFlagOnly | opFlagIETH | opFlagPayload},
 	UDSendOnly:               {"UD SEND Only", opFlagSend | opFlagOnly | opFlagDETH | opFlagPayload},
 	UDSendOnlyWithImmediate:  {"UD SEND Only with Immediate", opFlagSend | opFlagOnly | opFlagDETH | opFlagImm | opFlagPayload},
+	OpCNP:                    {"CNP", opFlagCNP},
 }
 
 func init() {
@@ -174,13 +176,16 @@ func (op Opcode) HasAtomicETH() bool { return op.has(opFlagAtomicETH) }
 // HasAtomicAckETH reports whether the opcode carries an AtomicAckETH.
 func (op Opcode) HasAtomicAckETH() bool { return op.has(opFlagAtomicAck) }
 
+// IsCNP reports the Congestion Notification Packet opcode.
+func (op Opcode) IsCNP() bool { return op.has(opFlagCNP) }
+
 // HasPayload reports whether packets of this opcode may carry a payload.
 func (op Opcode) HasPayload() bool { return op.has(opFlagPayload) }
 
 // RequiresPSNAck reports whether a packet of this opcode is a request that
 // consumes a PSN on an RC QP (everything but acknowledgements and READ responses).
 func (op Opcode) RequiresPSNAck() bool {
-	return op.Known() && !op.IsAck() && !op.IsReadResponse()
+	return op.Known() && !op.IsAck() && !op.IsReadResponse() && !op.IsCNP()
 }
 
 // HeaderLen returns the length of the BTH and the extended headers of op.
@@ -206,6 +211,9 @@ func (op Opcode) HeaderLen() int {
 	}
 	if op.HasIETH() {
 		n += IETHLen
+	}
+	if op.IsCNP() {
+		n += CNPReservedLen
 	}
 	return n
 }

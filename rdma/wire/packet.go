@@ -66,6 +66,9 @@ func (p *Packet) Parse(b []byte) error {
 	if op.HasIETH() {
 		p.IETH = take(IETHLen)
 	}
+	if op.IsCNP() {
+		take(CNPReservedLen)
+	}
 	pad := bth.PadCount()
 	if end-off < pad {
 		return fmt.Errorf("wire: %s: pad count %d exceeds the %d bytes after the headers", op, pad, end-off)
