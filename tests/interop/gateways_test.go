@@ -173,6 +173,17 @@ func runGateways(t *testing.T, dir, bin, cfgdir, prelude string, timeout time.Du
 	}
 	t.Logf("gateways session (%s):\n%s", time.Since(start).Round(time.Second), strings.Join(lines, "\n"))
 	if res.Err != nil || !strings.Contains(script, "RESULT: PASS") {
+		if share == "" {
+			// The share (guest, host-command and whole gateway logs,
+			// goroutine dumps of a hang) outlives the test's temporary
+			// directory.
+			keep := filepath.Join(os.TempDir(), "nvmeof-"+strings.ReplaceAll(t.Name(), "/", "-"))
+			if err := os.RemoveAll(keep); err == nil {
+				if err := os.CopyFS(keep, os.DirFS(filepath.Join(res.Share, "out"))); err == nil {
+					t.Logf("logs kept in %s", keep)
+				}
+			}
+		}
 		t.Logf("guest script log:\n%s", script)
 		t.Logf("host command log:\n%s", lastLines(res.Log("host-cmd.log"), 60))
 		for i := range gwAddrs {

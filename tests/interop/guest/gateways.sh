@@ -51,15 +51,18 @@ HOSTID="${HOSTID:-6b706565-7200-4000-8000-0000000000b1}"
 SIGNAL="${KPEER_SIGNAL:-/tmp/kpeer-signal}"
 OUT="${KPEER_OUT:-/tmp}"
 mkdir -p "$SIGNAL" "$OUT"
-NFAIL=0 REQ=0 FIOPID="" MONPID=""
+NFAIL=0 REQ=0 FIOPID="" MONPID="" DOGPID=""
 # TRTYPE: the transport, rdma (nvme-rdma on rdma_rxe) or tcp (nvme-tcp).
 TRTYPE=${TRTYPE:-rdma}
 # FIO_WAIT_S: how long the fio loop may take to end once asked to.
 FIO_WAIT_S=${FIO_WAIT_S:-240}
+# STEP_WAIT_S: how long one step may take before the watchdog reports a
+# hang (the longest, the failover, takes 1-3 minutes on a loaded machine).
+STEP_WAIT_S=${STEP_WAIT_S:-420}
 declare -a CTRL PATHDEV PATH2
 
 ts() { cut -d' ' -f1 /proc/uptime; }
-step() { echo; echo "=== $* [t=$(ts)s]"; }
+step() { echo; echo "=== $* [t=$(ts)s]"; touch /tmp/progress "$SIGNAL/progress"; }
 pass() { echo "PASS: $*"; }
 info() { echo "INFO: $*"; }
 failc() { echo "FAIL: $*"; NFAIL=$((NFAIL + 1)); }
@@ -68,6 +71,7 @@ run() { echo "\$ $*"; "$@"; }
 finish() {
   [ -n "$FIOPID" ] && { touch /tmp/fio-stop; kill "$FIOPID" 2>/dev/null; }
   [ -n "$MONPID" ] && kill "$MONPID" 2>/dev/null
+  [ -n "$DOGPID" ] && kill "$DOGPID" 2>/dev/null
   mountpoint -q /mnt && umount /mnt
   timeout 30 nvme disconnect -n "$NQN" >/dev/null 2>&1
   touch "$SIGNAL/release"
@@ -107,6 +111,38 @@ hang_report() {
   done
   dmesg | tail -n 60
 }
+# watchdog: a step that makes no progress for STEP_WAIT_S (a command in
+# uninterruptible sleep that no timeout can end) gets a report: the
+# gateways dump their goroutines (the host side sees $SIGNAL/dump), the
+# paths' states, the blocked tasks' stacks (sysrq w) and the kernel's log;
+# then the guest powers off, so that the run ends now with the report
+# rather than at the session timeout with nothing.
+watchdog() {
+  local age
+  while sleep 5; do
+    age=$(( $(date +%s) - $(stat -c %Y /tmp/progress) ))
+    [ "$age" -lt "$STEP_WAIT_S" ] && continue
+    echo
+    echo "=== watchdog: no progress for $age s [t=$(ts)s]: the current step hangs"
+    touch "$SIGNAL/dump"
+    for c in /sys/class/nvme/nvme*; do echo "$(basename "$c"): $(cat "$c/state" 2>/dev/null) $(cat "$c/address" 2>/dev/null)"; done
+    for p in /proc/[0-9]*; do
+      grep -q '^State:.*D' "$p/status" 2>/dev/null && echo "blocked task $(basename "$p"): $(cat "$p/comm" 2>/dev/null) $(tr '\0' ' ' < "$p/cmdline" 2>/dev/null)"
+    done
+    echo w > /proc/sysrq-trigger 2>/dev/null
+    dmesg | tail -n 150
+    echo "FAIL: watchdog: a step hung for $age s"
+    echo "RESULT: FAIL (hung)"
+    for _ in $(seq 100); do [ -e "$SIGNAL/dumped" ] && break; sleep 0.1; done
+    sync
+    echo o > /proc/sysrq-trigger
+    return
+  done
+}
+touch /tmp/progress "$SIGNAL/progress"
+watchdog &
+DOGPID=$!
+
 # ctrl_at ADDR: the controller of NQN over $TRTYPE to ADDR.
 ctrl_at() {
   local c

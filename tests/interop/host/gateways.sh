@@ -12,7 +12,9 @@
 #     HUP i NAME    copy CFGDIR/NAME.hcl over CFGDIR/gwi.hcl, SIGHUP gateway i
 #                   (a reload), wait until its log says the reload was applied
 #   and this script answers with $KPEER_SIGNAL/gw-done-<n>: "ok ..." or
-#   "error ...".
+#   "error ...". $KPEER_SIGNAL/dump (the guest's watchdog) makes every
+#   gateway dump its goroutines (SIGQUIT), answered by $KPEER_SIGNAL/dumped;
+#   so does a session that ends before the guest released the gateways.
 #
 # Addresses other than the bridge's own ($KPEER_HOST_ADDR) are added to the
 # bridge first: this runs inside the kernel-peer network namespace.
@@ -25,6 +27,9 @@ SIGNAL=${KPEER_SIGNAL:?KPEER_SIGNAL not set}
 OUT=${KPEER_SHARE:?KPEER_SHARE not set}/out
 mkdir -p "$OUT"
 declare -A PID
+# STALL_S: a guest whose steps stop for this long (more than its own
+# watchdog's STEP_WAIT_S) is taken as stalled as a whole.
+STALL_S=${STALL_S:-480}
 # nvmetd's log lines at the end of a reload (cmd/nvmetd reload).
 RELOADED='configuration reloaded|reload refused|reload applied, but'
 
@@ -69,8 +74,22 @@ reload() {
     echo "error: gateway $i did not log a reload of $name within 20 s"
   fi
 }
+# dump: SIGQUIT every running gateway, so that its goroutines' stacks go to
+# its log.
+dump() {
+  local i
+  for i in "${!PID[@]}"; do [ -n "${PID[$i]}" ] && stop "$i" QUIT; done
+}
+# shutdown: stop the gateways; a guest that never finished (no
+# $SIGNAL/release: it hung and the session timed out) gets their
+# goroutines' stacks first (best effort: run.sh kills the process group a
+# second after its TERM).
 shutdown() {
   say "stopping"
+  if [ ! -e "$SIGNAL/release" ] && [ ! -e "$SIGNAL/dumped" ]; then
+    say "the guest did not finish: dumping the gateways' goroutines"
+    dump
+  fi
   for i in "${!PID[@]}"; do [ -n "${PID[$i]}" ] && stop "$i" TERM; done
   exit 0
 }
@@ -98,6 +117,20 @@ while :; do
     say "request $n: $res"
     echo "$res" > "$SIGNAL/gw-done-$n.tmp" && mv "$SIGNAL/gw-done-$n.tmp" "$SIGNAL/gw-done-$n"
     n=$((n + 1))
+  fi
+  if [ ! -e "$SIGNAL/dumped" ]; then
+    why=""
+    if [ -e "$SIGNAL/dump" ]; then
+      why="the guest's watchdog reports a hang"
+    elif [ -e "$SIGNAL/progress" ] && [ ! -e "$SIGNAL/release" ] &&
+      [ $(( $(date +%s) - $(stat -c %Y "$SIGNAL/progress") )) -gt "$STALL_S" ]; then
+      why="no step of the guest for $STALL_S s (the whole guest stalls?)"
+    fi
+    if [ -n "$why" ]; then
+      say "$why: dumping the gateways' goroutines"
+      dump
+      touch "$SIGNAL/dumped"
+    fi
   fi
   for i in "${!PID[@]}"; do
     if [ -n "${PID[$i]}" ] && ! kill -0 "${PID[$i]}" 2>/dev/null; then
