@@ -155,6 +155,11 @@ func runGateways(t *testing.T, dir, bin, cfgdir, prelude string, timeout time.Du
 		}
 		t.Logf("share kept in %s", share)
 	}
+	// NVMEOF_GW_STEP_WAIT_S sets the guest watchdog's bound (a small one
+	// forces its hang report).
+	if v := os.Getenv("NVMEOF_GW_STEP_WAIT_S"); v != "" {
+		env = append(env, "STEP_WAIT_S="+v)
+	}
 	start := time.Now()
 	res := kpeer.Do(t, dir, kpeer.Run{
 		Share:   share,
