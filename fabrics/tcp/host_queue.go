@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -41,9 +40,13 @@ type hostSlot struct {
 	badDig bool   // a C2HData of the command failed its data digest
 }
 
-// hostQueue is one NVMe queue on a TCP connection, seen from the host. A
-// reader goroutine takes the controller's PDUs; a writer goroutine sends
-// what Submit and the R2Ts queue, as many PDUs per writev as are waiting.
+// hostQueue is one NVMe queue on a TCP connection, seen from the host.
+// Whoever queues PDUs (Submit, Unplug, an R2T's reader) writes them
+// itself when the socket is free, with a writev that does not wait; a
+// writer goroutine sends the rest (what found the socket busy or full),
+// as many PDUs per writev as are waiting. A reader goroutine takes the
+// controller's PDUs, unless a caller polls (Poll) and takes them itself.
+// So a command at QD1 costs no goroutine wake-up in the transport.
 type hostQueue struct {
 	log     hclog.Logger
 	qid     uint16
@@ -71,6 +74,16 @@ type hostQueue struct {
 	rdone   chan struct{} // the reader has returned
 	done    chan struct{} // the queue is torn down
 
+	// rmu is held by whoever reads the socket (the reader goroutine or
+	// a poller), wmu by whoever writes it (a caller sending inline, or
+	// the writer goroutine).
+	rmu     sync.Mutex
+	wmu     sync.Mutex
+	polling atomic.Bool   // a caller polls: the reader goroutine waits on unpoll
+	unpoll  chan struct{} // PollDone wakes the reader (capacity 1)
+	dead    atomic.Bool   // shutdown has run
+	parked  atomic.Bool   // the reader goroutine waits for PollDone (for tests)
+
 	plugged atomic.Bool
 	stray   atomic.Uint64
 
@@ -97,6 +110,7 @@ func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams, c
 		slots:   make([]hostSlot, depth),
 		ring:    make([]uint16, depth),
 		kick:    make(chan struct{}, 1),
+		unpoll:  make(chan struct{}, 1),
 		closing: make(chan struct{}),
 		rdone:   make(chan struct{}),
 		done:    make(chan struct{}),
@@ -107,7 +121,7 @@ func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams, c
 	if p.QID == 0 {
 		q.inline = min(AdminInCapsuleDataSize, max(q.maxInl, 0))
 	}
-	q.br = bufio.NewReaderSize(conn, hostReadBuffer)
+	q.initReader()
 	q.initWriter()
 	return q, nil
 }
@@ -143,13 +157,13 @@ func (q *hostQueue) SetInCapsuleDataSize(n int) {
 }
 
 // Plug implements fabrics.Plugger: commands submitted until Unplug wait
-// for it to wake the writer, which then sends them in one writev.
+// for it, which then sends them in one writev.
 func (q *hostQueue) Plug() { q.plugged.Store(true) }
 
 // Unplug implements fabrics.Plugger.
 func (q *hostQueue) Unplug() {
 	q.plugged.Store(false)
-	q.wake()
+	q.send()
 }
 
 func (q *hostQueue) wake() {
@@ -176,6 +190,7 @@ func (q *hostQueue) shutdown(err error, term PDU) {
 		q.closeErr = err
 		q.term = term
 		q.mu.Unlock()
+		q.dead.Store(true)
 		// A writer stuck on a full socket gives up: at once, or after
 		// the second the termination request may take.
 		wait := time.Duration(0)
@@ -241,7 +256,7 @@ func (q *hostQueue) Submit(cmd *fabrics.HostCommand) error {
 	q.push(i)
 	q.mu.Unlock()
 	if !q.plugged.Load() {
-		q.wake()
+		q.send()
 	}
 	return nil
 }
@@ -266,10 +281,13 @@ func (q *hostQueue) complete(s *hostSlot) *fabrics.HostCommand {
 }
 
 // teardown runs when the writer has stopped: the connection closes, the
-// reader returns, and what was outstanding fails with the close error.
+// reader returns, a poller or inline sender still at work finishes, and
+// what was outstanding fails with the close error.
 func (q *hostQueue) teardown() {
 	q.conn.Close()
 	<-q.rdone
+	q.rmu.Lock()
+	q.wmu.Lock()
 	q.mu.Lock()
 	err := q.closeErr
 	var pending []*fabrics.HostCommand
@@ -283,6 +301,8 @@ func (q *hostQueue) teardown() {
 	}
 	q.ringLen = 0
 	q.mu.Unlock()
+	q.wmu.Unlock()
+	q.rmu.Unlock()
 	// done first: the callbacks may Close the queue, which waits for it.
 	close(q.done)
 	for _, c := range pending {

@@ -1,41 +1,205 @@
 package tcp
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"syscall"
+	"unsafe"
 
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
 )
 
 // hostReadBuffer is the reader's buffer: one read takes many small PDUs;
-// data larger than it is read straight into the command's buffer.
+// data of half its size or more is read straight into the command's buffer.
 const hostReadBuffer = 64 << 10
 
-// hostReader is the reader goroutine's state.
+// hostReader is the state of whoever reads the socket: the reader
+// goroutine or a caller of Poll, one at a time (hostQueue.rmu).
 type hostReader struct {
-	br   *bufio.Reader
-	rhdr [hostHdrRoom]byte // the PDU header being read, and a C2HTermReq's data
+	rbuf   []byte // hostReadBuffer bytes: rbuf[rpos:rend] are read and not yet taken
+	rpos   int
+	rend   int
+	rhdr   [hostHdrRoom]byte // the PDU header being read, and a C2HTermReq's data
+	fillFn func(fd uintptr)  // bound once: a method value per read would allocate
+	fillN  int               // fill's result: bytes read, 0 for none yet
+	fillE  error
+	waitFn func(fd uintptr) bool
+	waited bool
+	peek   [1]byte
+	pdus   uint64 // PDUs read (work found, for Poll)
+	rdPDUs uint64 // of which the reader goroutine read (for tests)
 }
 
 // errFatal is returned by the reader after it has ended the connection
 // itself (fatal): the PDU it read breaks the protocol.
 var errFatal = errors.New("nvme-tcp: protocol error")
 
-// readLoop reads the controller's PDUs until the connection ends.
+func (q *hostQueue) initReader() {
+	q.rbuf = make([]byte, hostReadBuffer)
+	q.fillFn = q.fill
+	q.waitFn = q.waitOnce
+}
+
+// readLoop reads the controller's PDUs until the connection ends. While a
+// caller polls the queue (Poll, until PollDone) it leaves the socket to
+// the poller: it neither reads nor waits on the socket, so a completion
+// wakes no goroutine here.
 func (q *hostQueue) readLoop() {
 	defer close(q.rdone)
 	for {
-		if err := q.readPDU(); err != nil {
+		if err := q.readStep(); err != nil {
 			// A no-op when the queue is closing already (Close, a
 			// fatal error): the first reason stays.
 			q.shutdown(fmt.Errorf("nvme-tcp: queue %d: connection lost: %w: %w", q.qid, err, fabrics.ErrQueueClosed), nil)
 			return
 		}
 	}
+}
+
+// readStep reads and acts on what the socket holds, or waits for it.
+func (q *hostQueue) readStep() error {
+	if q.polling.Load() {
+		q.parked.Store(true)
+		defer q.parked.Store(false)
+		select {
+		case <-q.unpoll:
+		case <-q.closing:
+			return fabrics.ErrQueueClosed
+		}
+		return nil
+	}
+	q.rmu.Lock()
+	n := q.pdus
+	err := q.drain(hostBatch)
+	got := q.pdus != n
+	q.rdPDUs += q.pdus - n
+	q.rmu.Unlock()
+	if err != nil || got {
+		return err
+	}
+	// Nothing there: wait until the socket is readable (the read lock
+	// is not held meanwhile, so that a poller can take the data).
+	return q.raw.Read(q.waitFn)
+}
+
+// waitOnce is the reader's raw read function while it waits: on the
+// first call it looks whether data is there (what arrived after drain
+// found the socket empty and before the netpoller was armed would wake
+// nobody) and reports false (wait for the socket to be readable) when
+// not; true on the second call.
+func (q *hostQueue) waitOnce(fd uintptr) bool {
+	if q.waited {
+		q.waited = false
+		return true
+	}
+	for {
+		_, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&q.peek[0])), 1,
+			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		switch e {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			q.waited = true
+			return false
+		}
+		return true // data, end of stream or an error: drain sees which
+	}
+}
+
+// drain reads up to max PDUs that have arrived, without waiting for the
+// socket when it is empty at a PDU's start (a PDU begun is read to its
+// end); under rmu.
+func (q *hostQueue) drain(max int) error {
+	for range max {
+		if q.rpos == q.rend {
+			q.rpos, q.rend = 0, 0
+			q.fillN, q.fillE = 0, nil
+			if err := q.raw.Control(q.fillFn); err != nil {
+				return err
+			}
+			if q.fillE != nil {
+				return q.fillE
+			}
+			if q.fillN == 0 {
+				return nil
+			}
+			q.rend = q.fillN
+		}
+		if err := q.readPDU(); err != nil {
+			return err
+		}
+		q.pdus++
+	}
+	return nil
+}
+
+// fill is drain's raw function: one non-blocking read into the buffer.
+func (q *hostQueue) fill(fd uintptr) {
+	for {
+		n, _, e := syscall.Syscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&q.rbuf[0])), uintptr(len(q.rbuf)))
+		switch e {
+		case 0:
+			if n == 0 {
+				q.fillE = io.EOF
+			}
+			q.fillN = int(n)
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+		default:
+			q.fillE = e
+		}
+		return
+	}
+}
+
+// readFull fills b from the buffer, then from the socket (waiting for
+// it): straight into b when b is large.
+func (q *hostQueue) readFull(b []byte) error {
+	for len(b) > 0 {
+		if q.rpos < q.rend {
+			n := copy(b, q.rbuf[q.rpos:q.rend])
+			q.rpos += n
+			b = b[n:]
+			continue
+		}
+		q.rpos, q.rend = 0, 0
+		if len(b) >= len(q.rbuf)/2 {
+			n, err := q.conn.Read(b)
+			b = b[n:]
+			if err != nil && len(b) > 0 {
+				return err
+			}
+			continue
+		}
+		n, err := q.conn.Read(q.rbuf)
+		q.rend = n
+		if err != nil && n == 0 {
+			return err
+		}
+	}
+	return nil
+}
+
+// discard skips n bytes of the stream.
+func (q *hostQueue) discard(n int) error {
+	for n > 0 {
+		if q.rpos == q.rend {
+			q.rpos, q.rend = 0, 0
+			m, err := q.conn.Read(q.rbuf[:min(n, len(q.rbuf))])
+			q.rend = m
+			if err != nil && m == 0 {
+				return err
+			}
+		}
+		k := min(n, q.rend-q.rpos)
+		q.rpos += k
+		n -= k
+	}
+	return nil
 }
 
 // hostPDUCheck is what the reader's header checks found wrong with a PDU:
@@ -125,7 +289,7 @@ func checkHostPDUHeader(hdr []byte, hp hostParams) *hostPDUCheck {
 // readPDU reads and acts on one PDU.
 func (q *hostQueue) readPDU() error {
 	h := q.rhdr[:CommonHeaderLen]
-	if _, err := io.ReadFull(q.br, h); err != nil {
+	if err := q.readFull(h); err != nil {
 		return err
 	}
 	if c := checkHostPDUHeader(h, q.hp); c != nil {
@@ -141,7 +305,7 @@ func (q *hostQueue) readPDU() error {
 	if q.hp.hdgst {
 		hend += DigestLen
 	}
-	if _, err := io.ReadFull(q.br, q.rhdr[CommonHeaderLen:hend]); err != nil {
+	if err := q.readFull(q.rhdr[CommonHeaderLen:hend]); err != nil {
 		return err
 	}
 	if c := checkHostPDUHeader(q.rhdr[:hend], q.hp); c != nil {
@@ -167,7 +331,7 @@ func (q *hostQueue) protoErr(c *hostPDUCheck, n int) error {
 
 // readTerm reads the rest of a C2HTermReq of PLEN plen and ends the queue.
 func (q *hostQueue) readTerm(plen uint32) error {
-	if _, err := io.ReadFull(q.br, q.rhdr[CommonHeaderLen:plen]); err != nil {
+	if err := q.readFull(q.rhdr[CommonHeaderLen:plen]); err != nil {
 		return err
 	}
 	tr := TermReq(q.rhdr[:plen])
@@ -240,7 +404,7 @@ func (q *hostQueue) onR2T(r R2T) error {
 	i := int(fabrics.CIDTag(r.CCCID()))
 	q.push(i)
 	q.mu.Unlock()
-	q.wake()
+	q.send()
 	return nil
 }
 
@@ -272,17 +436,17 @@ func (q *hostQueue) onC2HData(d DataPDU, hend int) error {
 	// The command cannot complete meanwhile (no CQE yet, and teardown
 	// waits for this goroutine): its buffer is ours to fill.
 	if pad := int(ch.PDO()) - hend; pad > 0 {
-		if _, err := q.br.Discard(pad); err != nil {
+		if err := q.discard(pad); err != nil {
 			return err
 		}
 	}
 	dst := cmd.Data[d.DataO() : d.DataO()+d.DataL()]
-	if _, err := io.ReadFull(q.br, dst); err != nil {
+	if err := q.readFull(dst); err != nil {
 		return err
 	}
 	if q.hp.ddgst {
 		var b [DigestLen]byte
-		if _, err := io.ReadFull(q.br, b[:]); err != nil {
+		if err := q.readFull(b[:]); err != nil {
 			return err
 		}
 		if got, want := binary.LittleEndian.Uint32(b[:]), Digest(dst); got != want {

@@ -27,66 +27,163 @@ type hostWriteItem struct {
 	cmd    *fabrics.HostCommand
 }
 
-// hostWriter is the writer goroutine's state: the batch it took and the
-// iovecs, headers and digests of the PDUs it sends with one writev.
-// Nothing in it is allocated per command.
+// hostWriter is the state of whoever writes the socket (hostQueue.wmu):
+// the batch it took and the iovecs, headers and digests of the PDUs it
+// sends with one writev. Nothing in it is allocated per command.
 type hostWriter struct {
-	batch   [hostBatch]hostWriteItem
-	fin     [hostBatch]*fabrics.HostCommand
-	hdrs    []byte // hostMaxPDUs * hostHdrRoom
-	ddg     [hostMaxPDUs][DigestLen]byte
-	iov     []syscall.Iovec
-	npdu    int
-	wpos    int   // the first iovec not yet written
-	werr    error // writev's error
-	writeFn func(fd uintptr) bool
+	batch    [hostBatch]hostWriteItem
+	hdrs     []byte // hostMaxPDUs * hostHdrRoom
+	ddg      [hostMaxPDUs][DigestLen]byte
+	iov      []syscall.Iovec
+	npdu     int
+	wpos     int   // the first iovec not yet written
+	werr     error // writev's error
+	writeFn  func(fd uintptr) bool
+	tryFn    func(fd uintptr)
+	rest     int    // items of a batch an inline send left to the writer goroutine
+	inlined  uint64 // batches sent whole by an inline send (for tests)
+	handedTo uint64 // batches the writer goroutine sent or finished (for tests)
 }
 
 func (q *hostQueue) initWriter() {
 	q.hdrs = make([]byte, hostMaxPDUs*hostHdrRoom)
 	q.iov = make([]syscall.Iovec, 0, hostMaxIOV)
-	q.writeFn = q.writev // bound once: a method value per write would allocate
+	// Bound once: a method value per write would allocate.
+	q.writeFn = q.writev
+	q.tryFn = func(fd uintptr) { q.writev(fd) }
 }
 
-// writeLoop sends what the ring holds until the queue closes, then tears
-// the queue down.
-func (q *hostQueue) writeLoop() {
-	defer q.teardown()
-	for {
-		n, closed, term := q.take()
-		if closed {
-			if term != nil {
-				q.sendTerm(term)
-			}
-			return
+// send writes what the ring holds from the calling goroutine when nobody
+// else is writing, with a writev that does not wait (what the socket does
+// not take goes to the writer goroutine), or wakes the writer goroutine.
+// Saving the writer's wake-up is most of a QD1 command's cost on a
+// machine where wake-ups are dear.
+func (q *hostQueue) send() {
+	if !q.wmu.TryLock() {
+		q.wake()
+		return
+	}
+	if q.rest > 0 {
+		q.wmu.Unlock()
+		q.wake()
+		return
+	}
+	n, more, closed := q.take(hostMaxPDUs)
+	if closed || n == 0 {
+		q.wmu.Unlock()
+		if closed || more {
+			q.wake()
 		}
-		if n == 0 {
-			select {
-			case <-q.kick:
-			case <-q.closing:
-			}
-			continue
-		}
-		err := q.sendBatch(n)
-		q.finishBatch(n)
-		if err != nil {
-			q.shutdown(fmt.Errorf("nvme-tcp: queue %d: send: %w: %w", q.qid, err, fabrics.ErrQueueClosed), nil)
-		}
+		return
+	}
+	q.layout(n)
+	q.wpos, q.werr = 0, nil
+	err := q.raw.Control(q.tryFn)
+	if err == nil {
+		err = q.werr
+	}
+	if err == nil && q.wpos < len(q.iov) {
+		q.rest = n // the writer goroutine writes the rest
+		q.wmu.Unlock()
+		q.wake()
+		return
+	}
+	q.inlined++
+	q.endWrite()
+	var fin [hostBatch]*fabrics.HostCommand
+	k := q.finishBatch(n, &fin)
+	q.wmu.Unlock()
+	q.runDone(fin[:k])
+	if err != nil {
+		q.shutdown(fmt.Errorf("nvme-tcp: queue %d: send: %w: %w", q.qid, err, fabrics.ErrQueueClosed), nil)
+		return
+	}
+	if more {
+		q.wake()
 	}
 }
 
-// take moves up to hostBatch items from the ring to the batch.
-func (q *hostQueue) take() (n int, closed bool, term PDU) {
+// writeLoop sends what the ring holds, and what inline sends left, until
+// the queue closes, then tears the queue down.
+func (q *hostQueue) writeLoop() {
+	defer q.teardown()
+	var fin [hostBatch]*fabrics.HostCommand
+	for {
+		select {
+		case <-q.kick:
+		case <-q.closing:
+		}
+		q.wmu.Lock()
+		if q.rest > 0 {
+			n := q.rest
+			q.rest = 0
+			q.handedTo++
+			err := q.flushFrom(q.wpos)
+			k := q.finishBatch(n, &fin)
+			q.wmu.Unlock()
+			q.runDone(fin[:k])
+			if err != nil {
+				q.shutdown(fmt.Errorf("nvme-tcp: queue %d: send: %w: %w", q.qid, err, fabrics.ErrQueueClosed), nil)
+			}
+			q.wmu.Lock()
+		}
+		for {
+			n, _, closed := q.take(0)
+			if closed {
+				q.mu.Lock()
+				term := q.term
+				q.mu.Unlock()
+				if term != nil {
+					q.sendTerm(term)
+				}
+				q.wmu.Unlock()
+				return
+			}
+			if n == 0 {
+				break
+			}
+			q.handedTo++
+			err := q.sendBatch(n)
+			k := q.finishBatch(n, &fin)
+			q.wmu.Unlock()
+			q.runDone(fin[:k])
+			if err != nil {
+				q.shutdown(fmt.Errorf("nvme-tcp: queue %d: send: %w: %w", q.qid, err, fabrics.ErrQueueClosed), nil)
+			}
+			q.wmu.Lock()
+		}
+		q.wmu.Unlock()
+	}
+}
+
+// itemPDUs is how many PDUs slot s's queued item is.
+func (q *hostQueue) itemPDUs(s *hostSlot) int {
+	if s.item == hostItemData {
+		return int((s.r2tl + q.hp.maxH2CData - 1) / q.hp.maxH2CData)
+	}
+	return 1
+}
+
+// take moves up to hostBatch items from the ring to the batch (under
+// wmu); with maxPDUs > 0, only as many as make that many PDUs, so that
+// they go in one writev. more reports items left in the ring.
+func (q *hostQueue) take(maxPDUs int) (n int, more, closed bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		return 0, true, q.term
+		return 0, false, true
 	}
+	pdus := 0
 	for n < hostBatch && q.ringLen > 0 {
 		i := q.ring[q.ringHead]
+		s := &q.slots[i]
+		if maxPDUs > 0 {
+			if pdus += q.itemPDUs(s); pdus > maxPDUs {
+				break
+			}
+		}
 		q.ringHead = (q.ringHead + 1) % len(q.ring)
 		q.ringLen--
-		s := &q.slots[i]
 		s.queued = false
 		s.writing++
 		it := &q.batch[n]
@@ -98,12 +195,13 @@ func (q *hostQueue) take() (n int, closed bool, term PDU) {
 		}
 		n++
 	}
-	return n, false, nil
+	return n, q.ringLen > 0, false
 }
 
 // finishBatch completes the batch's commands whose CQE came while their
-// PDUs were being written.
-func (q *hostQueue) finishBatch(n int) {
+// PDUs were being written: it puts them in fin for runDone, to be called
+// once wmu is released (a Done may submit).
+func (q *hostQueue) finishBatch(n int, fin *[hostBatch]*fabrics.HostCommand) int {
 	k := 0
 	q.mu.Lock()
 	for j := range n {
@@ -111,21 +209,38 @@ func (q *hostQueue) finishBatch(n int) {
 		s := &q.slots[it.slot]
 		s.writing--
 		if c := q.complete(s); c != nil {
-			q.fin[k] = c
+			fin[k] = c
 			k++
 		}
 		it.cmd = nil
 	}
 	q.mu.Unlock()
-	for j := range k {
-		c := q.fin[j]
-		q.fin[j] = nil
+	return k
+}
+
+// runDone runs the Done callbacks of cmds and clears them.
+func (q *hostQueue) runDone(cmds []*fabrics.HostCommand) {
+	for j, c := range cmds {
+		cmds[j] = nil
 		c.Done(c)
 	}
 }
 
-// sendBatch writes the PDUs of the batch's n items, hostMaxPDUs per writev.
+// sendBatch writes the PDUs of the batch's n items, hostMaxPDUs per
+// writev, waiting for the socket when it is full.
 func (q *hostQueue) sendBatch(n int) error {
+	return q.layoutFrom(n, true)
+}
+
+// layout lays out the PDUs of the batch's n items (at most hostMaxPDUs,
+// as take counted them) for one writev.
+func (q *hostQueue) layout(n int) {
+	q.layoutFrom(n, false)
+}
+
+// layoutFrom lays out the PDUs of the batch's n items; with flush, it
+// writes them every hostMaxPDUs and at the end.
+func (q *hostQueue) layoutFrom(n int, flush bool) error {
 	q.iov, q.npdu = q.iov[:0], 0
 	for j := range n {
 		it := &q.batch[j]
@@ -152,18 +267,21 @@ func (q *hostQueue) sendBatch(n int) error {
 				d.SetDataL(l)
 				q.sealPDU(h, DataHLen)
 				off += l
-				if q.npdu == hostMaxPDUs {
+				if flush && q.npdu == hostMaxPDUs {
 					if err := q.flush(); err != nil {
 						return err
 					}
 				}
 			}
 		}
-		if q.npdu == hostMaxPDUs {
+		if flush && q.npdu == hostMaxPDUs {
 			if err := q.flush(); err != nil {
 				return err
 			}
 		}
+	}
+	if !flush {
+		return nil
 	}
 	return q.flush()
 }
@@ -228,17 +346,27 @@ func (q *hostQueue) addIOV(b []byte) {
 // netpoller while the socket is full (the write deadline bounds it once
 // the queue is closing).
 func (q *hostQueue) flush() error {
+	return q.flushFrom(0)
+}
+
+// flushFrom is flush from iovec wpos on (what an inline send left).
+func (q *hostQueue) flushFrom(wpos int) error {
 	if len(q.iov) == 0 {
 		return nil
 	}
-	q.wpos, q.werr = 0, nil
+	q.wpos, q.werr = wpos, nil
 	err := q.raw.Write(q.writeFn)
 	if err == nil {
 		err = q.werr
 	}
-	clear(q.iov) // drop the references to the commands' data
-	q.iov, q.npdu = q.iov[:0], 0
+	q.endWrite()
 	return err
+}
+
+// endWrite drops the iovecs (and their references to the commands' data).
+func (q *hostQueue) endWrite() {
+	clear(q.iov)
+	q.iov, q.npdu = q.iov[:0], 0
 }
 
 // writev is the raw write function of flush: it writes the iovecs from

@@ -1,0 +1,112 @@
+package tcp
+
+import (
+	"bytes"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nvmeof/nvmeof/fabrics"
+)
+
+// hostCounters are the queue's send and read counters.
+type hostCounters struct{ inlined, handedTo, rdPDUs, pdus uint64 }
+
+func hostCountersOf(q *hostQueue) hostCounters {
+	q.wmu.Lock()
+	c := hostCounters{inlined: q.inlined, handedTo: q.handedTo}
+	q.wmu.Unlock()
+	q.rmu.Lock()
+	c.rdPDUs, c.pdus = q.rdPDUs, q.pdus
+	q.rmu.Unlock()
+	return c
+}
+
+// hostPollRun submits cmd and spins on Poll until its Done has run
+// (bounded by 10 s).
+func hostPollRun(t *testing.T, q *hostQueue, cmd *fabrics.HostCommand) {
+	t.Helper()
+	var done atomic.Bool
+	cmd.Done = func(*fabrics.HostCommand) { done.Store(true) }
+	if err := q.Submit(cmd); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(10 * time.Second); !done.Load(); {
+		q.Poll()
+		if time.Now().After(end) {
+			t.Fatal("no completion within 10 s of polling")
+		}
+	}
+	if cmd.Err != nil {
+		t.Fatal(cmd.Err)
+	}
+}
+
+// TestHostQD1NoHandOff: at QD1 the submitter writes its PDUs itself (the
+// capsule, and the H2CData answering an R2T from whoever read the R2T)
+// and, while it polls, reads the response itself: the writer and reader
+// goroutines do nothing for the command (each would be a wake-up). After
+// PollDone the reader goroutine delivers completions again.
+func TestHostQD1NoHandOff(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		op          byte
+		n, inl      int
+		wantInlined uint64 // batches written inline per command
+		wantPDUs    uint64 // PDUs read per command
+	}{
+		{"read 4K", 0x02, 4096, 0, 1, 2},                // capsule; C2HData, CapsuleResp
+		{"write 4K in capsule", 0x01, 4096, 8192, 1, 1}, // capsule; CapsuleResp
+		{"write 64K by R2T", 0x01, 64 << 10, 0, 2, 2},   // capsule, H2CData; R2T, CapsuleResp
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newHostFake(t)
+			q := hostDialFake(t, f, HostConfig{}, 1, 3)
+			q.SetInCapsuleDataSize(tc.inl)
+			data := hostPattern(tc.n, 7)
+			// Warm-up: the first Poll takes the socket from the
+			// reader goroutine, which may still read PDUs until it
+			// has seen Poll's flag (once data woke it).
+			hostPollRun(t, q, hostIOCmd(0x01, 0, data, 0))
+			for end := time.Now().Add(10 * time.Second); !q.parked.Load(); runtime.Gosched() {
+				if time.Now().After(end) {
+					t.Fatal("the reader goroutine did not leave the socket to the poller within 10 s")
+				}
+				hostPollRun(t, q, hostIOCmd(0x01, 0, data, 0))
+			}
+			before := hostCountersOf(q)
+			const rounds = 20
+			for i := range rounds {
+				buf := data
+				if tc.op == 0x02 {
+					buf = make([]byte, tc.n)
+				}
+				hostPollRun(t, q, hostIOCmd(tc.op, 0, buf, uint16(i%2)))
+				if !bytes.Equal(buf, data) {
+					t.Fatalf("round %d: data differs", i)
+				}
+			}
+			after := hostCountersOf(q)
+			if got := after.inlined - before.inlined; got != rounds*tc.wantInlined {
+				t.Errorf("%d batches written inline, want %d", got, rounds*tc.wantInlined)
+			}
+			if got := after.handedTo - before.handedTo; got != 0 {
+				t.Errorf("%d batches written by the writer goroutine, want 0", got)
+			}
+			if got := after.rdPDUs - before.rdPDUs; got != 0 {
+				t.Errorf("%d PDUs read by the reader goroutine while polling, want 0", got)
+			}
+			if got := after.pdus - before.pdus; got != rounds*tc.wantPDUs {
+				t.Errorf("%d PDUs read, want %d", got, rounds*tc.wantPDUs)
+			}
+
+			// PollDone: completions come without Poll.
+			q.PollDone()
+			hostRun(t, q, hostIOCmd(0x02, 0, make([]byte, tc.n), 0))
+			if got := hostCountersOf(q).rdPDUs - after.rdPDUs; got == 0 {
+				t.Error("after PollDone the reader goroutine read nothing")
+			}
+		})
+	}
+}
