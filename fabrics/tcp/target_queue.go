@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -99,16 +100,31 @@ type TargetQueue struct {
 	handler  fabrics.CommandHandler
 	dgst     [DigestLen]byte
 
-	// Writer state, under mu.
-	mu         sync.Mutex
-	cond       sync.Cond
-	pending    []targetSendItem
-	sending    []targetSendItem
-	term       []byte // a C2HTermReq to send before closing
-	closed     bool
-	iov        [][]byte
-	freed      []int32 // the writer's list of slots a batch frees
-	bufs       net.Buffers
+	// Send state, under mu.
+	mu      sync.Mutex
+	cond    sync.Cond
+	pending []targetSendItem
+	busy    bool   // someone (an inline sender, the writer) sends sending
+	handoff bool   // an inline send left the rest of bufs to the writer
+	corked  bool   // the reader is in a burst: it sends what is queued at its end
+	term    []byte // a C2HTermReq to send before closing
+	closed  bool
+	// Of the sender (busy).
+	sending []targetSendItem
+	iov     [][]byte
+	iovLen  int
+	bufs    net.Buffers
+	tiov    []syscall.Iovec
+	wrote   int
+	werr    error
+	tryFn   func(fd uintptr) // bound once: a method value per send would allocate
+	freed   []int32          // the list of slots a send frees
+	inlined uint64           // sends done whole inline, under mu (for tests)
+	sent    uint64           // sends by the writer goroutine, under mu (for tests)
+
+	raw        syscall.RawConn
+	rcorked    bool          // the reader's view of corked
+	hdrRead    int           // header bytes of the PDU being read (with digest)
 	dead       chan struct{} // closed by shutdown
 	writerDone chan struct{}
 	timer      *time.Timer
@@ -133,6 +149,8 @@ func newTargetQueue(l *Listener, c *net.TCPConn, hpda uint8, hdgst, ddgst bool, 
 		writerDone: make(chan struct{}),
 	}
 	q.cond.L = &q.mu
+	q.raw, _ = c.SyscallConn() // fails only on a closed connection, whose sends fail anyway
+	q.tryFn = q.tryWrite
 	q.remote = fabrics.Address{Transport: fabrics.TransportTCP}
 	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
 		q.remote.Addr, q.remote.ServiceID = ap.Addr().Unmap(), ap.Port()
@@ -297,8 +315,18 @@ func (q *TargetQueue) readPDULoop() error {
 		}
 	}
 	for {
+		// The buffer empty: what is queued goes now, before the reader
+		// waits for the socket. More PDUs in it than the one read: the
+		// responses to a burst of commands go together once the reader
+		// has taken the last.
+		if q.br.Buffered() == 0 {
+			q.uncork()
+		}
 		if err := q.readHeader(); err != nil {
 			return err
+		}
+		if q.br.Buffered() > int(Header(q.hbuf[:CommonHeaderLen]).PLen())-q.hdrRead {
+			q.cork()
 		}
 		if err := q.onPDU(); err != nil {
 			return err
@@ -329,6 +357,7 @@ func (q *TargetQueue) readHeader() error {
 	if _, err := io.ReadFull(r, q.hbuf[CommonHeaderLen:end]); err != nil {
 		return err
 	}
+	q.hdrRead = end
 	if h.Type() == TypeH2CTermReq {
 		t := TermReq(q.hbuf[:hlen])
 		return fmt.Errorf("nvme-tcp: queue %d: the host terminated the connection: FES %#x FEI %#x", q.params.QID, t.FES(), t.FEI())
@@ -463,6 +492,7 @@ func (q *TargetQueue) takeSlot() (*targetSlot, error) {
 			break
 		}
 		q.freeMu.Unlock()
+		q.uncork() // the responses that free slots must not wait for the reader
 		select {
 		case <-q.freeWake:
 		case <-q.dead:

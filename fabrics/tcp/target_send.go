@@ -3,6 +3,8 @@ package tcp
 import (
 	"encoding/binary"
 	"fmt"
+	"syscall"
+	"unsafe"
 
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/fabrics/region"
@@ -171,8 +173,13 @@ func (q *TargetQueue) buildResp(s *targetSlot, cqe []byte) {
 	}
 }
 
-// enqueue hands the slot's PDUs to the writer; on a closed queue they are
-// dropped.
+// enqueue queues the slot's PDUs. When nobody is sending and the reader
+// is not in the middle of a burst of commands, the caller sends them (and
+// whatever else is queued) itself with a writev that does not wait, and
+// hands what the socket did not take to the writer goroutine: a command
+// at QD1 then wakes no goroutine on its way out. During a burst the
+// reader sends everything queued at its end (uncork), in one writev. On a
+// closed queue the PDUs are dropped.
 func (q *TargetQueue) enqueue(s *targetSlot, kind uint8) {
 	q.mu.Lock()
 	if q.closed || q.term != nil {
@@ -184,76 +191,166 @@ func (q *TargetQueue) enqueue(s *targetSlot, kind uint8) {
 		s.state.Store(tslotSending)
 	}
 	q.pending = append(q.pending, targetSendItem{slot: int32(s.req.Slot), kind: kind})
-	if len(q.pending) == 1 {
-		q.cond.Signal()
+	if q.busy || q.corked {
+		// The sender, or the reader at the burst's end, takes it.
+		q.mu.Unlock()
+		return
 	}
+	q.sendInlineLocked()
+}
+
+// cork holds what is queued while the reader has more commands in its
+// buffer; uncork sends it.
+func (q *TargetQueue) cork() {
+	if q.rcorked {
+		return
+	}
+	q.rcorked = true
+	q.mu.Lock()
+	q.corked = true
 	q.mu.Unlock()
 }
 
-// writeLoop sends what is queued, everything queued at once, until the
-// queue closes or a termination request has been sent.
-func (q *TargetQueue) writeLoop() {
-	defer close(q.writerDone)
-	for {
-		q.mu.Lock()
-		for len(q.pending) == 0 && !q.closed && q.term == nil {
-			q.cond.Wait()
-		}
-		if q.closed || q.term != nil {
-			// What is queued is not sent: the lent memory goes back.
-			for _, it := range q.pending {
-				s := q.slots[it.slot]
-				s.req.Gather = region.ReleaseAll(s.req.Gather)
-			}
-			q.pending = q.pending[:0]
-			t, closed := q.term, q.closed
-			q.mu.Unlock()
-			if t != nil && !closed {
-				q.c.Write(t)
-			}
-			return
-		}
-		q.pending, q.sending = q.sending[:0], q.pending
+func (q *TargetQueue) uncork() {
+	if !q.rcorked {
+		return
+	}
+	q.rcorked = false
+	q.mu.Lock()
+	q.corked = false
+	if q.busy || len(q.pending) == 0 || q.closed || q.term != nil {
 		q.mu.Unlock()
+		return
+	}
+	q.sendInlineLocked()
+}
 
-		iov := q.iov[:0]
-		for _, it := range q.sending {
-			s := q.slots[it.slot]
-			if it.kind&tsendR2T != 0 {
-				iov = append(iov, s.r2t[:len(s.r2t)-q.targetDigestPad()])
-			}
-			if it.kind&tsendData != 0 {
-				iov = append(iov, s.hdr[:s.hdrLen])
-				if len(s.req.Gather) > 0 {
-					for _, g := range s.req.Gather {
-						iov = append(iov, g.Bytes())
-					}
-				} else {
-					iov = append(iov, s.req.Data)
+// sendInlineLocked sends what is pending from the calling goroutine
+// (called under mu, with pending not empty and nobody sending; returns
+// with mu released).
+func (q *TargetQueue) sendInlineLocked() {
+	q.busy = true
+	q.pending, q.sending = q.sending[:0], q.pending
+	q.mu.Unlock()
+	q.buildIOV()
+	q.wrote, q.werr = 0, nil
+	var err error
+	if q.raw != nil {
+		if err = q.raw.Control(q.tryFn); err == nil {
+			err = q.werr
+		}
+	}
+	if err == nil && q.wrote < q.iovLen {
+		// The socket is full: the writer goroutine sends the rest.
+		q.consume(q.wrote)
+		q.mu.Lock()
+		q.handoff = true
+		q.cond.Signal()
+		q.mu.Unlock()
+		return
+	}
+	q.finishSending(err, true)
+}
+
+// buildIOV lays out the PDUs of what is being sent in iov (and bufs).
+func (q *TargetQueue) buildIOV() {
+	iov := q.iov[:0]
+	n := 0
+	for _, it := range q.sending {
+		s := q.slots[it.slot]
+		if it.kind&tsendR2T != 0 {
+			iov = append(iov, s.r2t[:len(s.r2t)-q.targetDigestPad()])
+		}
+		if it.kind&tsendData != 0 {
+			iov = append(iov, s.hdr[:s.hdrLen])
+			if len(s.req.Gather) > 0 {
+				for _, g := range s.req.Gather {
+					iov = append(iov, g.Bytes())
 				}
-				if q.ddgst {
-					iov = append(iov, s.ddgst[:])
-				}
+			} else {
+				iov = append(iov, s.req.Data)
 			}
-			if it.kind&tsendResp != 0 {
-				iov = append(iov, s.resp[:len(s.resp)-q.targetDigestPad()])
+			if q.ddgst {
+				iov = append(iov, s.ddgst[:])
 			}
 		}
-		q.iov = iov // grown, maybe
-		q.bufs = iov
-		_, err := q.bufs.WriteTo(q.c)
-		clear(iov) // no data buffer stays reachable from here
-		for _, it := range q.sending {
-			if it.kind&tsendData != 0 {
-				// Sent (in the socket) or never will be.
-				s := q.slots[it.slot]
-				s.req.Gather = region.ReleaseAll(s.req.Gather)
-			}
+		if it.kind&tsendResp != 0 {
+			iov = append(iov, s.resp[:len(s.resp)-q.targetDigestPad()])
 		}
-		if err != nil {
-			q.shutdown(fmt.Errorf("nvme-tcp: queue %d: send: %w", q.params.QID, err))
+	}
+	for _, b := range iov {
+		n += len(b)
+	}
+	q.iov = iov // grown, maybe
+	q.bufs = iov
+	q.iovLen = n
+}
+
+// tryWrite is the raw function of an inline send: writev until the
+// socket is full, without waiting.
+func (q *TargetQueue) tryWrite(fd uintptr) {
+	for q.wrote < q.iovLen {
+		q.tiov = q.tiov[:0]
+		skip := q.wrote
+		for _, b := range q.bufs {
+			if skip >= len(b) { // written, or empty
+				skip -= len(b)
+				continue
+			}
+			b = b[skip:]
+			skip = 0
+			if len(q.tiov) == 1024 { // IOV_MAX
+				break
+			}
+			v := syscall.Iovec{Base: &b[0]}
+			v.SetLen(len(b))
+			q.tiov = append(q.tiov, v)
+		}
+		w, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&q.tiov[0])), uintptr(len(q.tiov)))
+		switch e {
+		case 0:
+			q.wrote += int(w)
+			continue
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+		default:
+			q.werr = e
+		}
+		break
+	}
+	clear(q.tiov) // no data buffer stays reachable from here
+	q.tiov = q.tiov[:0]
+}
+
+// consume drops the first n bytes of bufs (written by an inline send).
+func (q *TargetQueue) consume(n int) {
+	for n > 0 && len(q.bufs) > 0 {
+		if n < len(q.bufs[0]) {
+			q.bufs[0] = q.bufs[0][n:]
 			return
 		}
+		n -= len(q.bufs[0])
+		q.bufs = q.bufs[1:]
+	}
+}
+
+// finishSending ends the send of q.sending (done whole by an inline
+// sender, or by the writer goroutine), written (err nil) or failed: the
+// lent memory goes back, the slots are free, the next sender may go.
+func (q *TargetQueue) finishSending(err error, inline bool) {
+	clear(q.iov) // no data buffer stays reachable from here
+	q.bufs = nil
+	for _, it := range q.sending {
+		if it.kind&tsendData != 0 {
+			// Sent (in the socket) or never will be.
+			s := q.slots[it.slot]
+			s.req.Gather = region.ReleaseAll(s.req.Gather)
+		}
+	}
+	if err != nil {
+		q.shutdown(fmt.Errorf("nvme-tcp: queue %d: send: %w", q.params.QID, err))
+	} else {
 		freed := q.freed[:0]
 		for _, it := range q.sending {
 			if it.kind&tsendR2T == 0 {
@@ -263,6 +360,73 @@ func (q *TargetQueue) writeLoop() {
 		}
 		q.putSlots(freed...)
 		q.freed = freed
+	}
+	q.mu.Lock()
+	if inline {
+		q.inlined++
+	} else {
+		q.sent++
+	}
+	q.busy = false
+	if (len(q.pending) > 0 && !q.corked) || q.closed || q.term != nil {
+		q.cond.Signal()
+	}
+	q.mu.Unlock()
+}
+
+// writeLoop sends what inline sends could not: the rest of a send the
+// socket did not take, and what was queued meanwhile, everything queued
+// at once, until the queue closes or a termination request has been
+// sent.
+func (q *TargetQueue) writeLoop() {
+	defer close(q.writerDone)
+	for {
+		q.mu.Lock()
+		for !q.handoff && (len(q.pending) == 0 || q.busy) && !q.closed && q.term == nil {
+			q.cond.Wait()
+		}
+		if q.closed || q.term != nil {
+			// An inline send ends first (it does not wait for the
+			// socket): the C2HTermReq must not cut into its PDUs.
+			for q.busy && !q.handoff {
+				q.cond.Wait()
+			}
+			// What is queued is not sent: the lent memory goes back.
+			for _, it := range q.pending {
+				s := q.slots[it.slot]
+				s.req.Gather = region.ReleaseAll(s.req.Gather)
+			}
+			q.pending = q.pending[:0]
+			handoff := q.handoff
+			q.handoff = false
+			t, closed := q.term, q.closed
+			q.mu.Unlock()
+			if handoff {
+				// The PDUs begun end first (the write deadline of a
+				// termination bounds it; a closed socket fails it).
+				_, err := q.bufs.WriteTo(q.c)
+				q.finishSending(err, false)
+			}
+			if t != nil && !closed {
+				q.c.Write(t)
+			}
+			return
+		}
+		if q.handoff {
+			q.handoff = false
+		} else {
+			q.busy = true
+			q.pending, q.sending = q.sending[:0], q.pending
+			q.mu.Unlock()
+			q.buildIOV()
+			q.mu.Lock()
+		}
+		q.mu.Unlock()
+		_, err := q.bufs.WriteTo(q.c)
+		q.finishSending(err, false)
+		if err != nil {
+			return
+		}
 	}
 }
 
