@@ -7,6 +7,7 @@ import (
 
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
+	"github.com/nvmeof/nvmeof/target/bdev"
 )
 
 func TestConnectAdminAndIOQueues(t *testing.T) {
@@ -284,5 +285,58 @@ func TestKeepAliveExpiry(t *testing.T) {
 		b := f.connectAdmin(testSubNQN, 0)
 		b.enable()
 		expect(t, b.run(newSQE(uint8(nvme.AdminKeepAlive), 0), nil, fabrics.DirNone), nvme.StatusKeepAliveTimeoutInvalid, "Keep Alive with KATO 0")
+	})
+}
+
+// gatedDevice is an asynchronous device whose reads complete only when
+// the test sends on gate, one read per send.
+type gatedDevice struct {
+	*asyncDevice
+	gate chan struct{}
+}
+
+func (d *gatedDevice) ReadAsync(p []byte, off int64, c bdev.Completion) {
+	go func() {
+		<-d.gate
+		_, err := d.ReadAt(p, off)
+		c.Complete(err)
+	}()
+}
+
+// TestKeepAliveCountsCompletions: with Traffic Based Keep Alive the host
+// sends no Keep Alive while completions keep arriving (nvme_keep_alive_work
+// looks at comp_seen), so a completion must restart the controller's timer
+// as a command does. Here four reads arrive before the timer's re-arm at
+// KATO and complete one by one across the next KATO, with no other
+// command: a timer that counted only arrivals tore the controller down
+// at 2 KATO while the host was right to stay silent.
+func TestKeepAliveCountsCompletions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		mem, err := bdev.NewMemory(1<<20, 512)
+		must(t, err)
+		dev := &gatedDevice{asyncDevice: &asyncDevice{Device: mem, calls: map[string]int{}}, gate: make(chan struct{})}
+		must(t, f.tgt.AddNamespace(testSubNQN, NamespaceConfig{NSID: 2, Device: dev}))
+		a := f.connectAdmin(testSubNQN, 5000)
+		a.enable()
+		io := f.connectIO(a, 1, 8)
+		var reads []<-chan result
+		for i := range 4 {
+			reads = append(reads, io.submit(rwSQE(nvme.IORead, 2, uint64(i), 1), make([]byte, 512), fabrics.DirCtrlToHost))
+		}
+		time.Sleep(6 * time.Second)
+		for range reads {
+			dev.gate <- struct{}{} // one read completes
+			synctest.Wait()
+			time.Sleep(1200 * time.Millisecond) // under the host's KATO/4 check period
+		}
+		for _, r := range reads {
+			expect(t, io.wait(r), 0, "gated read")
+		}
+		// t = 10.8 s: past the 10 s a timer armed at 5 s would end at.
+		if n := len(f.tgt.Controllers()); n != 1 {
+			t.Fatalf("%d controllers after the completions, want the controller alive", n)
+		}
+		expect(t, a.run(newSQE(uint8(nvme.AdminKeepAlive), 0), nil, fabrics.DirNone), 0, "Keep Alive")
 	})
 }

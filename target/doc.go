@@ -24,7 +24,7 @@
 //     checks IOSQES/IOCQES, MPS, AMS and CSS and sets CSTS.RDY or CFS;
 //     disabling or shutting down also closes the I/O queues.
 //   - Keep-alive: KATO rounded up to seconds (120 s for discovery
-//     controllers that ask for none); any command counts as traffic (TBKAS);
+//     controllers that ask for none); any command or completion counts as traffic (TBKAS);
 //     expiry tears the controller down, as does losing its admin queue.
 //   - Admin commands: Identify (CNS 00h-03h, 05h-08h), Get Log Page
 //     (Supported Logs, Error, SMART / Health, Firmware Slot, Changed

@@ -203,6 +203,12 @@ func (q *queue) completeCounted(r *fabrics.Request, s nvme.Error, loc uint16, lb
 			}
 		}
 	}
+	if c := q.ctrl.Load(); c != nil && q.authOK() {
+		// A completion is traffic too: the host's Traffic Based Keep
+		// Alive skips Keep Alive on completions it sees, which may be
+		// of commands that arrived before the timer was last armed.
+		c.touch()
+	}
 	if q.trace {
 		q.traceCompletion(r, s)
 	}
