@@ -7,13 +7,17 @@
 # fio's JSON goes to $KPEER_OUT/<side>-<job>.json, nvmetd's CPU ticks to
 # $KPEER_OUT/nvmetd-usage.txt.
 #
+# With tcp in BB_TRANSPORTS the engine also runs over NVMe/TCP to a TCP port
+# of the same nvmetd (nvmetd-tcp-<job>.json, usage lines tcp-<job>).
+#
 # env: BB_RUNTIME_S (10)  BB_QD (32)  BB_JOBS ("randread randwrite")
-#   BB_COMPLETION_NSEC (10000000)
+#   BB_COMPLETION_NSEC (10000000)  BB_TRANSPORTS ("rdma tcp")
 set -u
 RUNTIME="${BB_RUNTIME_S:-10}"
 QD="${BB_QD:-32}"
 JOBS="${BB_JOBS:-randread randwrite}"
 NSEC="${BB_COMPLETION_NSEC:-10000000}"
+TRANSPORTS="${BB_TRANSPORTS:-rdma tcp}"
 OUT="${KPEER_OUT:?}"
 ENGINE=/share/lib/fio-nvmeof.so
 NQN=nqn.2026-11.io.nvmeof:bench-backends
@@ -45,8 +49,13 @@ port "lo" {
   address   = "127.0.0.1"
   service   = 4420
 }
+port "lotcp" {
+  transport = "tcp"
+  address   = "127.0.0.1"
+  service   = 4421
+}
 subsystem "$NQN" {
-  ports          = ["lo"]
+  ports          = ["lo", "lotcp"]
   allow_any_host = true
   namespace "1" {
     backend     = "block"
@@ -58,17 +67,24 @@ EOF
 /share/bin/nvmetd --config /tmp/nvmetd.hcl > "$OUT/nvmetd.log" 2>&1 &
 pid=$!
 ok=0
-for _ in $(seq 300); do grep -q '\blistening\b' "$OUT/nvmetd.log" && { ok=1; break; }; kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+for _ in $(seq 300); do [ "$(grep -c '\blistening\b' "$OUT/nvmetd.log")" -ge 2 ] && { ok=1; break; }; kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
 [ "$ok" = 1 ] || { tail -n 30 "$OUT/nvmetd.log"; echo "FAIL: nvmetd did not start"; exit 1; }
 ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 for job in $JOBS; do
-	step "nvmetd: fio through the engine $job 4k QD$QD, ${RUNTIME}s"
-	t0=$(ticks)
-	fio --ioengine=external:"$ENGINE" --traddr=127.0.0.1 --trsvcid=4420 --host_traddr=127.0.0.2 \
-		--subnqn="$NQN" --nsid=1 --nr_io_queues=1 --busy_poll=0 \
-		--name="$job" --rw="$job" --bs=4k --iodepth="$QD" --runtime="$RUNTIME" --time_based --size=1g \
-		--output-format=json --output="$OUT/nvmetd-$job.json" || { echo "FAIL: fio nvmetd $job"; fail=1; }
-	echo "$job ticks_per_s $(getconf CLK_TCK) nvmetd_ticks $(( $(ticks) - t0 ))" | tee -a "$OUT/nvmetd-usage.txt"
+	for tr in $TRANSPORTS; do
+		case "$tr" in
+		rdma) where=(--transport=rdma --traddr=127.0.0.1 --trsvcid=4420 --host_traddr=127.0.0.2) name=$job file=nvmetd-$job ;;
+		tcp) where=(--transport=tcp --traddr=127.0.0.1 --trsvcid=4421) name=tcp-$job file=nvmetd-tcp-$job ;;
+		*) echo "FAIL: unknown transport $tr"; fail=1; continue ;;
+		esac
+		step "nvmetd: fio through the engine over $tr, $job 4k QD$QD, ${RUNTIME}s"
+		t0=$(ticks)
+		fio --ioengine=external:"$ENGINE" "${where[@]}" \
+			--subnqn="$NQN" --nsid=1 --nr_io_queues=1 --busy_poll=0 \
+			--name="$job" --rw="$job" --bs=4k --iodepth="$QD" --runtime="$RUNTIME" --time_based --size=1g \
+			--output-format=json --output="$OUT/$file.json" || { echo "FAIL: fio nvmetd $tr $job"; fail=1; }
+		echo "$name ticks_per_s $(getconf CLK_TCK) nvmetd_ticks $(( $(ticks) - t0 ))" | tee -a "$OUT/nvmetd-usage.txt"
+	done
 done
 kill -TERM "$pid"; wait "$pid"
 [ "$fail" = 0 ] && echo "RESULT: PASS" || echo "RESULT: FAIL"

@@ -10,7 +10,8 @@
 #   guest in a kernel-peer guest with Linux 6.12: null_blk irqmode=2
 #         completion_nsec=10000000 (10 ms per I/O, any number in flight),
 #         exported by nvmetd as a block namespace; fio through our engine
-#         vs fio libaio O_DIRECT on /dev/nullb0 (scripts/bench-backends-guest.sh).
+#         vs fio libaio O_DIRECT on /dev/nullb0 (scripts/bench-backends-guest.sh);
+#         the engine over soft RoCE (row nullb) and over NVMe/TCP (nullb-tcp).
 #         Goal: >= 0.8x; the old 4-worker ceiling was 4/32 = 0.125x.
 #
 # usage: sudo scripts/bench-backends.sh [-smoke] [-runtime S] [-smp N] [-host-only|-guest-only] [-out DIR]
@@ -154,6 +155,10 @@ if [[ " $PARTS " == *" guest "* ]]; then
 	for job in $JOBS; do
 		cp "$SHARE/out/a/direct-$job.json" "$OUT/guest-nullb-direct-$job.json"
 		cp "$SHARE/out/a/nvmetd-$job.json" "$OUT/guest-nullb-nvmetd-$job.json"
+		if [ -f "$SHARE/out/a/nvmetd-tcp-$job.json" ]; then
+			cp "$SHARE/out/a/direct-$job.json" "$OUT/guest-nullb-tcp-direct-$job.json"
+			cp "$SHARE/out/a/nvmetd-tcp-$job.json" "$OUT/guest-nullb-tcp-nvmetd-$job.json"
+		fi
 	done
 	cp "$SHARE/out/a/nvmetd-usage.txt" "$OUT/guest-nvmetd-usage.txt"
 fi
@@ -184,9 +189,10 @@ if os.path.exists(p):
     for line in open(p):
         f = line.split()
         guest_ticks[f[0]] = int(f[4]) / int(f[2])
+media_ticks = {"nullb": "", "nullb-tcp": "tcp-"}
 
 print(f"{'row':34} {'direct IOPS':>12} {'nvmetd IOPS':>12} {'ratio':>6} {'direct lat':>11} {'nvmetd lat':>11} {'CPU us/IO direct':>17} {'CPU us/IO nvmetd':>17}")
-for where, media in (("host", ("ext4", "tmpfs")), ("guest", ("nullb",))):
+for where, media in (("host", ("ext4", "tmpfs")), ("guest", ("nullb", "nullb-tcp"))):
     for m in media:
         for job in ("randread", "randwrite"):
             d, o = fio(f"{where}-{m}-direct-{job}"), fio(f"{where}-{m}-nvmetd-{job}")
@@ -199,8 +205,8 @@ for where, media in (("host", ("ext4", "tmpfs")), ("guest", ("nullb",))):
             cpu_d = f"{cd * 1e6 / d[1]:.1f}" if cd is not None and d[1] else "-"
             if co is not None and tt is not None and o[1]:
                 cpu_o = f"{(co + tt / hz) * 1e6 / o[1]:.1f}"
-            elif job in guest_ticks and o[1]:
-                cpu_o = f"{guest_ticks[job] * 1e6 / o[1]:.1f} (tgt)"
+            elif media_ticks.get(m, "") + job in guest_ticks and o[1]:
+                cpu_o = f"{guest_ticks[media_ticks.get(m, '') + job] * 1e6 / o[1]:.1f} (tgt)"
             else:
                 cpu_o = "-"
             print(f"{row:34} {d[0]:12.0f} {o[0]:12.0f} {o[0] / d[0]:6.2f} {d[2]:9.0f}us {o[2]:9.0f}us {cpu_d:>17} {cpu_o:>17}")
