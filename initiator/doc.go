@@ -40,7 +40,10 @@
 //     the synchronous method on a goroutine. A 4 KiB Start allocates
 //     nothing.
 //   - Namespace Attribute Changed events re-read the Changed Namespace List
-//     and the namespaces before Options.OnAsyncEvent is called.
+//     and the namespaces before Options.OnAsyncEvent is called. A reset or
+//     reconnect rescans the namespaces; what changed while no association
+//     could hear the controller's notice is reported as such an event with
+//     AsyncEvent.Rescan set.
 //   - Disconnect closes the I/O queues, sets CC.SHN to normal shutdown and
 //     waits for CSTS.SHST, then closes the admin queue.
 //
