@@ -134,6 +134,10 @@ type Config struct {
 	// ShareDir is where shared devices keep their lock and map files
 	// (default DefaultShareDir).
 	ShareDir string
+	// Congestion configures RoCEv2 congestion control: ECN marking, CNPs
+	// and DCQCN (congestion.go, docs/congestion.md). nil or not Enabled:
+	// off, as rdma_rxe.
+	Congestion *CongestionConfig
 }
 
 // DefaultAckDelay is the default Config.AckDelay: far below any RC
@@ -168,6 +172,9 @@ type Device struct {
 	closed  bool
 
 	mrs mrTable
+
+	// cc is the device's congestion control (nil: off).
+	cc *ccState
 
 	sendFaults atomic.Pointer[faults]
 	recvFaults atomic.Pointer[faults]
@@ -279,6 +286,11 @@ func Open(cfg Config) (*Device, error) {
 	if d.cfg.AckDelay == 0 {
 		d.cfg.AckDelay = DefaultAckDelay
 	}
+	cc, err := newCCState(cfg.Congestion)
+	if err != nil {
+		return nil, err
+	}
+	d.cc = cc
 	mtu := cfg.MTU
 	if mtu == 0 {
 		// As rxe: the interface MTU minus a GRH, UDP, BTH, the largest

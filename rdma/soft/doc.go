@@ -48,4 +48,9 @@
 // rkey (a multi-packet RDMA WRITE, whose rkey only its FIRST packet
 // carries, and the responses of an RDMA READ), which then fail with a
 // remote access error and never touch a buffer bound later (mr.go).
+//
+// Config.Congestion turns on RoCEv2 congestion control, off by default as
+// in rxe: ECN-capable data packets, CNPs answering CE marks, and DCQCN
+// pacing each RC QP's requester (congestion.go, dcqcn.go,
+// docs/congestion.md).
 package soft

@@ -1,6 +1,7 @@
 package soft
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 
 	"github.com/nvmeof/nvmeof/rdma/wire"
@@ -112,6 +113,10 @@ type gsoSplitter struct {
 	seg          int // segment size
 	off          int // offset in b of the next packet's payload
 	k            uint16
+	// tos is the IP TOS / IPv6 traffic class the datagram came with
+	// (known with congestion control on: its ECN field), written into
+	// each rebuilt header (the ICRC masks it).
+	tos uint8
 }
 
 // start prepares to split b, rxHeadroom bytes followed by a UDP payload
@@ -159,8 +164,15 @@ func (s *gsoSplitter) next() ([]byte, bool) {
 	dg := s.b[s.off-s.hl : s.off+n : s.off+n]
 	if s.v6 {
 		putIPv6UDPHeader(dg, s.src6, s.dst6, s.sport, s.dport, n)
+		if s.tos != 0 {
+			dg[0], dg[1] = 0x60|s.tos>>4, s.tos<<4
+		}
 	} else {
 		putIPv4UDPHeaderPorts(dg, s.src, s.dst, s.k, s.sport, s.dport, n)
+		if s.tos != 0 {
+			dg[1], dg[10], dg[11] = s.tos, 0, 0
+			binary.BigEndian.PutUint16(dg[10:], ipv4Checksum(dg[:wire.IPv4HeaderLen]))
+		}
 	}
 	s.off += n
 	s.k++

@@ -273,6 +273,26 @@ func (s *sockets) hasRaw() bool { return !s.udpRecv() || s.assistQueue >= 0 }
 // IPv6) rather than a raw socket.
 func (s *sockets) udpQueue(i int) bool { return s.udpRecv() && i != s.assistQueue }
 
+// setRecvTOS asks the kernel for each datagram's IP TOS (IP_RECVTOS) or
+// IPv6 traffic class (IPV6_RECVTCLASS) on UDP socket sc.
+func setRecvTOS(sc *sockConn, v6 bool) error {
+	var serr error
+	err := sc.Control(func(fd uintptr) {
+		if v6 {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1)
+		} else {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_RECVTOS, 1)
+		}
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("receiving the TOS: %w", err)
+	}
+	return nil
+}
+
 // probePort binds addr:port without SO_REUSEPORT and lets it go,
 // returning the port bound.
 func probePort(addr netip.Addr, port uint16) (uint16, error) {
@@ -489,8 +509,11 @@ type mmsg struct {
 	names []unix.RawSockaddrInet4 // send: destinations; receive (GSO mode): sources
 	// names6 replaces names on an IPv6 device.
 	names6 []unix.RawSockaddrInet6
-	ctls   []txCmsg        // send only: each message's UDP_SEGMENT and IP_TOS / IPV6_TCLASS
-	gro    []groCmsg       // receive (GSO mode) only: each message's UDP_GRO
+	ctls   []txCmsg // send only: each message's UDP_SEGMENT and IP_TOS / IPV6_TCLASS
+	gro    []rxCmsg // receive (GSO mode) only: each message's UDP_GRO (and IP_TOS / IPV6_TCLASS)
+	// ctlLen is the control buffer length recv offers: one control
+	// message, or two when the socket also reports the TOS (recvTOS).
+	ctlLen int
 	errs   []syscall.Errno // send only: the error of each message sendBatch skipped
 	off    int             // first header of the current call
 	n      int             // headers in the current call
@@ -534,6 +557,12 @@ type groCmsg struct {
 	size int32
 	_    [4]byte
 }
+
+// rxCmsg is room for the control messages recvmsg gives a UDP socket:
+// UDP_GRO for a GSO super-datagram, and IP_TOS (one byte) or
+// IPV6_TCLASS (an int) when asked for (IP_RECVTOS, IPV6_RECVTCLASS),
+// each CMSG_SPACE-sized, in either order.
+type rxCmsg [2]groCmsg
 
 // newMmsg returns n message headers, each with one iovec. withNames
 // prepares them for sending: destination addresses (IPv4), control
@@ -592,7 +621,8 @@ func newMmsgFamily(n int, withNames, v6 bool) *mmsg {
 func newRecvMmsg(n int) *mmsg {
 	m := newMmsg(n, false)
 	m.names = make([]unix.RawSockaddrInet4, n)
-	m.gro = make([]groCmsg, n)
+	m.gro = make([]rxCmsg, n)
+	m.ctlLen = int(unsafe.Sizeof(groCmsg{}))
 	return m
 }
 
@@ -600,8 +630,31 @@ func newRecvMmsg(n int) *mmsg {
 func newRecvMmsg6(n int) *mmsg {
 	m := newMmsg(n, false)
 	m.names6 = make([]unix.RawSockaddrInet6, n)
-	m.gro = make([]groCmsg, n)
+	m.gro = make([]rxCmsg, n)
+	m.ctlLen = int(unsafe.Sizeof(groCmsg{}))
 	return m
+}
+
+// recvTOS makes recv offer room for the TOS control message as well.
+func (m *mmsg) recvTOS() { m.ctlLen = int(unsafe.Sizeof(rxCmsg{})) }
+
+// tos returns the IP TOS / IPv6 traffic class of received message i (of
+// a newRecvMmsg after recvTOS), 0 if the kernel gave none.
+func (m *mmsg) tos(i int) uint8 {
+	n := int(m.hdrs[i].Hdr.Controllen)
+	for k := range m.gro[i] {
+		c := &m.gro[i][k]
+		if n < k*int(unsafe.Sizeof(*c))+unix.CmsgLen(1) {
+			return 0
+		}
+		switch {
+		case c.hdr.Level == unix.IPPROTO_IP && c.hdr.Type == unix.IP_TOS && int(c.hdr.Len) >= unix.CmsgLen(1):
+			return *(*uint8)(unsafe.Pointer(&c.size)) // one byte
+		case c.hdr.Level == unix.IPPROTO_IPV6 && c.hdr.Type == unix.IPV6_TCLASS && int(c.hdr.Len) >= unix.CmsgLen(4):
+			return uint8(c.size)
+		}
+	}
+	return 0
 }
 
 // source returns the source address and port of received message i (of
@@ -631,7 +684,7 @@ func (m *mmsg) source6(i int) (addr [16]byte, port uint16, ok bool) {
 // groSize returns the segment size of received message i (of a
 // newRecvMmsg) if it is a GSO super-datagram, else 0.
 func (m *mmsg) groSize(i int) int {
-	c := &m.gro[i]
+	c := &m.gro[i][0]
 	if int(m.hdrs[i].Hdr.Controllen) < unix.CmsgLen(4) || int(c.hdr.Len) < unix.CmsgLen(4) ||
 		c.hdr.Level != unix.SOL_UDP || c.hdr.Type != unix.UDP_GRO || c.size <= 0 {
 		return 0
@@ -716,9 +769,10 @@ func (m *mmsg) recv(fd uintptr) bool {
 				h.Name = (*byte)(unsafe.Pointer(&m.names[i]))
 				h.Namelen = unix.SizeofSockaddrInet4
 			}
-			m.gro[i].hdr = unix.Cmsghdr{}
+			m.gro[i][0].hdr = unix.Cmsghdr{}
+			m.gro[i][1].hdr = unix.Cmsghdr{}
 			h.Control = (*byte)(unsafe.Pointer(&m.gro[i]))
-			h.SetControllen(int(unsafe.Sizeof(m.gro[i])))
+			h.SetControllen(m.ctlLen)
 		}
 	}
 	// MSG_DONTWAIT: the call never sleeps, so it is made raw (see send).

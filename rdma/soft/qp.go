@@ -111,6 +111,9 @@ type qp struct {
 	tos uint8
 	// stats are the QP's own counters (qpstats.go).
 	stats qpCounters
+	// cc is the QP's congestion control (congestion.go; nil: off, or
+	// not RC).
+	cc *qpCC
 }
 
 var _ rdma.QP = (*qp)(nil)
@@ -177,6 +180,7 @@ func (p *pd) CreateQP(a *rdma.QPInitAttr) (rdma.QP, error) {
 	q.rnrTimer.Stop()
 	q.ackTimer = time.AfterFunc(time.Hour, q.onAckTimer)
 	q.ackTimer.Stop()
+	q.initCC()
 	if sq != nil {
 		if err := sq.attach(); err != nil {
 			return nil, err
@@ -445,6 +449,7 @@ func (q *qp) stopTimers() {
 	q.rtoTimer.Stop()
 	q.rnrTimer.Stop()
 	q.ackTimer.Stop()
+	q.stopPaceTimer()
 	q.resp.ackArmed = false
 	q.comp.rtoArmed = false
 	q.req.rnrWait = false
@@ -457,6 +462,9 @@ func (q *qp) reset() {
 	q.sqHead, q.sqTail, q.rqHead, q.rqTail = 0, 0, 0, 0
 	q.srqReturn()
 	q.req, q.comp, q.resp = requester{}, completer{}, responder{}
+	if q.cc != nil {
+		q.cc.lastCNP, q.cc.rp = time.Time{}, newDCQCN(&q.dev.cc.rp)
+	}
 }
 
 // enterError moves the QP to the error state and flushes both queues.

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/nvmeof/nvmeof/rdma"
 )
@@ -19,6 +20,7 @@ type qpCounters struct {
 	rnrNAKsSent, rnrNAKsReceived, seqNAKsSent              atomic.Uint64
 	seqNAKsReceived, errNAKsSent, errNAKsReceived          atomic.Uint64
 	duplicates, outOfSequence                              atomic.Uint64
+	npECNMarked, npCNPSent, rpCNPHandled, rpCNPIgnored     atomic.Uint64
 }
 
 // addSent adds a run of sent packets and their bytes to c (nil: none).
@@ -61,6 +63,17 @@ type QPStats struct {
 	ErrNAKsReceived uint64
 	Duplicates      uint64 // duplicate requests received
 	OutOfSequence   uint64 // requests received after a PSN gap
+
+	// Congestion control (congestion.go), named as ConnectX's counters.
+	NPECNMarkedRoCEPackets uint64 // CE-marked packets received
+	NPCNPSent              uint64 // CNPs sent to the peer QP
+	RPCNPHandled           uint64 // CNPs received and acted on
+	RPCNPIgnored           uint64 // CNPs received and dropped
+	// RPRate is the QP's current DCQCN rate in bits per second: the
+	// line rate (CongestionConfig.LineRate) unless CNPs cut it, 0 with
+	// congestion control off. RPLimited reports the QP paced.
+	RPRate    uint64
+	RPLimited bool
 }
 
 // QPStats appends a snapshot of every QP not destroyed yet to buf[:0], in
@@ -83,6 +96,10 @@ func (d *Device) QPStats(buf []QPStats) []QPStats {
 			continue
 		}
 		s := QPStats{QPN: q.qpn, Type: q.typ, State: q.state}
+		if q.cc != nil {
+			q.cc.rp.advance(time.Now())
+			s.RPRate, s.RPLimited = uint64(q.cc.rp.rate()*8), q.cc.rp.limited
+		}
 		if q.typ == rdma.QPTypeRC && q.state != rdma.QPSReset && q.state != rdma.QPSInit {
 			s.DestQPN = q.attr.DestQPN
 			s.Peer = netip.AddrFrom16(q.dst)
@@ -99,6 +116,8 @@ func (d *Device) QPStats(buf []QPStats) []QPStats {
 		s.SeqNAKsSent, s.SeqNAKsReceived = c.seqNAKsSent.Load(), c.seqNAKsReceived.Load()
 		s.ErrNAKsSent, s.ErrNAKsReceived = c.errNAKsSent.Load(), c.errNAKsReceived.Load()
 		s.Duplicates, s.OutOfSequence = c.duplicates.Load(), c.outOfSequence.Load()
+		s.NPECNMarkedRoCEPackets, s.NPCNPSent = c.npECNMarked.Load(), c.npCNPSent.Load()
+		s.RPCNPHandled, s.RPCNPIgnored = c.rpCNPHandled.Load(), c.rpCNPIgnored.Load()
 		buf = append(buf, s)
 	}
 	return buf

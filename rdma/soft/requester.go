@@ -60,6 +60,7 @@ func (q *qp) runRequester(tx *txBatch) {
 	wasIdle := r.psn == q.comp.psn
 	sent := 0
 	maxRd := max(int(q.attr.MaxRdAtomic), 1)
+	var now time.Time // read once, by pace, when the QP is rate limited
 	for r.cur != q.sqTail {
 		w := &q.sq[r.cur%n]
 		if w.state == wqeDone {
@@ -109,6 +110,9 @@ func (q *qp) runRequester(tx *txBatch) {
 			}
 		}
 		out := int(wire.PSNDiff(r.psn, q.comp.psn))
+		if !q.pace(&now) {
+			break
+		}
 		if w.opcode == rdma.WRRDMARead {
 			if r.readsOut >= maxRd {
 				break
@@ -129,6 +133,9 @@ func (q *qp) runRequester(tx *txBatch) {
 			q.buildData(tx, w, r.curOff)
 		}
 		sent++
+		if q.cc != nil {
+			q.paced(tx.last().n)
+		}
 		if r.curOff >= w.length {
 			r.cur++
 			r.curOff = 0

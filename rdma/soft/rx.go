@@ -91,6 +91,15 @@ func (d *Device) newRxQueue(sc *sockConn, queue int, udp bool) (*rxQueue, error)
 	if err != nil {
 		return nil, fmt.Errorf("soft: receive queue %d: %w", queue, err)
 	}
+	tos := udp && d.cc != nil
+	if tos {
+		// The ECN field of each datagram (congestion.go).
+		if err := setRecvTOS(sc, d.v6); err != nil {
+			w.close()
+			return nil, fmt.Errorf("soft: receive queue %d: %w", queue, err)
+		}
+		m.recvTOS()
+	}
 	bufs := make([]byte, batch*size)
 	for i := 0; i < batch; i++ {
 		m.setBuf(i, bufs[i*size+head:(i+1)*size])
@@ -125,6 +134,9 @@ func (d *Device) newRxQueue(sc *sockConn, queue int, udp bool) (*rxQueue, error)
 					continue
 				}
 				rx.split.start6(b, src, d.addr16, sport, d.port, m.groSize(i))
+				if tos {
+					rx.split.tos = m.tos(i)
+				}
 			} else {
 				src, sport, ok := m.source(i)
 				if !ok || len(b) == head {
@@ -133,6 +145,9 @@ func (d *Device) newRxQueue(sc *sockConn, queue int, udp bool) (*rxQueue, error)
 					continue
 				}
 				rx.split.startPort(b, src, d.addr4, sport, d.port, m.groSize(i))
+				if tos {
+					rx.split.tos = m.tos(i)
+				}
 			}
 			np, nb := d.receive(rx, f)
 			pkts += np
@@ -225,6 +240,9 @@ func (d *Device) inputFaulty(f *faults, b []byte, rx *rxState) {
 		d.stats.faultCorruptions.Add(1)
 		flipBit(b[hdr:], bit)
 	}
+	if act&faultCE != 0 && markCE(b) {
+		d.stats.faultCEMarks.Add(1)
+	}
 	if act&faultReorder != 0 && rx.heldLen == 0 {
 		d.stats.faultReorders.Add(1)
 		rx.heldLen = copy(rx.held, b)
@@ -263,9 +281,13 @@ func (d *Device) input(b []byte, rx *rxState) {
 		return
 	}
 	qpn := p.BTH.DestQP()
+	op := p.Opcode()
 	q := d.lookupQP(qpn)
 	if q == nil {
 		d.stats.unknownQP.Add(1)
+		if op.IsCNP() {
+			d.stats.rpCNPIgnored.Add(1)
+		}
 		return
 	}
 	if d.socks.queues() > 1 && int(rx.queue) != d.socks.assistQueue && d.queueOf(qpn) != int(rx.queue) {
@@ -273,17 +295,29 @@ func (d *Device) input(b []byte, rx *rxState) {
 		// handled all the same, under the QP's lock.
 		d.stats.steerMisses.Add(1)
 	}
-	op := p.Opcode()
 	q.mu.Lock()
 	// The responder's packets leave from the QP's source port.
 	rx.tx.forQP(q)
 	switch {
 	case q.destroyed:
 		d.stats.unknownQP.Add(1)
+	case op.IsCNP():
+		if q.typ == rdma.QPTypeRC && q.fromPeer(ip) {
+			rx.countQP(q, len(pkt))
+			q.onCNP()
+		} else {
+			d.stats.rpCNPIgnored.Add(1)
+			q.stats.rpCNPIgnored.Add(1)
+		}
 	case q.typ == rdma.QPTypeRC:
 		if op.Class() != wire.ClassRC || !q.fromPeer(ip) {
 			d.stats.dropped.Add(1)
-		} else if op.IsAck() || op.IsReadResponse() {
+			break
+		}
+		if d.cc != nil && ipECN(ip) == ecnCE {
+			q.onCE(rx)
+		}
+		if op.IsAck() || op.IsReadResponse() {
 			rx.countQP(q, len(pkt))
 			q.completerInput(&p, rx)
 		} else {

@@ -36,6 +36,13 @@ type Stats struct {
 	FaultDuplicates  uint64 // packets duplicated by the fault injector
 	FaultReorders    uint64 // packets delayed behind the next one by the fault injector
 	FaultCorruptions uint64 // packets corrupted by the fault injector
+	FaultCEMarks     uint64 // ECN-capable packets the fault injector marked CE
+
+	// Congestion control (congestion.go), named as ConnectX's counters.
+	NPECNMarkedRoCEPackets uint64 // np_ecn_marked_roce_packets: CE-marked packets received for RC QPs
+	NPCNPSent              uint64 // np_cnp_sent: CNPs sent
+	RPCNPHandled           uint64 // rp_cnp_handled: CNPs received that the reaction point acted on
+	RPCNPIgnored           uint64 // rp_cnp_ignored: CNPs received and dropped (unknown QP, congestion control off, QP not sending)
 }
 
 type counters struct {
@@ -49,6 +56,8 @@ type counters struct {
 	sourcePortFallbacks                                              atomic.Uint64
 	steerMisses                                                      atomic.Uint64 // packets read by another receive queue than their QP's (not in Stats)
 	faultDrops, faultDuplicates, faultReorders, faultCorruptions     atomic.Uint64
+	faultCEMarks                                                     atomic.Uint64
+	npECNMarked, npCNPSent, rpCNPHandled, rpCNPIgnored               atomic.Uint64
 }
 
 // Stats returns a snapshot of the device's counters.
@@ -67,6 +76,8 @@ func (d *Device) Stats() Stats {
 		StaleResponses: c.staleResponses.Load(), UDDropped: c.udDropped.Load(), FencedResponses: c.fencedResponses.Load(),
 		FaultDrops: c.faultDrops.Load(), FaultDuplicates: c.faultDuplicates.Load(),
 		FaultReorders: c.faultReorders.Load(), FaultCorruptions: c.faultCorruptions.Load(),
-		SourcePortFallbacks: c.sourcePortFallbacks.Load(),
+		SourcePortFallbacks: c.sourcePortFallbacks.Load(), FaultCEMarks: c.faultCEMarks.Load(),
+		NPECNMarkedRoCEPackets: c.npECNMarked.Load(), NPCNPSent: c.npCNPSent.Load(),
+		RPCNPHandled: c.rpCNPHandled.Load(), RPCNPIgnored: c.rpCNPIgnored.Load(),
 	}
 }

@@ -130,7 +130,11 @@ func (t *txBatch) next() *txPkt {
 
 // commit adds the packet returned by next to the batch.
 func (t *txBatch) commit() {
-	t.pkts[t.n].from, t.pkts[t.n].qc, t.pkts[t.n].tos = t.src, t.qc, t.tos
+	p := &t.pkts[t.n]
+	p.from, p.qc, p.tos = t.src, t.qc, t.tos
+	if cc := t.dev.cc; cc != nil {
+		p.tos = cc.packetTOS(p.tos, wire.BTH(p.buf[:]).Opcode())
+	}
 	t.n++
 }
 
