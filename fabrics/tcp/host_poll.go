@@ -2,11 +2,17 @@ package tcp
 
 import (
 	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nvmeof/nvmeof/fabrics"
 )
 
-var _ fabrics.Poller = (*hostQueue)(nil)
+var (
+	_ fabrics.Poller     = (*hostQueue)(nil)
+	_ fabrics.WaitPoller = (*hostQueue)(nil)
+)
 
 // hostPollMax bounds the PDUs one Poll reads, so that a busy queue does
 // not keep its poller from its own work.
@@ -50,3 +56,37 @@ func (q *hostQueue) PollDone() {
 
 // CanPoll implements fabrics.Poller: a TCP queue can always be polled.
 func (q *hostQueue) CanPoll() bool { return true }
+
+// hostPollWaiter is PollWait's state (one waiter at a time: pollMu).
+type hostPollWaiter struct {
+	pfd    [1]unix.PollFd
+	ts     unix.Timespec
+	waitFn func(fd uintptr)
+}
+
+// PollWait implements fabrics.WaitPoller: Poll, and when nothing was
+// there, a sleep of up to d in ppoll(2) on the socket, on the caller's
+// thread (woken by the response's segment, as fio's nbd engine is), then
+// Poll again. It does not wait while another caller does.
+func (q *hostQueue) PollWait(d time.Duration) bool {
+	if q.Poll() {
+		return true
+	}
+	if d <= 0 || !q.pollMu.TryLock() {
+		return false
+	}
+	q.pw.ts = unix.NsecToTimespec(int64(d))
+	err := q.raw.Control(q.pw.waitFn)
+	q.pollMu.Unlock()
+	if err != nil {
+		return false
+	}
+	return q.Poll()
+}
+
+// ppollOnce is PollWait's raw function: one ppoll for readability, its
+// outcome left to the Poll that follows.
+func (q *hostQueue) ppollOnce(fd uintptr) {
+	q.pw.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}
+	_, _ = unix.Ppoll(q.pw.pfd[:], &q.pw.ts, nil)
+}

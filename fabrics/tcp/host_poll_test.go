@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"bytes"
+	"encoding/binary"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -108,5 +109,40 @@ func TestHostQD1NoHandOff(t *testing.T) {
 				t.Error("after PollDone the reader goroutine read nothing")
 			}
 		})
+	}
+}
+
+// TestHostPollWait: PollWait sleeps on the socket until the response
+// comes (the fake answers only once PollWait has begun), and runs the
+// completion on the caller's goroutine.
+func TestHostPollWait(t *testing.T) {
+	f := newHostFake(t)
+	release := make(chan struct{})
+	f.hook = func(c *hostFakeConn, sqe []byte) bool {
+		cid := binary.LittleEndian.Uint16(sqe[2:])
+		go func() {
+			<-release
+			c.resp(cid, 0)
+		}()
+		return true
+	}
+	q := hostDialFake(t, f, HostConfig{}, 1, 3)
+	var done atomic.Bool
+	cmd := hostIOCmd(0x01, 0, hostPattern(512, 1), 0)
+	cmd.Done = func(*fabrics.HostCommand) { done.Store(true) }
+	if err := q.Submit(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if q.PollWait(0) || done.Load() {
+		t.Fatal("PollWait(0) found a completion before the response")
+	}
+	// The response leaves 20 ms after PollWait begins.
+	timer := time.AfterFunc(20*time.Millisecond, func() { close(release) })
+	defer timer.Stop()
+	if !q.PollWait(10 * time.Second) {
+		t.Fatal("PollWait(10 s) returned without the completion")
+	}
+	if !done.Load() {
+		t.Fatal("PollWait reported work but Done did not run")
 	}
 }

@@ -83,6 +83,8 @@ type hostQueue struct {
 	unpoll  chan struct{} // PollDone wakes the reader (capacity 1)
 	dead    atomic.Bool   // shutdown has run
 	parked  atomic.Bool   // the reader goroutine waits for PollDone (for tests)
+	pollMu  sync.Mutex    // held by PollWait's sleeper
+	pw      hostPollWaiter
 
 	plugged atomic.Bool
 	stray   atomic.Uint64

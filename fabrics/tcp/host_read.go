@@ -41,6 +41,7 @@ func (q *hostQueue) initReader() {
 	q.rbuf = make([]byte, hostReadBuffer)
 	q.fillFn = q.fill
 	q.waitFn = q.waitOnce
+	q.pw.waitFn = q.ppollOnce
 }
 
 // readLoop reads the controller's PDUs until the connection ends. While a
