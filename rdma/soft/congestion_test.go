@@ -139,7 +139,10 @@ func TestCEMarkSendsCNP(t *testing.T) {
 			// The rate increase timer is held off so that the cut stays.
 			cfg := Config{Congestion: &CongestionConfig{Enabled: true, MinCNPInterval: time.Hour, LineRate: 1e9, IncreasePeriod: time.Hour},
 				RecvFaults: &FaultConfig{CEMark: 1}}
-			a, b := ccPair(t, tc.mode, tc.last, cfg, cfg)
+			var capB bytes.Buffer
+			cfgB := cfg
+			cfgB.Pcap = &capB
+			a, b := ccPair(t, tc.mode, tc.last, cfg, cfgB)
 			ea, eb := connect(t, a, b, qpOpts{})
 			for i := range 3 {
 				sendAndRead(t, ea, eb, i)
@@ -170,6 +173,24 @@ func TestCEMarkSendsCNP(t *testing.T) {
 			}
 			if sa.RPCNPIgnored != 0 || sb.RPCNPIgnored != 0 || sa.ICRCErrors != 0 || sb.ICRCErrors != 0 {
 				t.Fatalf("a %+v\nb %+v", sa, sb)
+			}
+			// b's capture shows the CNP it sent and the one it received:
+			// DSCP 48, Not-ECT, the annex layout, a good ICRC.
+			b.Close()
+			cnps := map[uint32]int{}
+			for i, r := range readPcap(t, capB.Bytes()) {
+				ip, _, pkt, err := wire.SplitIPUDP(r)
+				if err != nil || len(pkt) < wire.BTHLen || wire.BTH(pkt).Opcode() != wire.OpCNP {
+					continue
+				}
+				c, err := wire.ParseCNP(pkt)
+				if err != nil || !c.BTH().BECN() || ipTOS(ip) != 48<<2 || wire.CheckICRC(r) != nil {
+					t.Fatalf("capture record %d: CNP % x (TOS %#x): %v, ICRC %v", i, pkt, ipTOS(ip), err, wire.CheckICRC(r))
+				}
+				cnps[c.DestQP()]++
+			}
+			if len(cnps) != 2 || cnps[ea.qp.QPN()] != 1 || cnps[eb.qp.QPN()] != 1 {
+				t.Fatalf("CNPs in b's capture by destination QP: %v, want one to each", cnps)
 			}
 		})
 	}
