@@ -251,12 +251,13 @@ func (q *qp) onCNP() {
 	q.stats.rpCNPHandled.Add(1)
 }
 
-// pace reports whether the requester may send its next packet now; if
-// not, it arms the pacing timer, which runs the requester again when the
-// QP's rate allows. now is read once per requester run (zero: not yet).
+// pace reports whether the requester may send its next packet now
+// (q.cc set); if not, it arms the pacing timer, which runs the requester
+// again when the QP's rate allows. now is read once per requester run
+// (zero: not yet).
 func (q *qp) pace(now *time.Time) bool {
 	cc := q.cc
-	if cc == nil || !cc.rp.limited {
+	if !cc.rp.limited {
 		return true
 	}
 	if now.IsZero() {

@@ -110,7 +110,7 @@ func (q *qp) runRequester(tx *txBatch) {
 			}
 		}
 		out := int(wire.PSNDiff(r.psn, q.comp.psn))
-		if !q.pace(&now) {
+		if q.cc != nil && !q.pace(&now) {
 			break
 		}
 		if w.opcode == rdma.WRRDMARead {
