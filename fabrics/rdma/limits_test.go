@@ -194,11 +194,14 @@ func heapInuse() uint64 {
 // released within the connect timeout.
 func TestPreConnectMemory(t *testing.T) {
 	const (
-		port     = 4440
-		spoofed  = 100
-		silent   = 40
-		depth    = 128
-		timeout  = 3 * time.Second
+		port    = 4440
+		spoofed = 100
+		silent  = 40
+		depth   = 128
+		// Long enough for the 40 dials under the race detector on a
+		// loaded machine: a spoofed REQ that expires before the last
+		// dial keeps the count below all pending (CI: 3 s was too short).
+		timeout  = 10 * time.Second
 		maxBytes = 64 << 20
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
