@@ -240,7 +240,14 @@ func TestStartNvmetd(t *testing.T) {
 			self, _ := os.Readlink("/proc/self/ns/net")
 			its, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", srv.PID))
 			if err != nil || its == self {
-				t.Errorf("netns: fake nvmetd pid %d in network namespace %q (%v), the test's is %q", srv.PID, its, err, self)
+				// Gone (seen once under heavy load): say how it ended.
+				ended := "still running"
+				select {
+				case <-srv.done:
+					ended = fmt.Sprintf("exited: %v", srv.err)
+				case <-time.After(2 * time.Second):
+				}
+				t.Errorf("netns: fake nvmetd pid %d in network namespace %q (%v), the test's is %q; the process %s%s", srv.PID, its, err, self, ended, srv.logTail())
 			}
 		}
 		if err := srv.Stop(); err != nil {
