@@ -27,20 +27,27 @@ const hostPollMax = 64
 // side of the socket. Concurrent pollers do not wait for each other: the
 // one that finds the socket taken returns false.
 func (q *hostQueue) Poll() bool {
+	got, _ := q.poll()
+	return got
+}
+
+// poll is Poll; need is what the next PDU, begun, still needs from the
+// socket (0: none begun).
+func (q *hostQueue) poll() (got bool, need int) {
 	if !q.polling.Load() {
 		q.polling.Store(true)
 	}
 	if q.dead.Load() || !q.rmu.TryLock() {
-		return false
+		return false, 0
 	}
 	n := q.pdus
-	err := q.drain(hostPollMax)
-	got := q.pdus != n
+	err := q.drain(hostPollMax, true)
+	got, need = q.pdus != n, q.need
 	q.rmu.Unlock()
 	if err != nil {
 		q.shutdown(fmt.Errorf("nvme-tcp: queue %d: connection lost: %w: %w", q.qid, err, fabrics.ErrQueueClosed), nil)
 	}
-	return got
+	return got, need
 }
 
 // PollDone implements fabrics.Poller: the reader goroutine reads the
@@ -61,21 +68,30 @@ func (q *hostQueue) CanPoll() bool { return true }
 type hostPollWaiter struct {
 	pfd    [1]unix.PollFd
 	ts     unix.Timespec
+	lowat  int // SO_RCVLOWAT for the wait (0: leave it)
 	waitFn func(fd uintptr)
 }
 
 // PollWait implements fabrics.WaitPoller: Poll, and when nothing was
 // there, a sleep of up to d in ppoll(2) on the socket, on the caller's
 // thread (woken by the response's segment, as fio's nbd engine is), then
-// Poll again. It does not wait while another caller does.
+// Poll again. When a PDU has begun to arrive, the socket's SO_RCVLOWAT
+// is its remaining bytes for the sleep: one wake-up for a 128 KiB
+// C2HData, not one per segment. It does not wait while another caller
+// does.
 func (q *hostQueue) PollWait(d time.Duration) bool {
-	if q.Poll() {
+	got, need := q.poll()
+	if got {
 		return true
 	}
 	if d <= 0 || !q.pollMu.TryLock() {
 		return false
 	}
 	q.pw.ts = unix.NsecToTimespec(int64(d))
+	q.pw.lowat = 0
+	if need > 1 {
+		q.pw.lowat = need
+	}
 	err := q.raw.Control(q.pw.waitFn)
 	q.pollMu.Unlock()
 	if err != nil {
@@ -87,6 +103,13 @@ func (q *hostQueue) PollWait(d time.Duration) bool {
 // ppollOnce is PollWait's raw function: one ppoll for readability, its
 // outcome left to the Poll that follows.
 func (q *hostQueue) ppollOnce(fd uintptr) {
+	if q.pw.lowat > 0 {
+		_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, q.pw.lowat)
+	}
 	q.pw.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}
 	_, _ = unix.Ppoll(q.pw.pfd[:], &q.pw.ts, nil)
+	if q.pw.lowat > 0 {
+		// Back to the default, for the reader goroutine.
+		_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, 1)
+	}
 }

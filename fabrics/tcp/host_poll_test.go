@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,6 +45,21 @@ func hostPollRun(t *testing.T, q *hostQueue, cmd *fabrics.HostCommand) {
 	}
 }
 
+// hostPollWarm polls writes until the reader goroutine has left the
+// socket to the poller: the first Poll takes it, but the reader may still
+// read PDUs until it has seen Poll's flag (once data woke it).
+func hostPollWarm(t *testing.T, q *hostQueue) {
+	t.Helper()
+	data := hostPattern(512, 9)
+	hostPollRun(t, q, hostIOCmd(0x01, 0, data, 0))
+	for end := time.Now().Add(10 * time.Second); !q.parked.Load(); runtime.Gosched() {
+		if time.Now().After(end) {
+			t.Fatal("the reader goroutine did not leave the socket to the poller within 10 s")
+		}
+		hostPollRun(t, q, hostIOCmd(0x01, 0, data, 0))
+	}
+}
+
 // TestHostQD1NoHandOff: at QD1 the submitter writes its PDUs itself (the
 // capsule, and the H2CData answering an R2T from whoever read the R2T)
 // and, while it polls, reads the response itself: the writer and reader
@@ -66,16 +82,8 @@ func TestHostQD1NoHandOff(t *testing.T) {
 			q := hostDialFake(t, f, HostConfig{}, 1, 3)
 			q.SetInCapsuleDataSize(tc.inl)
 			data := hostPattern(tc.n, 7)
-			// Warm-up: the first Poll takes the socket from the
-			// reader goroutine, which may still read PDUs until it
-			// has seen Poll's flag (once data woke it).
-			hostPollRun(t, q, hostIOCmd(0x01, 0, data, 0))
-			for end := time.Now().Add(10 * time.Second); !q.parked.Load(); runtime.Gosched() {
-				if time.Now().After(end) {
-					t.Fatal("the reader goroutine did not leave the socket to the poller within 10 s")
-				}
-				hostPollRun(t, q, hostIOCmd(0x01, 0, data, 0))
-			}
+			hostPollWarm(t, q)
+			hostPollRun(t, q, hostIOCmd(0x01, 0, data, 0)) // what the reads read
 			before := hostCountersOf(q)
 			const rounds = 20
 			for i := range rounds {
@@ -144,5 +152,84 @@ func TestHostPollWait(t *testing.T) {
 	}
 	if !done.Load() {
 		t.Fatal("PollWait reported work but Done did not run")
+	}
+}
+
+// TestHostPollPartialPDU: a C2HData of which half has arrived is not begun
+// by Poll (which would wait for the rest, parking fio's thread): Poll
+// returns false at once until it is whole; PollWait sleeps until it is
+// whole (SO_RCVLOWAT), not until its next piece (the rest comes in two).
+func TestHostPollPartialPDU(t *testing.T) {
+	for _, wait := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Poll", true: "PollWait"}[wait], func(t *testing.T) {
+			f := newHostFake(t)
+			const n = 128 << 10
+			half, release := make(chan int, 1), make(chan struct{})
+			var once sync.Once
+			rel := func() { once.Do(func() { close(release) }) }
+			defer rel()
+			f.hook = func(c *hostFakeConn, sqe []byte) bool {
+				if sqe[0] != 0x02 {
+					return false
+				}
+				p := c.pdu(TypeC2HData, FlagDataLast|FlagDataSuccess, hostPattern(n, 3), func(p PDU) {
+					p.DataPDU().SetDataL(n)
+					copy(p[8:10], sqe[2:4])
+				})
+				c.c.Write(p[:len(p)/2])
+				half <- len(p) - len(p)/2
+				go func() {
+					// The rest in two pieces, 20 ms apart.
+					<-release
+					mid := len(p)/2 + 4096
+					c.c.Write(p[len(p)/2 : mid])
+					<-time.After(20 * time.Millisecond)
+					c.c.Write(p[mid:])
+				}()
+				return true
+			}
+			q := hostDialFake(t, f, HostConfig{}, 1, 3)
+			hostPollWarm(t, q)
+			var done atomic.Bool
+			buf := make([]byte, n)
+			cmd := hostIOCmd(0x02, 0, buf, 0)
+			cmd.Done = func(*fabrics.HostCommand) { done.Store(true) }
+			if err := q.Submit(cmd); err != nil {
+				t.Fatal(err)
+			}
+			rest := <-half
+			// A Poll that waits for the rest is freed after 5 s (and
+			// then fails the test).
+			watchdog := time.AfterFunc(5*time.Second, rel)
+			defer watchdog.Stop()
+			for end := time.Now().Add(10 * time.Second); ; {
+				got, need := q.poll()
+				if got || done.Load() {
+					t.Fatal("Poll completed the command before all of its data was sent")
+				}
+				if need == rest {
+					break // the first half is all in
+				}
+				if time.Now().After(end) {
+					t.Fatalf("need %d after 10 s, want %d", need, rest)
+				}
+			}
+			if wait {
+				time.AfterFunc(20*time.Millisecond, rel)
+				if !q.PollWait(10 * time.Second) {
+					t.Fatal("PollWait returned before the PDU was whole")
+				}
+			} else {
+				rel()
+				for end := time.Now().Add(10 * time.Second); !done.Load(); q.Poll() {
+					if time.Now().After(end) {
+						t.Fatal("no completion within 10 s of polling")
+					}
+				}
+			}
+			if !done.Load() || !bytes.Equal(buf, hostPattern(n, 3)) {
+				t.Fatal("the read did not complete with its data")
+			}
+		})
 	}
 }

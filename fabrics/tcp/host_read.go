@@ -13,8 +13,10 @@ import (
 )
 
 // hostReadBuffer is the reader's buffer: one read takes many small PDUs;
-// data of half its size or more is read straight into the command's buffer.
-const hostReadBuffer = 64 << 10
+// data of half its size or more is read straight into the command's
+// buffer by the reader goroutine. A poller gathers a PDU in it before it
+// begins it (so that it never waits): 128 KiB of data and headers fit.
+const hostReadBuffer = 256 << 10
 
 // hostReader is the state of whoever reads the socket: the reader
 // goroutine or a caller of Poll, one at a time (hostQueue.rmu).
@@ -26,6 +28,7 @@ type hostReader struct {
 	fillFn func(fd uintptr)  // bound once: a method value per read would allocate
 	fillN  int               // fill's result: bytes read, 0 for none yet
 	fillE  error
+	need   int // bytes the next PDU still needs from the socket (drain with whole)
 	waitFn func(fd uintptr) bool
 	waited bool
 	peek   [1]byte
@@ -74,7 +77,7 @@ func (q *hostQueue) readStep() error {
 	}
 	q.rmu.Lock()
 	n := q.pdus
-	err := q.drain(hostBatch)
+	err := q.drain(hostBatch, false)
 	got := q.pdus != n
 	q.rdPDUs += q.pdus - n
 	q.rmu.Unlock()
@@ -112,22 +115,23 @@ func (q *hostQueue) waitOnce(fd uintptr) bool {
 
 // drain reads up to max PDUs that have arrived, without waiting for the
 // socket when it is empty at a PDU's start (a PDU begun is read to its
-// end); under rmu.
-func (q *hostQueue) drain(max int) error {
+// end, waiting for the rest); under rmu. With whole, it begins a PDU only
+// when all of it has arrived (in the buffer and the socket), so that it
+// never waits: a poller on fio's thread must not park there (waking a
+// locked thread costs two switches); it leaves in need the bytes still to
+// come, for PollWait.
+func (q *hostQueue) drain(max int, whole bool) error {
+	q.need = 0
 	for range max {
-		if q.rpos == q.rend {
-			q.rpos, q.rend = 0, 0
-			q.fillN, q.fillE = 0, nil
-			if err := q.raw.Control(q.fillFn); err != nil {
+		if whole {
+			ok, err := q.whole()
+			if err != nil || !ok {
 				return err
 			}
-			if q.fillE != nil {
-				return q.fillE
+		} else if q.rpos == q.rend {
+			if err := q.fillMore(); err != nil || q.rpos == q.rend {
+				return err
 			}
-			if q.fillN == 0 {
-				return nil
-			}
-			q.rend = q.fillN
 		}
 		if err := q.readPDU(); err != nil {
 			return err
@@ -137,10 +141,49 @@ func (q *hostQueue) drain(max int) error {
 	return nil
 }
 
-// fill is drain's raw function: one non-blocking read into the buffer.
+// fillMore reads what the socket holds after the buffered bytes (moved to
+// the buffer's start), without waiting.
+func (q *hostQueue) fillMore() error {
+	if q.rpos > 0 {
+		q.rend = copy(q.rbuf, q.rbuf[q.rpos:q.rend])
+		q.rpos = 0
+	}
+	q.fillN, q.fillE = 0, nil
+	if err := q.raw.Control(q.fillFn); err != nil {
+		return err
+	}
+	q.rend += q.fillN
+	return q.fillE
+}
+
+// whole reports whether the next PDU has arrived whole, reading what the
+// socket holds into the buffer; when not, q.need is the number of bytes
+// the socket has yet to receive for it. A PDU larger than the buffer is
+// begun at once (and waited for).
+func (q *hostQueue) whole() (bool, error) {
+	if q.rend-q.rpos < CommonHeaderLen || int(Header(q.rbuf[q.rpos:q.rend]).PLen()) > q.rend-q.rpos {
+		if err := q.fillMore(); err != nil {
+			return false, err
+		}
+	}
+	have := q.rend - q.rpos
+	if have < CommonHeaderLen {
+		q.need = CommonHeaderLen - have
+		return false, nil
+	}
+	plen := int(Header(q.rbuf[q.rpos:q.rend]).PLen())
+	if plen <= have || plen > len(q.rbuf) {
+		return true, nil
+	}
+	q.need = plen - have
+	return false, nil
+}
+
+// fill is fillMore's raw function: one non-blocking read into the buffer
+// after its bytes.
 func (q *hostQueue) fill(fd uintptr) {
 	for {
-		n, _, e := syscall.Syscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&q.rbuf[0])), uintptr(len(q.rbuf)))
+		n, _, e := syscall.Syscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&q.rbuf[q.rend])), uintptr(len(q.rbuf)-q.rend))
 		switch e {
 		case 0:
 			if n == 0 {
