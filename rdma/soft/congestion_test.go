@@ -406,3 +406,79 @@ func TestCongestionNoAllocs(t *testing.T) {
 		})
 	}
 }
+
+// TestCongestionWithLoss: pacing and go-back-N together. Both devices
+// drop, duplicate, reorder and corrupt what they receive (the loss
+// tests' mix) and mark 5 % of the rest CE; RDMA WRITEs and READs of
+// 64 KiB, each read back and compared, all complete intact while CNPs cut
+// and pace both QPs.
+func TestCongestionWithLoss(t *testing.T) {
+	rounds := 40
+	if raceEnabled {
+		rounds = 10
+	}
+	cc := &CongestionConfig{Enabled: true, LineRate: 1e9}
+	fa, fb := lossy(3), lossy(4)
+	fa.CEMark, fb.CEMark = 0.05, 0.05
+	a, b := ccPair(t, "GSO", 100, Config{Congestion: cc, RecvFaults: fa}, Config{Congestion: cc, RecvFaults: fb})
+	ea, eb := connect(t, a, b, qpOpts{timeout: lossTimeout})
+	const n = 64 << 10
+	src := regMR(t, ea.pd, n, rdma.AccessLocalWrite)
+	back := regMR(t, ea.pd, n, rdma.AccessLocalWrite)
+	mem := regMR(t, eb.pd, n, rdma.AccessLocalWrite|rdma.AccessRemoteWrite|rdma.AccessRemoteRead)
+	for k := range rounds {
+		fill(src.Bytes(), k)
+		postSend(t, ea.qp, &rdma.SendWR{WRID: uint64(2 * k), Opcode: rdma.WRRDMAWrite, Flags: rdma.SendSignaled,
+			SGL: []rdma.SGE{sge(src, 0, n)}, RemoteAddr: mem.Addr(), RKey: mem.RKey()})
+		postSend(t, ea.qp, &rdma.SendWR{WRID: uint64(2*k + 1), Opcode: rdma.WRRDMARead, Flags: rdma.SendSignaled,
+			SGL: []rdma.SGE{sge(back, 0, n)}, RemoteAddr: mem.Addr(), RKey: mem.RKey()})
+		wcs := poll(t, ea.scq, 2, 30*time.Second)
+		checkWC(t, wcs[0], uint64(2*k), rdma.Success)
+		checkWC(t, wcs[1], uint64(2*k+1), rdma.Success)
+		if !bytes.Equal(src.Bytes(), back.Bytes()) {
+			t.Fatalf("round %d: data read back differs", k)
+		}
+	}
+	sa, sb := a.Stats(), b.Stats()
+	t.Logf("a: %d retransmissions, %d CNPs handled, %d sent; b: %d CNPs handled, %d sent", sa.Retransmissions, sa.RPCNPHandled, sa.NPCNPSent, sb.RPCNPHandled, sb.NPCNPSent)
+	if sa.RPCNPHandled == 0 || sb.NPCNPSent == 0 || sa.Retransmissions == 0 || sb.FaultDrops == 0 {
+		t.Fatalf("no congestion or no loss: a %+v\nb %+v", sa, sb)
+	}
+}
+
+// TestPacingHoldsRate: after a CNP cuts a QP to 40 Mb/s (and its rate
+// increase is held off), a 512 KiB RDMA WRITE takes at least the time
+// that rate allows beyond the pacer's burst, and completes: the pacing
+// timer, not only returning ACKs, restarts the requester (without it the
+// WRITE stalls once every packet sent is acknowledged).
+func TestPacingHoldsRate(t *testing.T) {
+	const line, size = 80e6, 512 << 10
+	cc := &CongestionConfig{Enabled: true, LineRate: line, IncreasePeriod: time.Hour, ByteCounter: 1 << 40}
+	a, b := ccPair(t, "GSO", 101, Config{Congestion: cc}, Config{Congestion: cc})
+	// A 4.3 s retransmission timeout: its expiry cannot stand in for the
+	// pacing timer within the 3 s the WRITE gets.
+	ea, eb := connect(t, a, b, qpOpts{timeout: 20})
+	src := regMR(t, ea.pd, size, rdma.AccessLocalWrite)
+	mem := regMR(t, eb.pd, size, rdma.AccessLocalWrite|rdma.AccessRemoteWrite)
+	fill(src.Bytes(), 5)
+	sendCNP(b, a.Addr(), ea.qp.QPN())
+	waitUntil(t, 5*time.Second, "the CNP handled", func() bool { return a.Stats().RPCNPHandled == 1 })
+	rate := qpStat(t, a, ea.qp.QPN()).RPRate
+	if rate != line/2 {
+		t.Fatalf("rate %d after one CNP, want %g", rate, line/2)
+	}
+	start := time.Now()
+	postSend(t, ea.qp, &rdma.SendWR{WRID: 1, Opcode: rdma.WRRDMAWrite, Flags: rdma.SendSignaled,
+		SGL: []rdma.SGE{sge(src, 0, size)}, RemoteAddr: mem.Addr(), RKey: mem.RKey()})
+	checkWC(t, poll(t, ea.scq, 1, 3*time.Second)[0], 1, rdma.Success)
+	el := time.Since(start)
+	// The payload beyond the burst, at the rate (headers make it longer).
+	least := time.Duration(float64(size-ccBurst) * 8 / float64(rate) * float64(time.Second))
+	t.Logf("512 KiB in %v at %d b/s (at least %v)", el, rate, least)
+	if el < least {
+		t.Fatalf("512 KiB in %v, faster than %d b/s allows (%v)", el, rate, least)
+	}
+	if !bytes.Equal(src.Bytes(), mem.Bytes()) {
+		t.Fatal("data differs")
+	}
+}
