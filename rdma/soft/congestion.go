@@ -23,7 +23,8 @@ import (
 // packet for an RC QP makes the QP (the notification point) send a CNP
 // to its peer QP, at most one per MinCNPInterval. A CNP makes the QP it
 // names (the reaction point) cut its rate (dcqcn.go), which paces its
-// requester. With congestion control off nothing of this runs: no
+// requester and its responder's output (READ responses and ACKs, through
+// the QP's paced queue). With congestion control off nothing of this runs: no
 // control message is asked for or parsed, packets keep their QP's class.
 
 // ECN codepoints of the IP header's two low TOS / traffic class bits.
@@ -193,6 +194,9 @@ type qpCC struct {
 	rp        dcqcn
 	paceTimer *time.Timer
 	paceArmed bool
+	// respQ is the paced queue of the QP's responder packets (see
+	// divert).
+	respQ []*txPkt
 }
 
 // newQPCC makes q's congestion control state if the device has it on.
@@ -290,6 +294,15 @@ func (q *qp) onPaceTimer() {
 		return
 	}
 	q.cc.paceArmed = false
+	if len(q.cc.respQ) > 0 && q.state != rdma.QPSErr && q.state != rdma.QPSReset {
+		q.txMu.Lock()
+		tx := q.dev.getTx()
+		tx.forQP(q)
+		q.drainResp(tx)
+		tx.flush()
+		q.txMu.Unlock()
+		q.dev.putTx(tx)
+	}
 	q.kick()
 }
 
@@ -298,5 +311,107 @@ func (q *qp) stopPaceTimer() {
 	if q.cc != nil {
 		q.cc.paceTimer.Stop()
 		q.cc.paceArmed = false
+		q.dropPaced()
 	}
+}
+
+// Responder pacing. A rate-limited QP's READ responses, ACKs and NAKs
+// (its responder's output) do not leave with the receive batch that
+// built them: commit diverts them, in order, to the QP's paced queue,
+// which the pacing timer drains as the QP's rate allows, sharing the
+// token bucket with the requester. Once the queue holds a packet, every
+// later responder packet of the QP queues behind it, so that no ACK
+// overtakes the READ responses it would cover. The requester's packets
+// are paced where they are built (pace) and never queued: the two
+// directions' PSN spaces are independent.
+
+// respQueueMax bounds a QP's paced queue; a packet beyond it is dropped,
+// as a full switch queue would (go-back-N recovers).
+const respQueueMax = 1024
+
+// respHoldRetry is how soon the pacing timer looks again at a queue held
+// back by READ responses still in a receive batch.
+const respHoldRetry = 20 * time.Microsecond
+
+// respPaced reports whether the QP's responder packets go through its
+// paced queue now.
+func (c *qpCC) respPaced() bool { return c.rp.limited || len(c.respQ) > 0 }
+
+// divert moves the responder packet p (just built in a batch, not
+// committed) to the QP's paced queue (q.mu held). A READ response
+// whose payload is still in place in its region is copied now, if the
+// region has not changed since the response was built (txBatch.flush's
+// fence check).
+func (q *qp) divert(p *txPkt) {
+	d := q.dev
+	cc := q.cc
+	if p.src != nil {
+		if !p.src.enter(p.gen) {
+			p.ext, p.src = nil, nil
+			d.stats.fencedResponses.Add(1)
+			return
+		}
+		p.materialize()
+		p.src.leave()
+		p.src = nil
+	}
+	p.materialize()
+	if len(cc.respQ) >= respQueueMax {
+		d.stats.pacedDrops.Add(1)
+		return
+	}
+	c := d.pacedPool.Get().(*txPkt)
+	c.n, c.dst, c.tos, c.from, c.qc = p.n, p.dst, p.tos, p.from, p.qc
+	copy(c.buf[:p.n], p.buf[:p.n])
+	cc.respQ = append(cc.respQ, c)
+	if !cc.paceArmed {
+		_, wait := cc.rp.mayStart(time.Now())
+		cc.paceArmed = true
+		cc.paceTimer.Reset(wait)
+	}
+}
+
+// drainResp sends what the QP's rate allows of its paced queue (q.mu
+// and q.txMu held, tx the QP's batch).
+func (q *qp) drainResp(tx *txBatch) {
+	cc := q.cc
+	if q.resp.ackHold {
+		// Responder packets built before the QP was limited wait in a
+		// receive batch: the queue's must not overtake them.
+		if !cc.paceArmed {
+			cc.paceArmed = true
+			cc.paceTimer.Reset(respHoldRetry)
+		}
+		return
+	}
+	var now time.Time
+	k := 0
+	for ; k < len(cc.respQ); k++ {
+		if !q.pace(&now) {
+			break
+		}
+		c := cc.respQ[k]
+		p := tx.next()
+		p.n, p.dst, p.tos, p.from, p.qc = c.n, c.dst, c.tos, c.from, c.qc
+		copy(p.buf[:c.n], c.buf[:c.n])
+		tx.n++ // committed as diverted: not again through commit
+		cc.rp.sent(c.n)
+		q.dev.pacedPool.Put(c)
+		cc.respQ[k] = nil
+	}
+	n := copy(cc.respQ, cc.respQ[k:])
+	clear(cc.respQ[n:])
+	cc.respQ = cc.respQ[:n]
+}
+
+// dropPaced empties the QP's paced queue (QP reset, error, destroy).
+func (q *qp) dropPaced() {
+	if q.cc == nil {
+		return
+	}
+	for i, c := range q.cc.respQ {
+		q.dev.pacedPool.Put(c)
+		q.cc.respQ[i] = nil
+	}
+	q.cc.respQ = q.cc.respQ[:0]
 }

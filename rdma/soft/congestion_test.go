@@ -446,39 +446,65 @@ func TestCongestionWithLoss(t *testing.T) {
 	}
 }
 
-// TestPacingHoldsRate: after a CNP cuts a QP to 40 Mb/s (and its rate
-// increase is held off), a 512 KiB RDMA WRITE takes at least the time
-// that rate allows beyond the pacer's burst, and completes: the pacing
-// timer, not only returning ACKs, restarts the requester (without it the
-// WRITE stalls once every packet sent is acknowledged).
+// TestPacingHoldsRate: after a CNP cuts a QP to 40 Mb/s (its rate
+// increase held off), 512 KiB it sends take at least the time that rate
+// allows beyond the pacer's burst, and arrive intact: RDMA WRITE data
+// from its requester, and READ responses from its responder (the paced
+// queue). The pacing timer, not only returning ACKs, restarts the
+// sending: without it the transfer stalls once every packet sent is
+// acknowledged, until a retransmission timeout (4.3 s here).
 func TestPacingHoldsRate(t *testing.T) {
 	const line, size = 80e6, 512 << 10
-	cc := &CongestionConfig{Enabled: true, LineRate: line, IncreasePeriod: time.Hour, ByteCounter: 1 << 40}
-	a, b := ccPair(t, "GSO", 101, Config{Congestion: cc}, Config{Congestion: cc})
-	// A 4.3 s retransmission timeout: its expiry cannot stand in for the
-	// pacing timer within the 3 s the WRITE gets.
-	ea, eb := connect(t, a, b, qpOpts{timeout: 20})
-	src := regMR(t, ea.pd, size, rdma.AccessLocalWrite)
-	mem := regMR(t, eb.pd, size, rdma.AccessLocalWrite|rdma.AccessRemoteWrite)
-	fill(src.Bytes(), 5)
-	sendCNP(b, a.Addr(), ea.qp.QPN())
-	waitUntil(t, 5*time.Second, "the CNP handled", func() bool { return a.Stats().RPCNPHandled == 1 })
-	rate := qpStat(t, a, ea.qp.QPN()).RPRate
-	if rate != line/2 {
-		t.Fatalf("rate %d after one CNP, want %g", rate, line/2)
-	}
-	start := time.Now()
-	postSend(t, ea.qp, &rdma.SendWR{WRID: 1, Opcode: rdma.WRRDMAWrite, Flags: rdma.SendSignaled,
-		SGL: []rdma.SGE{sge(src, 0, size)}, RemoteAddr: mem.Addr(), RKey: mem.RKey()})
-	checkWC(t, poll(t, ea.scq, 1, 3*time.Second)[0], 1, rdma.Success)
-	el := time.Since(start)
-	// The payload beyond the burst, at the rate (headers make it longer).
-	least := time.Duration(float64(size-ccBurst) * 8 / float64(rate) * float64(time.Second))
-	t.Logf("512 KiB in %v at %d b/s (at least %v)", el, rate, least)
-	if el < least {
-		t.Fatalf("512 KiB in %v, faster than %d b/s allows (%v)", el, rate, least)
-	}
-	if !bytes.Equal(src.Bytes(), mem.Bytes()) {
-		t.Fatal("data differs")
+	for _, tc := range []struct {
+		name string
+		op   rdma.WROpcode
+		last byte
+	}{{"WRITE", rdma.WRRDMAWrite, 101}, {"READ responses", rdma.WRRDMARead, 102}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cc := &CongestionConfig{Enabled: true, LineRate: line, IncreasePeriod: time.Hour, ByteCounter: 1 << 40}
+			a, b := ccPair(t, "GSO", tc.last, Config{Congestion: cc}, Config{Congestion: cc})
+			ea, eb := connect(t, a, b, qpOpts{timeout: 20})
+			local := regMR(t, ea.pd, size, rdma.AccessLocalWrite)
+			remote := regMR(t, eb.pd, size, rdma.AccessLocalWrite|rdma.AccessRemoteWrite|rdma.AccessRemoteRead)
+			fill(local.Bytes(), 5)
+			fill(remote.Bytes(), 6)
+			// The data's sender is cut: a for a WRITE, b for a READ.
+			sender, sq, peer := a, ea.qp.QPN(), b
+			if tc.op == rdma.WRRDMARead {
+				sender, sq, peer = b, eb.qp.QPN(), a
+			}
+			sendCNP(peer, sender.Addr(), sq)
+			waitUntil(t, 5*time.Second, "the CNP handled", func() bool { return sender.Stats().RPCNPHandled == 1 })
+			rate := qpStat(t, sender, sq).RPRate
+			if rate != line/2 {
+				t.Fatalf("rate %d after one CNP, want %g", rate, line/2)
+			}
+			want := bytes.Clone(local.Bytes())
+			if tc.op == rdma.WRRDMARead {
+				want = bytes.Clone(remote.Bytes())
+			}
+			start := time.Now()
+			postSend(t, ea.qp, &rdma.SendWR{WRID: 1, Opcode: tc.op, Flags: rdma.SendSignaled,
+				SGL: []rdma.SGE{sge(local, 0, size)}, RemoteAddr: remote.Addr(), RKey: remote.RKey()})
+			checkWC(t, poll(t, ea.scq, 1, 3*time.Second)[0], 1, rdma.Success)
+			el := time.Since(start)
+			// The payload beyond the burst, at the rate (headers make it
+			// longer).
+			least := time.Duration(float64(size-ccBurst) * 8 / float64(rate) * float64(time.Second))
+			t.Logf("512 KiB in %v at %d b/s (at least %v)", el, rate, least)
+			if el < least {
+				t.Fatalf("512 KiB in %v, faster than %d b/s allows (%v)", el, rate, least)
+			}
+			got := local.Bytes()
+			if tc.op == rdma.WRRDMAWrite {
+				got = remote.Bytes()
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatal("data differs")
+			}
+			if s := sender.Stats(); s.PacedDrops != 0 || s.Retransmissions != 0 || a.Stats().Retransmissions != 0 {
+				t.Fatalf("sender %+v", s)
+			}
+		})
 	}
 }

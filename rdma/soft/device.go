@@ -173,8 +173,10 @@ type Device struct {
 
 	mrs mrTable
 
-	// cc is the device's congestion control (nil: off).
-	cc *ccState
+	// cc is the device's congestion control (nil: off); pacedPool holds
+	// the packets of rate-limited QPs' paced queues (congestion.go).
+	cc        *ccState
+	pacedPool sync.Pool
 
 	sendFaults atomic.Pointer[faults]
 	recvFaults atomic.Pointer[faults]
@@ -310,6 +312,7 @@ func Open(cfg Config) (*Device, error) {
 	}
 	d.SetFaults(cfg.SendFaults, cfg.RecvFaults)
 	d.txPool.New = func() any { return newTxBatch(d) }
+	d.pacedPool.New = func() any { return new(txPkt) }
 	var share *shareGroup
 	if cfg.Share {
 		g, err := joinShare(cfg.ShareDir, cfg.Addr, bind)

@@ -43,6 +43,7 @@ type Stats struct {
 	NPCNPSent              uint64 // np_cnp_sent: CNPs sent
 	RPCNPHandled           uint64 // rp_cnp_handled: CNPs received that the reaction point acted on
 	RPCNPIgnored           uint64 // rp_cnp_ignored: CNPs received and dropped (unknown QP, congestion control off, QP not sending)
+	PacedDrops             uint64 // responder packets dropped because their rate-limited QP's paced queue was full
 }
 
 type counters struct {
@@ -58,6 +59,7 @@ type counters struct {
 	faultDrops, faultDuplicates, faultReorders, faultCorruptions     atomic.Uint64
 	faultCEMarks                                                     atomic.Uint64
 	npECNMarked, npCNPSent, rpCNPHandled, rpCNPIgnored               atomic.Uint64
+	pacedDrops                                                       atomic.Uint64
 }
 
 // Stats returns a snapshot of the device's counters.
@@ -79,5 +81,6 @@ func (d *Device) Stats() Stats {
 		SourcePortFallbacks: c.sourcePortFallbacks.Load(), FaultCEMarks: c.faultCEMarks.Load(),
 		NPECNMarkedRoCEPackets: c.npECNMarked.Load(), NPCNPSent: c.npCNPSent.Load(),
 		RPCNPHandled: c.rpCNPHandled.Load(), RPCNPIgnored: c.rpCNPIgnored.Load(),
+		PacedDrops: c.pacedDrops.Load(),
 	}
 }

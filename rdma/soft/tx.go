@@ -99,12 +99,16 @@ type txBatch struct {
 	// tos is the traffic class commit stamps: the QP's (forQP), or a UD
 	// work request's own.
 	tos uint8
+	// q is the QP forQP made the batch's (nil: none): commit diverts its
+	// responder packets to its paced queue while it is rate limited
+	// (congestion.go).
+	q *qp
 }
 
 // forQP makes the packets committed next q's: its source port, its
 // traffic class and its counters.
 func (t *txBatch) forQP(q *qp) {
-	t.src, t.qc, t.tos = q.src, &q.stats, q.tos
+	t.src, t.qc, t.tos, t.q = q.src, &q.stats, q.tos, q
 }
 
 func newTxBatch(d *Device) *txBatch {
@@ -115,7 +119,7 @@ func newTxBatch(d *Device) *txBatch {
 }
 
 func (d *Device) getTx() *txBatch  { return d.txPool.Get().(*txBatch) }
-func (d *Device) putTx(t *txBatch) { t.flush(); d.txPool.Put(t) }
+func (d *Device) putTx(t *txBatch) { t.flush(); t.q = nil; d.txPool.Put(t) }
 
 // next returns the packet to build next, flushing first when the batch
 // is full. The caller fills buf, sets n and dst, and calls commit.
@@ -133,7 +137,12 @@ func (t *txBatch) commit() {
 	p := &t.pkts[t.n]
 	p.from, p.qc, p.tos = t.src, t.qc, t.tos
 	if cc := t.dev.cc; cc != nil {
-		p.tos = cc.packetTOS(p.tos, wire.BTH(p.buf[:]).Opcode())
+		op := wire.BTH(p.buf[:]).Opcode()
+		p.tos = cc.packetTOS(p.tos, op)
+		if q := t.q; q != nil && q.cc != nil && (op.IsReadResponse() || op.IsAck()) && q.cc.respPaced() {
+			q.divert(p)
+			return
+		}
 	}
 	t.n++
 }
