@@ -99,7 +99,8 @@ type gsoCounters struct {
 // have written, segmenting); on an IPv6 device, the IPv6 and UDP headers
 // (udp6 mode in net_linux.go: nothing in them but the lengths differs
 // between segments, and the masked fields are written as 0 and hop limit
-// 64). The headers of packet k are written over the hl bytes before it:
+// 64, but the TOS / traffic class, which the socket reports with
+// congestion control on: tos). The headers of packet k are written over the hl bytes before it:
 // the headroom of the buffer for the first, the last bytes of packet k-1
 // for the others. The caller must not keep references to a packet after
 // asking for the next one.
