@@ -73,6 +73,13 @@ var (
 			d("dropped_packets_total", "Received packets dropped for the QP's state, opcode class or P_Key (soft).", func(s *soft.Stats) uint64 { return s.Dropped }),
 			d("acks_sent_total", "Acknowledge packets sent, ACKs and NAKs (soft).", func(s *soft.Stats) uint64 { return s.ACKsSent }),
 			d("acks_received_total", "Acknowledge packets received (soft).", func(s *soft.Stats) uint64 { return s.ACKsReceived }),
+			// RoCEv2 congestion control (docs/congestion.md), named after
+			// ConnectX's hw_counters, which feed them on rdma-core devices.
+			d("np_ecn_marked_roce_packets_total", "CE-marked RoCE packets received for RC QPs, the notification point's input (soft: counted with congestion control on; sysfs hw_counters: np_ecn_marked_roce_packets).", func(s *soft.Stats) uint64 { return s.NPECNMarkedRoCEPackets }),
+			d("np_cnp_sent_total", "Congestion Notification Packets sent (sysfs hw_counters: np_cnp_sent).", func(s *soft.Stats) uint64 { return s.NPCNPSent }),
+			d("rp_cnp_handled_total", "CNPs received that cut or held a QP's rate (sysfs hw_counters: rp_cnp_handled).", func(s *soft.Stats) uint64 { return s.RPCNPHandled }),
+			d("rp_cnp_ignored_total", "CNPs received and dropped: unknown QP, congestion control off, QP not sending (sysfs hw_counters: rp_cnp_ignored).", func(s *soft.Stats) uint64 { return s.RPCNPIgnored }),
+			d("paced_drops_total", "Responder packets a rate-limited soft QP's full paced queue dropped (go-back-N resends them).", func(s *soft.Stats) uint64 { return s.PacedDrops }),
 		}
 	}()
 
@@ -80,7 +87,7 @@ var (
 	// _total on counters and no "counter" in the name).
 	sysfsDesc = prometheus.NewDesc("nvmeof_rdma_sysfs_port_total",
 		"A counter of an rdma-core device's port as the kernel reports it in sysfs (counters/ and hw_counters/), named by counter; "+
-			"RoCE ECN/CNP counters (np_cnp_sent, rp_cnp_handled, np_ecn_marked_roce_packets) show here where the NIC has them.",
+			"RoCE ECN/CNP counters (np_cnp_sent, rp_cnp_handled, np_ecn_marked_roce_packets, rp_cnp_ignored) show here where the NIC has them, and in nvmeof_rdma_np_*/rp_* too.",
 		[]string{"device", "port", "group", "name"}, nil)
 	rdmaInfo = prometheus.NewDesc("nvmeof_rdma_device_info", "One series per open RDMA device.", []string{"device", "provider", "addr"}, nil)
 )
@@ -122,6 +129,10 @@ var sysfsNamed = []struct {
 	{"duplicate_requests_total", 1, []string{"hw_counters/duplicate_request"}},
 	{"retransmission_timeouts_total", 1, []string{"hw_counters/local_ack_timeout_err", "hw_counters/retry_exceeded_err"}},
 	{"icrc_errors_total", 1, []string{"hw_counters/rx_icrc_encapsulated"}},
+	{"np_ecn_marked_roce_packets_total", 1, []string{"hw_counters/np_ecn_marked_roce_packets"}},
+	{"np_cnp_sent_total", 1, []string{"hw_counters/np_cnp_sent"}},
+	{"rp_cnp_handled_total", 1, []string{"hw_counters/rp_cnp_handled"}},
+	{"rp_cnp_ignored_total", 1, []string{"hw_counters/rp_cnp_ignored"}},
 }
 
 // Describe implements prometheus.Collector.

@@ -187,3 +187,43 @@ func TestRDMASysfsOddFiles(t *testing.T) {
 		}
 	}
 }
+
+// fakeSoft stands for a soft device with chosen counters.
+type fakeSoft struct {
+	fakeVerbs
+	st soft.Stats
+}
+
+func (f fakeSoft) Stats() soft.Stats { return f.st }
+
+// TestRDMACongestionCounters exports the congestion control counters
+// under ConnectX's names: a soft device's from its Stats, an rdma-core
+// device's from its hw_counters files.
+func TestRDMACongestionCounters(t *testing.T) {
+	root := t.TempDir()
+	writeSysfs(t, root, map[string]string{
+		"mlx5_0/ports/1/hw_counters/np_ecn_marked_roce_packets": "11\n",
+		"mlx5_0/ports/1/hw_counters/np_cnp_sent":                "12\n",
+		"mlx5_0/ports/1/hw_counters/rp_cnp_handled":             "13\n",
+		"mlx5_0/ports/1/hw_counters/rp_cnp_ignored":             "14\n",
+	})
+	sd := fakeSoft{fakeVerbs{name: "soft0"}, soft.Stats{NPECNMarkedRoCEPackets: 1, NPCNPSent: 2, RPCNPHandled: 3, RPCNPIgnored: 4, PacedDrops: 5}}
+	devs := []rdma.Device{sd, fakeVerbs{name: "mlx5_0"}}
+	reg, err := NewRegistry(&RDMACollector{Devices: func() []rdma.Device { return devs }, SysfsRoot: root})
+	must(t, err)
+	fams, body := scrape(t, Handler(reg, false))
+	for _, tc := range []struct {
+		name          string
+		soft, ibverbs float64
+	}{
+		{"nvmeof_rdma_np_ecn_marked_roce_packets_total", 1, 11},
+		{"nvmeof_rdma_np_cnp_sent_total", 2, 12},
+		{"nvmeof_rdma_rp_cnp_handled_total", 3, 13},
+		{"nvmeof_rdma_rp_cnp_ignored_total", 4, 14},
+	} {
+		wantValue(t, fams, tc.name, map[string]string{"device": "soft0", "provider": "soft"}, tc.soft)
+		wantValue(t, fams, tc.name, map[string]string{"device": "mlx5_0", "provider": "ibverbs"}, tc.ibverbs)
+	}
+	wantValue(t, fams, "nvmeof_rdma_paced_drops_total", map[string]string{"device": "soft0"}, 5)
+	checkPromtool(t, body)
+}

@@ -44,8 +44,17 @@ var (
 			d("error_naks_received_total", "NAKs invalid request, remote access and remote operational error a soft RDMA QP received.", func(s *soft.QPStats) uint64 { return s.ErrNAKsReceived }),
 			d("duplicate_requests_total", "Duplicate requests a soft RDMA QP received.", func(s *soft.QPStats) uint64 { return s.Duplicates }),
 			d("out_of_sequence_total", "Requests a soft RDMA QP received after a PSN gap.", func(s *soft.QPStats) uint64 { return s.OutOfSequence }),
+			d("np_ecn_marked_roce_packets_total", "CE-marked packets a soft RDMA QP received (congestion control on).", func(s *soft.QPStats) uint64 { return s.NPECNMarkedRoCEPackets }),
+			d("np_cnp_sent_total", "CNPs a soft RDMA QP sent to its peer QP.", func(s *soft.QPStats) uint64 { return s.NPCNPSent }),
+			d("rp_cnp_handled_total", "CNPs a soft RDMA QP received and acted on.", func(s *soft.QPStats) uint64 { return s.RPCNPHandled }),
+			d("rp_cnp_ignored_total", "CNPs for a soft RDMA QP that it dropped.", func(s *soft.QPStats) uint64 { return s.RPCNPIgnored }),
 		}
 	}()
+
+	// qpRate is DCQCN's current rate of a QP (0 with congestion control
+	// off), and whether the pacer holds the QP to it.
+	qpRate    = prometheus.NewDesc("nvmeof_rdma_qp_rp_rate_bytes_per_second", "A soft RDMA QP's current DCQCN rate in bytes per second (QPStats.RPRate / 8: its line rate until a CNP cuts it; 0 with congestion control off).", qpLabels, nil)
+	qpLimited = prometheus.NewDesc("nvmeof_rdma_qp_rp_limited", "1 while a soft RDMA QP is paced below its line rate by DCQCN.", qpLabels, nil)
 
 	qpInfo = prometheus.NewDesc("nvmeof_rdma_qp_info", "One series per live soft RDMA QP: its type, state and peer QP number.",
 		[]string{"device", "qpn", "peer", "peer_qpn", "type", "state"}, nil)
@@ -59,6 +68,8 @@ func describeQPs(ch chan<- *prometheus.Desc) {
 		ch <- c.desc
 	}
 	ch <- qpInfo
+	ch <- qpRate
+	ch <- qpLimited
 	ch <- qpsNotExported
 }
 
@@ -80,6 +91,12 @@ func collectQPs(ch chan<- prometheus.Metric, name string, d softQPStatser, buf [
 		for _, c := range qpDescs {
 			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.get(s)), name, qpn, peer)
 		}
+		limited := 0.0
+		if s.RPLimited {
+			limited = 1
+		}
+		ch <- prometheus.MustNewConstMetric(qpRate, prometheus.GaugeValue, float64(s.RPRate)/8, name, qpn, peer)
+		ch <- prometheus.MustNewConstMetric(qpLimited, prometheus.GaugeValue, limited, name, qpn, peer)
 	}
 	return buf
 }

@@ -132,3 +132,36 @@ func TestRDMAQPMetrics(t *testing.T) {
 		t.Error("the live QP of B is not exported")
 	}
 }
+
+// TestRDMAQPRate exports a QP's DCQCN rate: its device's line rate with
+// congestion control on and no CNP, 0 with it off.
+func TestRDMAQPRate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		addr string
+		cc   *soft.CongestionConfig
+		want float64
+	}{
+		{"on", "127.61.9.4", &soft.CongestionConfig{Enabled: true, LineRate: 2.5e9}, 2.5e9},
+		{"off", "127.61.9.5", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := netip.MustParseAddr(tc.addr)
+			d, err := soft.Open(soft.Config{Addr: addr, Congestion: tc.cc})
+			if err != nil {
+				t.Skipf("soft RoCE device on a loopback address: %v", err)
+			}
+			defer d.Close()
+			e := newQPEnd(t, d)
+			e.up(t, netip.MustParseAddr("127.61.9.6"), 17)
+			reg, err := NewRegistry(&RDMACollector{Devices: func() []rdma.Device { return []rdma.Device{d} }})
+			must(t, err)
+			fams, body := scrape(t, Handler(reg, false))
+			l := map[string]string{"device": d.Name(), "qpn": strconv.Itoa(int(e.qp.QPN()))}
+			wantValue(t, fams, "nvmeof_rdma_qp_rp_rate_bytes_per_second", l, tc.want/8)
+			wantValue(t, fams, "nvmeof_rdma_qp_rp_limited", l, 0)
+			wantValue(t, fams, "nvmeof_rdma_qp_np_cnp_sent_total", l, 0)
+			checkPromtool(t, body)
+		})
+	}
+}
