@@ -91,7 +91,8 @@ func Diff(old, new *Tree) Changes {
 			op.EffectiveInlineDataSize() != np.EffectiveInlineDataSize() ||
 			op.EffectiveProvider() != np.EffectiveProvider() || op.Device != np.Device || max(op.TOS, -1) != max(np.TOS, -1) ||
 			op.ConnectTimeout != np.ConnectTimeout || op.MaxPending != np.MaxPending || op.MaxPendingPerHost != np.MaxPendingPerHost ||
-			op.DataPoolSize != np.DataPoolSize || max(op.SRQSize, -1) != max(np.SRQSize, -1)
+			op.DataPoolSize != np.DataPoolSize || max(op.SRQSize, -1) != max(np.SRQSize, -1) ||
+			!congestionEqual(op.Congestion, np.Congestion)
 		pc.SubsystemsAdded, pc.SubsystemsRemoved = addedRemoved(op.Subsystems, np.Subsystems)
 		pc.ANA = !anaEqual(op, np)
 		if pc.Listener || pc.ANA || len(pc.SubsystemsAdded)+len(pc.SubsystemsRemoved) > 0 {

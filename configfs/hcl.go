@@ -132,7 +132,7 @@ var (
 	}
 	portSchema = &hcl.BodySchema{
 		Attributes: schemaAttrs(portHCLNames),
-		Blocks:     []hcl.BlockHeaderSchema{{Type: "ana_group", LabelNames: []string{"grpid"}}},
+		Blocks:     []hcl.BlockHeaderSchema{{Type: "ana_group", LabelNames: []string{"grpid"}}, {Type: "congestion"}},
 	}
 	anaGroupSchema  = &hcl.BodySchema{Attributes: schemaAttrs(anaGroupHCLNames)}
 	hostSchema      = &hcl.BodySchema{Attributes: schemaAttrs(hostHCLNames)}
@@ -309,6 +309,10 @@ func (d *hclDecoder) port(b *hcl.Block) *Port {
 		}
 	}
 	for _, gb := range content.Blocks {
+		if gb.Type == "congestion" {
+			d.congestion(p, gb, path)
+			continue
+		}
 		d.anaGroup(p, gb, path)
 	}
 	sortANAGroups(p.ANAGroups)
@@ -673,6 +677,9 @@ func (t *Tree) HCL() []byte {
 			b.SetAttributeValue("subsystems", cty.ListVal(dangling))
 		}
 		writeANAGroupsHCL(b, p.ANAGroups)
+		if p.Congestion != nil {
+			writeCongestionHCL(b, p.Congestion)
+		}
 	}
 
 	for _, h := range t.Hosts {

@@ -162,6 +162,10 @@ type Port struct {
 	// unless set otherwise), as in Linux; a group a namespace uses but
 	// the port does not list is inaccessible through the port.
 	ANAGroups []ANAGroup
+	// Congestion is the port's RoCEv2 congestion control (the HCL
+	// congestion block; provider soft only); nil: none, the provider's
+	// default (off).
+	Congestion *Congestion
 
 	src *source
 }
@@ -520,6 +524,10 @@ func (t *Tree) Clone() *Tree {
 		cp := *p
 		cp.Subsystems = slices.Clone(p.Subsystems)
 		cp.ANAGroups = slices.Clone(p.ANAGroups)
+		if p.Congestion != nil {
+			cc := *p.Congestion
+			cp.Congestion = &cc
+		}
 		c.Ports = append(c.Ports, &cp)
 	}
 	for _, s := range t.Subsystems {

@@ -462,6 +462,9 @@ func (p *Port) validate(c *collector, path string, subsystems map[string]bool) {
 		add("param_inline_data_size", "%d is more than %d bytes", p.InlineDataSize, MaxInlineDataSize)
 	}
 	p.validateANAGroups(c, path)
+	if p.Congestion != nil {
+		p.Congestion.validate(c, p, path)
+	}
 	seen := make(map[string]bool)
 	for _, nqn := range p.Subsystems {
 		if seen[nqn] {
