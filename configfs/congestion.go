@@ -173,7 +173,9 @@ func ParseRate(s string) (float64, error) {
 // rdma port with provider soft.
 func (c *Congestion) validate(col *collector, p *Port, path string) {
 	path += "/congestion"
-	add := func(attr, format string, args ...any) { col.add(c.src, congestionHCLNames, path, attr, format, args...) }
+	add := func(attr, format string, args ...any) {
+		col.add(c.src, congestionHCLNames, path, attr, format, args...)
+	}
 	switch {
 	case p.Trtype != TransportRDMA:
 		add("", "congestion control needs transport rdma with provider \"soft\" (transport %q)", p.Trtype)
