@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -263,5 +264,30 @@ func writeCongestionHCL(b *hclwrite.Body, c *Congestion) {
 	}
 	if c.FastRecoverySteps != 0 {
 		cb.SetAttributeValue("fast_recovery_steps", cty.NumberIntVal(int64(c.FastRecoverySteps)))
+	}
+}
+
+// checkSharedCongestion refuses two soft rdma ports on one address (they
+// share one soft device) whose congestion blocks differ; seen holds the
+// first port of each address.
+func checkSharedCongestion(col *collector, seen map[string]*Port, p *Port, path string) {
+	if p.Trtype != TransportRDMA || p.Provider != ProviderSoft {
+		return
+	}
+	key := p.Traddr
+	if a, err := netip.ParseAddr(p.Traddr); err == nil {
+		key = a.Unmap().String()
+	}
+	first := seen[key]
+	if first == nil {
+		seen[key] = p
+		return
+	}
+	if !congestionEqual(first.Congestion, p.Congestion) {
+		src, names := p.src, portHCLNames
+		if p.Congestion != nil {
+			src, names = p.Congestion.src, congestionHCLNames
+		}
+		col.add(src, names, path, "", "port %s on %s shares its soft RDMA device and has another congestion block: give both the same", first.ID, p.Traddr)
 	}
 }

@@ -164,3 +164,38 @@ func TestParseRate(t *testing.T) {
 		}
 	}
 }
+
+// TestCongestionShared: soft ports on one address share a device, so
+// they must agree on congestion control.
+func TestCongestionShared(t *testing.T) {
+	port := func(name, svc, block string) string {
+		return `port "` + name + `" {
+  transport = "rdma"
+  provider  = "soft"
+  address   = "127.0.0.1"
+  service   = "` + svc + `"
+` + block + `
+}
+`
+	}
+	on := "congestion {\nenabled = true\n}"
+	for _, tc := range []struct {
+		name, a, b string
+		err        bool
+	}{
+		{"both on", on, on, false},
+		{"both off", "", "", false},
+		{"one on", on, "", true},
+		{"other on", "", on, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tree, err := ParseHCL([]byte(port("a", "4420", tc.a)+port("b", "4421", tc.b)), "s.hcl")
+			if err == nil {
+				err = tree.Validate()
+			}
+			if (err != nil) != tc.err || err != nil && !strings.Contains(err.Error(), "port a on 127.0.0.1 shares its soft RDMA device") {
+				t.Errorf("error %v, want one: %v", err, tc.err)
+			}
+		})
+	}
+}

@@ -345,8 +345,10 @@ func (t *Tree) validate(c *collector) {
 	ids := make(map[string]bool)
 	portids := make(map[uint16]string)
 	listen := make(map[string]string)
+	softDevs := make(map[string]*Port)
 	for _, p := range t.Ports {
 		path := "ports/" + p.ID
+		checkSharedCongestion(c, softDevs, p, path)
 		if ids[p.ID] {
 			c.add(p.src, nil, path, "", "port declared twice")
 		}
