@@ -102,6 +102,10 @@ type Config struct {
 	Share bool
 	// ShareDir is soft.Config.ShareDir (tests; "" for the default).
 	ShareDir string
+	// Congestion is soft.Config.Congestion: RoCEv2 congestion control
+	// (nil: off). ibverbs ignores it (a NIC's is configured in firmware);
+	// callers refuse it there.
+	Congestion *soft.CongestionConfig
 }
 
 // Check reports whether a provider name and device name are acceptable in
@@ -178,7 +182,8 @@ func Open(cfg Config) (rdma.Device, error) {
 		}
 		return dev, nil
 	default:
-		scfg := soft.Config{Addr: cfg.Addr, MTU: cfg.MTU, Pcap: cfg.Pcap, Logger: log, Share: cfg.Share, ShareDir: cfg.ShareDir}
+		scfg := soft.Config{Addr: cfg.Addr, MTU: cfg.MTU, Pcap: cfg.Pcap, Logger: log, Share: cfg.Share, ShareDir: cfg.ShareDir,
+			Congestion: cfg.Congestion}
 		if cfg.SetTOS {
 			scfg.TrafficClass = cfg.TOS
 		}

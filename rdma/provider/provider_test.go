@@ -226,3 +226,56 @@ func TestOpenShareWithoutPermission(t *testing.T) {
 		t.Errorf("device %T shared %v, want an unshared *soft.Device", dev, ok && sd.Shared())
 	}
 }
+
+// TestOpenCongestion: Config.Congestion reaches the soft device: an RC
+// QP of a device opened with it runs DCQCN at the line rate configured,
+// one opened without has no rate.
+func TestOpenCongestion(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		addr string
+		cc   *soft.CongestionConfig
+		want uint64
+	}{
+		{"on", "127.77.2.1", &soft.CongestionConfig{Enabled: true, LineRate: 3e9}, 3e9},
+		{"off", "127.77.2.2", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev, err := Open(Config{Provider: Soft, Addr: netip.MustParseAddr(tc.addr), Congestion: tc.cc})
+			if err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			defer dev.Close()
+			if got := rcQPRate(t, dev); got != tc.want {
+				t.Errorf("QP rate %d b/s, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// rcQPRate creates an RC QP on soft device dev and returns its DCQCN
+// rate (soft.QPStats.RPRate: 0 with congestion control off).
+func rcQPRate(t *testing.T, dev rdma.Device) uint64 {
+	t.Helper()
+	pd, err := dev.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := dev.CreateCQ(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := pd.CreateQP(&rdma.QPInitAttr{Type: rdma.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+		Cap: rdma.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qp.Destroy()
+	for _, s := range dev.(*soft.Device).QPStats(nil) {
+		if s.QPN == qp.QPN() {
+			return s.RPRate
+		}
+	}
+	t.Fatalf("QP %d not in QPStats", qp.QPN())
+	return 0
+}
