@@ -1,10 +1,12 @@
 package configfs
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -183,6 +185,11 @@ func (c *Congestion) validate(col *collector, p *Port, path string) {
 	case p.Provider != ProviderSoft:
 		add("", "congestion control is the soft provider's: set provider = \"soft\" (provider %q; ConnectX NICs configure it in firmware)", p.EffectiveProvider())
 	}
+	c.validateValues(add)
+}
+
+// validateValues checks the values, reporting each bad one to add.
+func (c *Congestion) validateValues(add func(attr, format string, args ...any)) {
 	switch c.ECN {
 	case "", ECNECT0, ECNECT1:
 	default:
@@ -290,4 +297,75 @@ func checkSharedCongestion(col *collector, seen map[string]*Port, p *Port, path 
 		}
 		col.add(src, names, path, "", "port %s on %s shares its soft RDMA device and has another congestion block: give both the same", first.ID, p.Traddr)
 	}
+}
+
+// ParseCongestionSpec parses congestion control settings given as one
+// string, as the host CLI's --congestion and the fio engine's congestion
+// option take them: "on" or "off", or KEY=VALUE pairs separated by
+// commas with the congestion block's keys and values ("line_rate=25Gbit,
+// ecn=ect1"), which turn it on unless they say enabled=false. The values
+// are checked as the block's.
+func ParseCongestionSpec(spec string) (*Congestion, error) {
+	c := &Congestion{}
+	switch s := strings.TrimSpace(spec); s {
+	case "", "off", "false":
+		return c, nil
+	case "on", "true":
+		c.Enabled = true
+		return c, nil
+	}
+	c.Enabled = true
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	for _, kv := range strings.Split(spec, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			bad("%q: want KEY=VALUE (or on, off)", kv)
+			continue
+		}
+		var err error
+		switch k {
+		case "enabled":
+			c.Enabled, err = strconv.ParseBool(v)
+		case "ecn":
+			c.ECN = v
+		case "cnp_dscp":
+			c.CNPDSCP, err = strconv.Atoi(v)
+		case "fast_recovery_steps":
+			c.FastRecoverySteps, err = strconv.Atoi(v)
+			if err == nil && c.FastRecoverySteps == 0 {
+				err = errors.New("want 1 or more")
+			}
+		case "byte_counter":
+			c.ByteCounter, err = ParseSize(v)
+		case "g":
+			c.G, err = strconv.ParseFloat(v, 64)
+		case "line_rate", "min_rate", "additive_increase", "hyper_increase":
+			var f float64
+			f, err = ParseRate(v)
+			*map[string]*float64{"line_rate": &c.LineRate, "min_rate": &c.MinRate,
+				"additive_increase": &c.AdditiveIncrease, "hyper_increase": &c.HyperIncrease}[k] = f
+		case "min_cnp_interval", "alpha_period", "increase_period", "rate_reduce_period":
+			var d time.Duration
+			d, err = time.ParseDuration(v)
+			*map[string]*time.Duration{"min_cnp_interval": &c.MinCNPInterval, "alpha_period": &c.AlphaPeriod,
+				"increase_period": &c.IncreasePeriod, "rate_reduce_period": &c.RateReducePeriod}[k] = d
+		default:
+			keys := make([]string, 0, len(congestionHCLNames))
+			for n := range congestionHCLNames {
+				keys = append(keys, n)
+			}
+			slices.Sort(keys)
+			bad("unknown key %q (want %s)", k, strings.Join(keys, ", "))
+			continue
+		}
+		if err != nil {
+			bad("%s=%s: %v", k, v, err)
+		}
+	}
+	c.validateValues(func(attr, format string, args ...any) { bad(attr+": "+format, args...) })
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("congestion %q: %s", spec, strings.Join(errs, "; "))
+	}
+	return c, nil
 }

@@ -199,3 +199,45 @@ func TestCongestionShared(t *testing.T) {
 		})
 	}
 }
+
+// TestParseCongestionSpec reads the host CLI's and fio's one-string form.
+func TestParseCongestionSpec(t *testing.T) {
+	for _, tc := range []struct {
+		spec string
+		want Congestion
+		err  string
+	}{
+		{spec: "on", want: Congestion{Enabled: true}},
+		{spec: "off", want: Congestion{}},
+		{spec: "", want: Congestion{}},
+		{spec: "line_rate=25Gbit,ecn=ect1,min_cnp_interval=4us", want: Congestion{Enabled: true, LineRate: 25e9, ECN: ECNECT1, MinCNPInterval: 4 * time.Microsecond}},
+		{spec: "enabled=false,min_rate=1Mbit", want: Congestion{MinRate: 1e6}},
+		{spec: "g=0.5,byte_counter=1MiB,fast_recovery_steps=2,cnp_dscp=-1,alpha_period=10us,increase_period=20us,rate_reduce_period=1us,additive_increase=1Mbit,hyper_increase=10Mbit",
+			want: Congestion{Enabled: true, G: 0.5, ByteCounter: 1 << 20, FastRecoverySteps: 2, CNPDSCP: -1, AlphaPeriod: 10 * time.Microsecond,
+				IncreasePeriod: 20 * time.Microsecond, RateReducePeriod: time.Microsecond, AdditiveIncrease: 1e6, HyperIncrease: 10e6}},
+		{spec: "yes", err: `"yes": want KEY=VALUE`},
+		{spec: "line_rat=1Gbit", err: `unknown key "line_rat" (want additive_increase,`},
+		{spec: "ecn=ce", err: `ecn: unknown ECN codepoint "ce"`},
+		{spec: "cnp_dscp=64", err: "cnp_dscp: 64 is not a DSCP"},
+		{spec: "line_rate=1Gbit,min_rate=2Gbit", err: "min_rate 2e+09 is above line_rate"},
+		{spec: "min_cnp_interval=fast", err: `min_cnp_interval=fast: time: invalid duration`},
+		{spec: "fast_recovery_steps=0", err: "fast_recovery_steps=0: want 1 or more"},
+		{spec: "g=0", want: Congestion{Enabled: true}}, // the default
+		{spec: "g=-1", err: "g: -1 is not in (0, 1]"},
+	} {
+		c, err := ParseCongestionSpec(tc.spec)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want one with %q", tc.spec, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.spec, err)
+			continue
+		}
+		if *c != tc.want {
+			t.Errorf("%q: got %+v\nwant %+v", tc.spec, *c, tc.want)
+		}
+	}
+}
