@@ -101,6 +101,8 @@ type connectArgs struct {
 	// command's own business).
 	FastIOFailTmo int `json:"fast_io_fail_tmo"`
 	TOS           int `json:"tos"`
+	// Congestion is --congestion (configfs.ParseCongestionSpec: "" off).
+	Congestion string `json:"congestion,omitempty"`
 	// IOPolicy is --iopolicy (empty: numa, or keep the subsystem's).
 	IOPolicy  string `json:"iopolicy,omitempty"`
 	Duplicate bool   `json:"-"`
@@ -137,6 +139,7 @@ func parseFabricsArgs(c *cli.Context) connectArgs {
 		Map:            c.String("map"),
 		FastIOFailTmo:  c.Int("fast_io_fail_tmo"),
 		TOS:            c.Int("tos"),
+		Congestion:     c.String("congestion"),
 		IOPolicy:       c.String("iopolicy"),
 		Duplicate:      c.Bool("duplicate-connect"),
 		HdrDigest:      c.Bool("hdr-digest"),
@@ -287,6 +290,9 @@ func (a connectArgs) options() (initiator.Options, error) {
 		return o, err
 	}
 	if _, _, err := a.tos(); err != nil {
+		return o, err
+	}
+	if _, err := a.congestion(); err != nil {
 		return o, err
 	}
 	return o, nil

@@ -7,6 +7,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/nvmeof/nvmeof/initiator/session"
+	"github.com/nvmeof/nvmeof/internal/softcc"
+	"github.com/nvmeof/nvmeof/rdma/soft"
 )
 
 // connectExtraFlags are nvme-cli's -D/--duplicate-connect,
@@ -22,7 +24,22 @@ func connectExtraFlags() []cli.Flag {
 			Usage: "multipath I/O `POLICY` of the subsystem's namespaces: numa (one optimized path), round-robin (the optimized paths in turn) or queue-depth (the optimized path with the fewest I/Os in flight); given on a connect that adds a path, it changes the subsystem's policy"},
 		&cli.IntFlag{Name: "tos", Aliases: []string{"T"}, Value: -1,
 			Usage: "IP type of service `TOS` (DSCP << 2 | ECN, 0-255) of the RDMA or TCP connections; -1: the default (0). RDMA: set on the connections' QPs (the CM REQ's traffic class, the target's QP follows it): ibverbs with rdma_set_option, soft as every datagram's IP TOS / IPv6 traffic class; tcp: the sockets' IP_TOS / IPV6_TCLASS"},
+		&cli.StringFlag{Name: "congestion", DefaultText: "off",
+			Usage: "RoCEv2 congestion control of the soft RDMA provider (ECN, CNPs, DCQCN; docs/congestion.md): `on`, off, or KEY=VALUE,... with the keys of nvmetd's congestion block (ecn=ect0|ect1, min_cnp_interval=50us, cnp_dscp, line_rate=10Gbit, min_rate, additive_increase, hyper_increase, g, alpha_period, increase_period, rate_reduce_period, byte_counter, fast_recovery_steps), which turn it on; soft provider only"},
 	}
+}
+
+// congestion parses --congestion: the soft device's congestion control
+// (nil: off).
+func (a connectArgs) congestion() (*soft.CongestionConfig, error) {
+	cc, err := softcc.Parse(a.Congestion)
+	if err != nil {
+		return nil, fmt.Errorf("--%w", err)
+	}
+	if cc != nil && a.Transport != "" && a.Transport != "rdma" {
+		return nil, fmt.Errorf("--congestion is RoCEv2 congestion control of the soft RDMA provider: not for transport %s", a.Transport)
+	}
+	return cc, nil
 }
 
 // fastIOFail converts --fast_io_fail_tmo as Linux's nvmf_parse_options:

@@ -284,7 +284,7 @@ func TestHostAddressHeldByRxe(t *testing.T) {
 	defer holder.Close()
 	var openErr error
 	if err := netnstest.Do(p.B, func() error {
-		dev, err := openSoft([]netip.Addr{netnstest.AddrB}, 0, hclog.NewNullLogger())
+		dev, err := openSoft([]netip.Addr{netnstest.AddrB}, 0, nil, hclog.NewNullLogger())
 		if dev != nil {
 			dev.Close()
 		}

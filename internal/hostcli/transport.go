@@ -162,6 +162,10 @@ func openRDMA(a connectArgs, target netip.Addr, log hclog.Logger) (rdma.Device, 
 	if err != nil {
 		return nil, err
 	}
+	cc, err := a.congestion()
+	if err != nil {
+		return nil, err
+	}
 	cfg := provider.Config{Provider: a.Provider, Device: a.Device, Addr: cands[0], TOS: tos, SetTOS: setTOS, Logger: log.Named("rdma")}
 	name, err := provider.Resolve(cfg)
 	if err != nil {
@@ -171,7 +175,10 @@ func openRDMA(a connectArgs, target netip.Addr, log hclog.Logger) (rdma.Device, 
 		log.Info("RDMA connections use the IP type of service of --tos", "tos", tos, "dscp", tos>>2)
 	}
 	if name == provider.Soft {
-		return openSoft(cands, tos, log)
+		return openSoft(cands, tos, cc, log)
+	}
+	if cc != nil {
+		return nil, fmt.Errorf("--congestion is the soft RDMA provider's, and provider %s was chosen for host address %s (an RDMA NIC configures congestion control in its firmware; pass --provider soft)", name, cfg.Addr)
 	}
 	cfg.Provider = name
 	dev, err := provider.Open(cfg)
@@ -219,14 +226,16 @@ func interfaceOf(a netip.Addr) string {
 // shared with the other soft devices on it (one per connection daemon or
 // fio process: rdma/soft's Config.Share) where this process may load the
 // steering program, else alone. The connections it initiates carry
-// traffic class tos (--tos; 0: none).
-func openSoft(cands []netip.Addr, tos uint8, log hclog.Logger) (rdma.Device, error) {
+// traffic class tos (--tos; 0: none), and the device runs congestion
+// control cc (--congestion; nil: off).
+func openSoft(cands []netip.Addr, tos uint8, cc *soft.CongestionConfig, log hclog.Logger) (rdma.Device, error) {
 	var last error
 	for _, a := range cands {
-		dev, err := provider.Open(provider.Config{Provider: provider.Soft, Addr: a, TOS: tos, SetTOS: tos != 0, Share: true, Logger: log.Named("soft")})
+		dev, err := provider.Open(provider.Config{Provider: provider.Soft, Addr: a, TOS: tos, SetTOS: tos != 0, Share: true,
+			Congestion: cc, Logger: log.Named("soft")})
 		if err == nil {
 			sd, _ := dev.(*soft.Device)
-			log.Debug("soft RoCE device opened", "addr", a, "shared", sd != nil && sd.Shared())
+			log.Debug("soft RoCE device opened", "addr", a, "shared", sd != nil && sd.Shared(), "congestion_control", cc != nil)
 			return dev, nil
 		}
 		switch {
