@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,10 +18,12 @@ import (
 	nvmerdma "github.com/nvmeof/nvmeof/fabrics/rdma"
 	nvmetcp "github.com/nvmeof/nvmeof/fabrics/tcp"
 	"github.com/nvmeof/nvmeof/initiator"
+	"github.com/nvmeof/nvmeof/internal/softcc"
 	"github.com/nvmeof/nvmeof/nvme/auth"
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/ibverbs"
 	"github.com/nvmeof/nvmeof/rdma/provider"
+	"github.com/nvmeof/nvmeof/rdma/soft"
 	"github.com/nvmeof/nvmeof/target"
 	"github.com/nvmeof/nvmeof/target/bdev"
 )
@@ -63,6 +66,11 @@ type Config struct {
 	// (DHHC-1 text) of the host and, for bidirectional authentication,
 	// of the controller, as initiator.Options takes them.
 	DHChapSecret, DHChapCtrlSecret string
+	// Congestion turns on the soft RDMA device's RoCEv2 congestion
+	// control: "on", "off" ("" too), or KEY=VALUE pairs with nvmetd's
+	// congestion block keys separated by ':' (fio splits its options at
+	// ','; ',' is accepted too), as nvmeof --congestion takes them.
+	Congestion string
 	// NSID is the namespace (default 1).
 	NSID uint32
 	// NrIOQueues and QueueSize are passed to initiator.Options.
@@ -92,6 +100,8 @@ type Config struct {
 	// hostKey and ctrlKey are DHChapSecret and DHChapCtrlSecret parsed
 	// (by withDefaults).
 	hostKey, ctrlKey *auth.Key
+	// cc is Congestion parsed (by withDefaults; nil: off).
+	cc *soft.CongestionConfig
 }
 
 // withDefaults fills in defaults and checks c.
@@ -124,6 +134,16 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("fio engine: provider %s, device %q: %w", c.Provider, c.Device, err)
 		}
 	}
+	cc, err := softcc.Parse(strings.ReplaceAll(c.Congestion, ":", ","))
+	switch {
+	case err != nil:
+		return c, fmt.Errorf("fio engine: %w", err)
+	case cc != nil && c.Transport != fabrics.TransportRDMA:
+		return c, fmt.Errorf("fio engine: congestion is RoCEv2 congestion control of the soft RDMA provider: not for transport %s", c.Transport)
+	case cc != nil && c.Provider == provider.IBVerbs:
+		return c, errors.New("fio engine: congestion is the soft RDMA provider's: an RDMA NIC configures congestion control in its firmware (provider ibverbs)")
+	}
+	c.cc = cc
 	if c.SubNQN == "" {
 		if c.Transport != fabrics.TransportLoop {
 			return c, errors.New("fio engine: subnqn is required")
@@ -132,7 +152,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	// Checked here so that a bad secret fails before any device opens;
 	// the errors never show the secret.
-	var err error
 	if c.DHChapSecret != "" {
 		if c.hostKey, err = auth.ParseKey(c.DHChapSecret); err != nil {
 			return c, fmt.Errorf("fio engine: dhchap_secret: %w", err)
@@ -217,7 +236,8 @@ func connect(ctx context.Context, cfg Config) (*conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		dev, err := rdmaDevice(provider.Config{Provider: cfg.Provider, Device: cfg.Device, Addr: ha, Share: true, Logger: cfg.Logger.Named("rdma")})
+		dev, err := rdmaDevice(provider.Config{Provider: cfg.Provider, Device: cfg.Device, Addr: ha, Share: true,
+			Congestion: cfg.cc, Logger: cfg.Logger.Named("rdma")})
 		if err != nil {
 			return nil, err
 		}
@@ -263,7 +283,9 @@ func hostAddr(s string, target netip.Addr) (netip.Addr, error) {
 var shared struct {
 	sync.Mutex
 	devices map[deviceKey]rdma.Device
-	loops   map[loopKey]*loopTarget
+	// congestion is the congestion control each device opened with.
+	congestion map[deviceKey]*soft.CongestionConfig
+	loops      map[loopKey]*loopTarget
 }
 
 // deviceKey names a shared RDMA device: its provider (resolved), address
@@ -281,9 +303,16 @@ func rdmaDevice(cfg provider.Config) (rdma.Device, error) {
 		return nil, fmt.Errorf("fio engine: %w", err)
 	}
 	key := deviceKey{provider: name, device: cfg.Device, addr: cfg.Addr}
+	if name != provider.Soft && cfg.Congestion != nil {
+		return nil, fmt.Errorf("fio engine: congestion is the soft RDMA provider's, and provider %s was chosen for host_traddr %s (pass provider=soft)", name, cfg.Addr)
+	}
 	shared.Lock()
 	defer shared.Unlock()
 	if d := shared.devices[key]; d != nil {
+		// Jobs share the process's device: one congestion setting.
+		if was := shared.congestion[key]; !equalCC(was, cfg.Congestion) {
+			return nil, fmt.Errorf("fio engine: host_traddr %s: another job opened its RDMA device with other congestion settings (%+v): give every job on an address the same congestion option", cfg.Addr, was)
+		}
 		return d, nil
 	}
 	cfg.Provider = name
@@ -294,8 +323,10 @@ func rdmaDevice(cfg provider.Config) (rdma.Device, error) {
 	cfg.Logger.Info("RDMA device opened", provider.Describe(d).LogArgs()...)
 	if shared.devices == nil {
 		shared.devices = map[deviceKey]rdma.Device{}
+		shared.congestion = map[deviceKey]*soft.CongestionConfig{}
 	}
 	shared.devices[key] = d
+	shared.congestion[key] = cfg.Congestion
 	return d, nil
 }
 
@@ -369,4 +400,12 @@ func loopTargetFor(cfg Config) (*loopTarget, error) {
 	}
 	shared.loops[key] = lt
 	return lt, nil
+}
+
+// equalCC reports whether two congestion settings are the same (nil: off).
+func equalCC(a, b *soft.CongestionConfig) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
 }

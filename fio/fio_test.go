@@ -261,7 +261,7 @@ func TestFioEngineOptions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("fio --enghelp: %v\n%s", err, b)
 	}
-	for _, name := range []string{"transport", "traddr", "trsvcid", "subnqn", "hostnqn", "host_traddr", "provider", "device", "nsid", "nr_io_queues", "queue_size", "loop_size", "busy_poll", "poll_sleep", "delay_submit"} {
+	for _, name := range []string{"transport", "traddr", "trsvcid", "subnqn", "hostnqn", "host_traddr", "provider", "device", "nsid", "nr_io_queues", "queue_size", "loop_size", "busy_poll", "poll_sleep", "delay_submit", "congestion"} {
 		if !strings.Contains(string(b), "\n"+name+" ") && !strings.HasPrefix(string(b), name+" ") {
 			t.Errorf("fio --enghelp does not list %s:\n%s", name, b)
 		}

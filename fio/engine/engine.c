@@ -44,6 +44,7 @@ struct nvmeof_options {
 	char *device;
 	char *dhchap_secret;
 	char *dhchap_ctrl_secret;
+	char *congestion;
 	unsigned int nsid;
 	unsigned int nr_io_queues;
 	unsigned int queue_size;
@@ -170,6 +171,16 @@ static struct fio_option options[] = {
 		.type = FIO_OPT_STR_STORE,
 		.off1 = offsetof(struct nvmeof_options, device),
 		.help = "RDMA device name for provider ibverbs (mlx5_0, rxe0); default: the one holding host_traddr",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "congestion",
+		.lname = "RoCEv2 congestion control",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct nvmeof_options, congestion),
+		.help = "Soft provider's RoCEv2 congestion control (ECN, CNPs, DCQCN): on, off, or KEY=VALUE:... with nvmetd's congestion block keys (line_rate=10Gbit:ecn=ect1), which turn it on (nvmeof --congestion with ':' for ',')",
+		.def = "off",
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_INVALID,
 	},
@@ -364,6 +375,7 @@ static int nvmeof_setup(struct thread_data *td)
 		cfg.device = o->device;
 		cfg.dhchap_secret = o->dhchap_secret;
 		cfg.dhchap_ctrl_secret = o->dhchap_ctrl_secret;
+		cfg.congestion = o->congestion;
 		cfg.trsvcid = o->trsvcid;
 		cfg.nsid = o->nsid;
 		cfg.nr_io_queues = o->nr_io_queues;

@@ -30,6 +30,7 @@ struct nvmeof_config {
 	const char *device;   /* ibverbs device name, or NULL */
 	const char *dhchap_secret;      /* DHHC-1 host secret, or NULL */
 	const char *dhchap_ctrl_secret; /* DHHC-1 controller secret, or NULL */
+	const char *congestion;         /* soft congestion control: "on", "off" or KEY=VALUE:..., or NULL */
 	uint32_t trsvcid;
 	uint32_t nsid;
 	uint32_t nr_io_queues;

@@ -70,6 +70,7 @@ func nvmeofOpen(c *C.struct_nvmeof_config, errbuf *C.char, errlen C.size_t) C.ui
 
 		DHChapSecret:     C.GoString(c.dhchap_secret),
 		DHChapCtrlSecret: C.GoString(c.dhchap_ctrl_secret),
+		Congestion:       C.GoString(c.congestion),
 		NSID:             uint32(c.nsid),
 		NrIOQueues:       int(c.nr_io_queues),
 		QueueSize:        int(c.queue_size),
