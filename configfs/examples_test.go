@@ -18,8 +18,8 @@ var commentKeyRE = regexp.MustCompile(`^\s*#\s*([a-z][a-z0-9_]*(?:,\s*[a-z][a-z0
 // "enable" and "device_uuid", which the parser rejects); the names in
 // parentheses are configfs's and are not checked here.
 func TestExampleComments(t *testing.T) {
-	known := map[string]bool{"port": true, "subsystem": true, "namespace": true, "host": true, "ana_group": true}
-	for _, m := range []map[string]string{treeHCLNames, portHCLNames, anaGroupHCLNames, subsysHCLNames, nsHCLNames, hostHCLNames} {
+	known := map[string]bool{"port": true, "subsystem": true, "namespace": true, "host": true, "ana_group": true, "congestion": true}
+	for _, m := range []map[string]string{treeHCLNames, portHCLNames, anaGroupHCLNames, subsysHCLNames, nsHCLNames, hostHCLNames, congestionHCLNames} {
 		for _, n := range m {
 			known[n] = true
 		}

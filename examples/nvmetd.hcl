@@ -95,6 +95,30 @@ port "rdma0" {
   # each queue its own receive ring instead. Default 1024.
   # srq_size = 1024
 
+  # congestion: RoCEv2 congestion control of the soft provider (ECN
+  # marking, CNPs, DCQCN; docs/congestion.md), off by default. It needs
+  # provider = "soft" (an RDMA NIC configures its own in firmware), and
+  # soft ports on one address share a device, so their blocks must be
+  # equal. A change restarts the port; the device keeps the settings it
+  # opened with until nvmetd restarts. Unknown keys are errors. Zero or
+  # absent values take the defaults shown.
+  # congestion {
+  #   enabled             = true     # the block alone does not turn it on
+  #   ecn                 = "ect0"   # or "ect1": the data packets' ECN codepoint
+  #   min_cnp_interval    = "50us"   # least time between two CNPs of a QP
+  #   cnp_dscp            = 48       # DSCP of CNPs, 1..63; -1: the QP's class
+  #   line_rate           = "10Gbit" # bits/s (a number, or kbit/Mbit/Gbit/Tbit): set it to the link's
+  #   min_rate            = "10Mbit" # floor of the rate cuts
+  #   additive_increase   = "40Mbit" # DCQCN R_AI
+  #   hyper_increase      = "400Mbit" # DCQCN R_HAI
+  #   g                   = 0.00390625 # DCQCN alpha gain (1/256)
+  #   alpha_period        = "55us"   # DCQCN K
+  #   increase_period     = "55us"   # DCQCN T
+  #   rate_reduce_period  = "4us"    # least time between two cuts
+  #   byte_counter        = "10MiB"  # DCQCN B
+  #   fast_recovery_steps = 5        # DCQCN F
+  # }
+
   # subsystems: the subsystems exported on this port. The same links can be
   # written from the subsystem side (its ports attribute); both are merged.
   # Default: none.
