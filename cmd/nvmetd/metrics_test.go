@@ -25,6 +25,9 @@ func TestMetricsEndpoint(t *testing.T) {
 	writeFile(t, cfg, `port "p" {
   address  = "127.79.2.5"
   provider = "soft"
+  congestion {
+    enabled = true
+  }
 }
 subsystem "`+nqn+`" {
   ports          = ["p"]
@@ -63,6 +66,11 @@ subsystem "`+nqn+`" {
 		`nvmeof_target_io_commands_total{nsid="1",opcode="read",subnqn="` + nqn + `"} 0`,
 		`nvmeof_rdma_device_info{addr="127.79.2.5",device=`,
 		`nvmeof_rdma_packets_sent_total{device=`,
+		// Congestion control, under ConnectX's names (docs/congestion.md).
+		`nvmeof_rdma_np_ecn_marked_roce_packets_total{device=`,
+		`nvmeof_rdma_np_cnp_sent_total{device=`,
+		`nvmeof_rdma_rp_cnp_handled_total{device=`,
+		`nvmeof_rdma_rp_cnp_ignored_total{device=`,
 		`go_goroutines `,
 	} {
 		if !strings.Contains(body, want) {
