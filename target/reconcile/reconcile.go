@@ -77,6 +77,9 @@ type PortListener struct {
 	// SRQSize negative: none).
 	DataPoolBytes int64
 	SRQSize       int
+	// Congestion is the port's congestion block (soft provider; nil:
+	// none), for the code that opens the port's device.
+	Congestion *configfs.Congestion
 }
 
 // Changes says what Apply did to ports.
@@ -128,7 +131,7 @@ func portListener(p *configfs.Port, cfg target.PortConfig) PortListener {
 	return PortListener{Name: p.ID, ID: cfg.ID, Address: cfg.Address,
 		Provider: p.Provider, Device: p.Device, TOS: p.TOS, InlineDataSize: cfg.InlineDataSize,
 		ConnectTimeout: time.Duration(p.ConnectTimeout) * time.Second, MaxPending: p.MaxPending, MaxPendingPerHost: p.MaxPendingPerHost,
-		DataPoolBytes: p.DataPoolSize, SRQSize: srqSize(p.SRQSize)}
+		DataPoolBytes: p.DataPoolSize, SRQSize: srqSize(p.SRQSize), Congestion: p.Congestion}
 }
 
 // srqSize maps a port's srq_size (0 none, negative unset) to the

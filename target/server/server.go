@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"reflect"
 	"strconv"
 	"sync"
 
@@ -20,9 +21,11 @@ import (
 	"github.com/nvmeof/nvmeof/fabrics/loop"
 	nvmerdma "github.com/nvmeof/nvmeof/fabrics/rdma"
 	nvmetcp "github.com/nvmeof/nvmeof/fabrics/tcp"
+	"github.com/nvmeof/nvmeof/internal/softcc"
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/ibverbs"
 	"github.com/nvmeof/nvmeof/rdma/provider"
+	"github.com/nvmeof/nvmeof/rdma/soft"
 	"github.com/nvmeof/nvmeof/target"
 	"github.com/nvmeof/nvmeof/target/reconcile"
 )
@@ -75,6 +78,8 @@ type deviceKey struct {
 type deviceRef struct {
 	dev  rdma.Device
 	refs int
+	// congestion is the soft device's congestion control (nil: off).
+	congestion *soft.CongestionConfig
 }
 
 type runningPort struct {
@@ -194,7 +199,7 @@ func Check(tree *configfs.Tree, opts Options) error {
 	errs := []error{reconcile.CheckBackends(tree)}
 	for _, p := range tree.Ports {
 		pl := reconcile.PortListener{Name: p.ID, Address: fabrics.Address{Transport: p.Trtype},
-			Provider: p.Provider, Device: p.Device, TOS: p.TOS}
+			Provider: p.Provider, Device: p.Device, TOS: p.TOS, Congestion: p.Congestion}
 		pl.Address.Addr, _ = netip.ParseAddr(p.Traddr) // validated
 		if _, err := s.preparePort(pl); err != nil {
 			errs = append(errs, tree.PortError(p, "addr_traddr", err))
@@ -317,7 +322,7 @@ func (s *Server) startPort(pl reconcile.PortListener, key *deviceKey) error {
 // rdma/provider, and returns it with its key for releaseDevice.
 func (s *Server) device(pl reconcile.PortListener) (rdma.Device, deviceKey, error) {
 	cfg := provider.Config{Provider: pl.Provider, Device: pl.Device, Addr: pl.Address.Addr,
-		MTU: s.opts.SoftMTU, Poll: s.opts.Poll, Logger: s.log.Named("rdma")}
+		MTU: s.opts.SoftMTU, Poll: s.opts.Poll, Congestion: softcc.Config(pl.Congestion), Logger: s.log.Named("rdma")}
 	if pl.TOS >= 0 {
 		cfg.TOS, cfg.SetTOS = uint8(pl.TOS), true
 	}
@@ -340,6 +345,12 @@ func (s *Server) device(pl reconcile.PortListener) (rdma.Device, deviceKey, erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d := s.devices[key]; d != nil {
+		// configfs makes the ports of one soft device agree; a reload
+		// that changes their block finds the device open (its ports
+		// restart before it closes) and keeps its settings.
+		if !reflect.DeepEqual(d.congestion, cfg.Congestion) {
+			s.log.Warn("the soft RDMA device is open with other congestion control settings: the new ones apply when nvmetd restarts", "port", pl.Name, "address", pl.Address.Addr)
+		}
 		d.refs++
 		return d.dev, key, nil
 	}
@@ -356,7 +367,7 @@ func (s *Server) device(pl reconcile.PortListener) (rdma.Device, deviceKey, erro
 		return nil, key, err
 	}
 	s.log.Info("RDMA device opened", append([]any{"address", pl.Address.Addr}, provider.Describe(dev).LogArgs()...)...)
-	s.devices[key] = &deviceRef{dev: dev, refs: 1}
+	s.devices[key] = &deviceRef{dev: dev, refs: 1, congestion: cfg.Congestion}
 	return dev, key, nil
 }
 
