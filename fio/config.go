@@ -94,6 +94,12 @@ type Config struct {
 	// can (the soft provider with one I/O queue): less CPU per I/O, a few
 	// microseconds more latency.
 	PollSleep bool
+	// PollSleepAuto lets the transport choose PollSleep (fio's default,
+	// poll_sleep=auto): on for tcp, with a BusyPoll window of at least
+	// 1 ms (fewer wake-ups and less CPU than spinning on a kernel socket,
+	// measured in docs/tcp.md), off for rdma (spinning measured better
+	// on the soft provider, docs/soft-perf.md).
+	PollSleepAuto bool
 	// Logger receives the initiator's log (default: none).
 	Logger hclog.Logger
 
@@ -104,6 +110,9 @@ type Config struct {
 	cc *soft.CongestionConfig
 }
 
+// autoSleepWindow is the least BusyPoll window of PollSleepAuto on tcp.
+const autoSleepWindow = time.Millisecond
+
 // withDefaults fills in defaults and checks c.
 func (c Config) withDefaults() (Config, error) {
 	switch c.Transport {
@@ -112,6 +121,12 @@ func (c Config) withDefaults() (Config, error) {
 	case fabrics.TransportRDMA, fabrics.TransportTCP, fabrics.TransportLoop:
 	default:
 		return c, fmt.Errorf("fio engine: transport %q: want rdma, tcp or loop", c.Transport)
+	}
+	if c.PollSleepAuto {
+		c.PollSleep = c.Transport == fabrics.TransportTCP
+		if c.PollSleep {
+			c.BusyPoll = max(c.BusyPoll, autoSleepWindow)
+		}
 	}
 	if c.Traddr == "" {
 		c.Traddr = DefaultTraddr

@@ -318,6 +318,17 @@ func TestConfigDefaults(t *testing.T) {
 		{in: Config{}, wantErr: true}, // rdma needs subnqn
 		{in: Config{Transport: "tcp", SubNQN: "nqn.2026-11.io.nvmeof:x"}, want: Config{Transport: "tcp", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: "nqn.2026-11.io.nvmeof:x", NSID: 1, LoopSize: DefaultLoopSize, Depth: 1, Provider: "auto"}},
 		{in: Config{Transport: "tcp"}, wantErr: true}, // tcp needs subnqn
+		// poll_sleep=auto: asleep on tcp, with a window of at least 1 ms
+		// (a longer one stays); spinning on rdma.
+		{in: Config{Transport: "tcp", SubNQN: "nqn.2026-11.io.nvmeof:x", PollSleepAuto: true, BusyPoll: 50 * time.Microsecond},
+			want: Config{Transport: "tcp", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: "nqn.2026-11.io.nvmeof:x", NSID: 1, LoopSize: DefaultLoopSize, Depth: 1, Provider: "auto",
+				PollSleepAuto: true, PollSleep: true, BusyPoll: time.Millisecond}},
+		{in: Config{Transport: "tcp", SubNQN: "nqn.2026-11.io.nvmeof:x", PollSleepAuto: true, BusyPoll: 5 * time.Millisecond},
+			want: Config{Transport: "tcp", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: "nqn.2026-11.io.nvmeof:x", NSID: 1, LoopSize: DefaultLoopSize, Depth: 1, Provider: "auto",
+				PollSleepAuto: true, PollSleep: true, BusyPoll: 5 * time.Millisecond}},
+		{in: Config{SubNQN: "nqn.2026-11.io.nvmeof:x", Provider: "soft", PollSleepAuto: true, BusyPoll: 50 * time.Microsecond},
+			want: Config{Transport: "rdma", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: "nqn.2026-11.io.nvmeof:x", NSID: 1, LoopSize: DefaultLoopSize, Depth: 1, Provider: "soft",
+				PollSleepAuto: true, BusyPoll: 50 * time.Microsecond}},
 		{in: Config{Transport: "loop", Trsvcid: 70000}, wantErr: true},
 	} {
 		got, err := tc.in.withDefaults()

@@ -20,6 +20,9 @@ enum {
 
 /* The engine's configuration, from fio's options; size and block_size are
  * filled in by nvmeofOpen. */
+/* poll_sleep: the transport chooses (on for tcp, off for rdma). */
+#define NVMEOF_POLL_SLEEP_AUTO 2
+
 struct nvmeof_config {
 	const char *transport;
 	const char *traddr;
@@ -38,7 +41,7 @@ struct nvmeof_config {
 	uint64_t loop_size;
 	uint32_t busy_poll_us; /* busy-poll window in microseconds (0: none) */
 	uint32_t delay_submit; /* hold commands until getevents (1) or send at commit (0) */
-	uint32_t poll_sleep;   /* spend the busy-poll window asleep on the socket (1) or spinning (0) */
+	uint32_t poll_sleep;   /* spend the busy-poll window asleep on the socket (1), spinning (0), or NVMEOF_POLL_SLEEP_AUTO */
 	uint32_t depth;
 	uint64_t size;
 	uint32_t block_size;

@@ -77,7 +77,8 @@ func nvmeofOpen(c *C.struct_nvmeof_config, errbuf *C.char, errlen C.size_t) C.ui
 		LoopSize:         int64(c.loop_size),
 		BusyPoll:         time.Duration(c.busy_poll_us) * time.Microsecond,
 		DelaySubmit:      c.delay_submit != 0,
-		PollSleep:        c.poll_sleep != 0,
+		PollSleep:        c.poll_sleep == 1,
+		PollSleepAuto:    c.poll_sleep == C.NVMEOF_POLL_SLEEP_AUTO,
 		Depth:            int(c.depth),
 	}
 	e, err := fio.Open(context.Background(), cfg)
