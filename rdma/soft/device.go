@@ -572,6 +572,9 @@ func (d *Device) Close() error {
 		q.enterError()
 		q.mu.Unlock()
 	}
+	if d.pcap != nil {
+		d.pcap.stop()
+	}
 	return nil
 }
 

@@ -51,10 +51,19 @@ func (p *pcapWriter) record(n int) {
 }
 
 func (p *pcapWriter) flush() {
-	if p.err != nil {
+	if p.err != nil || p.w == nil {
 		return
 	}
 	_, p.err = p.w.Write(p.buf)
+}
+
+// stop ends the stream: a send still in flight when the device closed (a
+// timer's ACK) records nothing after Close returned, when the caller may
+// read what it gave as Config.Pcap.
+func (p *pcapWriter) stop() {
+	p.mu.Lock()
+	p.w = nil
+	p.mu.Unlock()
 }
 
 // writeSentPorts records a packet this device sent from UDP port sport

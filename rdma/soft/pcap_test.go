@@ -115,3 +115,18 @@ func TestPcap(t *testing.T) {
 		}
 	}
 }
+
+// TestPcapStopsAtClose: a send still in flight when the device closes (an
+// ACK timer's, past its QP's checks) records nothing once Close returned,
+// when the caller reads the stream it gave (a race TestPcap met under -race).
+func TestPcapStopsAtClose(t *testing.T) {
+	var buf bytes.Buffer
+	a, _ := openPair(t, Config{Pcap: &buf}, Config{})
+	a.Close()
+	n := buf.Len()
+	// What the late sender would do after Close.
+	a.pcap.writeReceived(make([]byte, wire.IPv4HeaderLen+wire.UDPHeaderLen+wire.BTHLen), csumAsIs)
+	if buf.Len() != n {
+		t.Fatalf("a record written after Close: %d bytes, then %d", n, buf.Len())
+	}
+}
