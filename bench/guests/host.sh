@@ -1,6 +1,7 @@
 #!/bin/bash
-# host.sh - guest b of scripts/bench-guests.sh: the kernel's nvme-rdma host
-# runs the same fio jobs against each target guest a offers in turn
+# host.sh - guest b of scripts/bench-guests.sh: the kernel's nvme-rdma or
+# nvme-tcp host (BENCH_TRTYPE) runs the same fio jobs against each target
+# guest a offers in turn
 # (bench-ready-T ... bench-done-T), JSON results in
 # $KPEER_OUT/fio-T-JOB.json.
 #
@@ -19,6 +20,7 @@ TARGETS="${BENCH_TARGETS:-kernel nvmetd}"
 RUNTIME="${BENCH_RUNTIME_S:-30}"
 RAMP="${BENCH_RAMP_S:-5}"
 JOBS="${BENCH_JOBS:-rr4k-qd32 rr4k-qd1 sr128k}"
+TRTYPE="${BENCH_TRTYPE:-rdma}"
 WAIT_S="${BENCH_WAIT_S:-1800}"
 TARGET_ADDR="${KPEER_PEER_ADDR:-192.0.2.2}"
 CUR=""
@@ -30,9 +32,9 @@ finish() {
 }
 trap finish EXIT
 
-rxe
-modprobe nvme_rdma || abort "modprobe nvme_rdma"
-echo "$(nproc) CPUs; fio $(fio --version)"
+if [ "$TRTYPE" = rdma ]; then rxe; fi
+modprobe "nvme_$TRTYPE" || abort "modprobe nvme_$TRTYPE"
+echo "$(nproc) CPUs; fio $(fio --version); kernel $(uname -r)"
 
 declare -A job=(
   [rr4k-qd32]="--rw=randread --bs=4k --iodepth=32"
@@ -44,7 +46,7 @@ for t in $TARGETS; do
   step "target $t: waiting for bench-ready-$t"
   wait_signal "bench-ready-$t" "$WAIT_S" || abort "target $t not ready"
   CUR=$t
-  run nvme connect -t rdma -a "$TARGET_ADDR" -s 4420 -n "$NQN" || abort "connect to $t"
+  run nvme connect -t "$TRTYPE" -a "$TARGET_ADDR" -s 4420 -n "$NQN" || abort "connect to $t"
   dev=""
   for _ in $(seq 100); do
     for b in /sys/block/nvme*n*; do
@@ -56,6 +58,7 @@ for t in $TARGETS; do
   [ -b "$dev" ] || abort "no namespace of $t"
   echo "$t: $dev, $(blockdev --getsize64 "$dev") bytes, max_hw_sectors_kb $(cat "/sys/block/$(basename "$dev")/queue/max_hw_sectors_kb")"
   for j in $JOBS; do
+    [ -n "${job[$j]:-}" ] || abort "unknown job $j"
     step "$t: fio $j (${job[$j]}) ${RUNTIME}s"
     # shellcheck disable=SC2086
     if fio --name="$j" --filename="$dev" --direct=1 --ioengine=libaio ${job[$j]} \

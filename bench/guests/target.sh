@@ -1,9 +1,11 @@
 #!/bin/bash
 # target.sh - guest a of scripts/bench-guests.sh: the two targets, one after
-# the other, on 192.0.2.2:4420 with the same null backing (no data kept,
-# BENCH_SIZE_MB MiB, 512-byte blocks):
-#   1. kernel: nvmet + nvmet-rdma with a null_blk device (memory_backed=0)
-#   2. nvmetd: our nvmetd (ibverbs provider on rxe0) with backend "null"
+# the other, on 192.0.2.2:4420 over BENCH_TRTYPE (rdma or tcp) with the same
+# null backing (no data kept, BENCH_SIZE_MB MiB, 512-byte blocks):
+#   1. kernel: nvmet + nvmet-rdma or nvmet-tcp with a null_blk device
+#      (memory_backed=0)
+#   2. nvmetd: our nvmetd (NVMETD_CONFIG: the ibverbs provider on rxe0, or
+#      a tcp port) with backend "null"
 # For each target T: $SIGNAL/bench-ready-T, then wait for bench-done-T from
 # the host guest, tear down. nvmetd's CPU time and RSS are recorded in
 # $KPEER_OUT/nvmetd-usage.txt.
@@ -19,6 +21,7 @@ set -u
 NQN="${BENCH_NQN:?}"
 SIZE_MB="${BENCH_SIZE_MB:-1024}"
 PROVIDER="${BENCH_PROVIDER:-ibverbs}"
+TRTYPE="${BENCH_TRTYPE:-rdma}"
 TARGETS="${BENCH_TARGETS:-kernel nvmetd}"
 WAIT_S="${BENCH_WAIT_S:-1800}"
 ADDR="${KPEER_IP:-192.0.2.2}"
@@ -32,12 +35,12 @@ finish() {
 trap finish EXIT
 
 install_bins
-rxe
-echo "$(nproc) CPUs, $(awk '/MemTotal/ {print $2/1024 " MiB"}' /proc/meminfo)"
+if [ "$TRTYPE" = rdma ]; then rxe; fi
+echo "$(nproc) CPUs, $(awk '/MemTotal/ {print $2/1024 " MiB"}' /proc/meminfo), kernel $(uname -r)"
 
 kernel_target() {
-  step "kernel target: nvmet-rdma, null_blk ${SIZE_MB} MiB"
-  modprobe nvmet && modprobe nvmet_rdma || abort "modprobe nvmet nvmet_rdma"
+  step "kernel target: nvmet-$TRTYPE, null_blk ${SIZE_MB} MiB"
+  modprobe nvmet && modprobe "nvmet_$TRTYPE" || abort "modprobe nvmet nvmet_$TRTYPE"
   modprobe null_blk nr_devices=0 || abort "modprobe null_blk"
   local nb=/sys/kernel/config/nullb/nullb0 s=$CFG/subsystems/$NQN p=$CFG/ports/1
   mkdir -p "$nb" && echo "$SIZE_MB" > "$nb/size" && echo 512 > "$nb/blocksize" &&
@@ -45,7 +48,7 @@ kernel_target() {
   for _ in $(seq 50); do [ -b /dev/nullb0 ] && break; sleep 0.1; done
   mkdir "$s" && echo 1 > "$s/attr_allow_any_host" && mkdir "$s/namespaces/1" &&
     echo -n /dev/nullb0 > "$s/namespaces/1/device_path" && echo 1 > "$s/namespaces/1/enable" || abort "nvmet subsystem"
-  mkdir "$p" && echo rdma > "$p/addr_trtype" && echo ipv4 > "$p/addr_adrfam" &&
+  mkdir "$p" && echo "$TRTYPE" > "$p/addr_trtype" && echo ipv4 > "$p/addr_adrfam" &&
     echo "$ADDR" > "$p/addr_traddr" && echo 4420 > "$p/addr_trsvcid" &&
     ln -s "$s" "$p/subsystems/$NQN" || abort "nvmet port"
   put_signal bench-ready-kernel
@@ -58,8 +61,8 @@ kernel_target() {
 }
 
 nvmetd_target() {
-  step "nvmetd ($PROVIDER): null ${SIZE_MB} MiB"
-  if [ "$PROVIDER" = soft ]; then
+  step "nvmetd ($TRTYPE): null ${SIZE_MB} MiB"
+  if [ "$TRTYPE" = rdma ] && [ "$PROVIDER" = soft ]; then
     rdma link delete rxe0; modprobe -r rdma_rxe || abort "cannot unload rdma_rxe for the soft provider"
   fi
   cat "$NVMETD_CONFIG"
