@@ -306,3 +306,31 @@ func checkWC(t testing.TB, wc rdma.WorkCompletion, wrid uint64, status rdma.WCSt
 		t.Fatalf("completion WRID %#x status %q (opcode %s), want WRID %#x status %q", wc.WRID, wc.Status, wc.Opcode, wrid, status)
 	}
 }
+
+// writeAllocs returns the allocations per signaled RDMA WRITE of n bytes
+// from a to b, waited for on a's send CQ, after 50 to warm up.
+func writeAllocs(t *testing.T, a, b *end, n int) float64 {
+	t.Helper()
+	src := regMR(t, a.pd, n, 0)
+	dst := regMR(t, b.pd, n, rdma.AccessLocalWrite|rdma.AccessRemoteWrite)
+	wr := rdma.SendWR{Opcode: rdma.WRRDMAWrite, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(src, 0, n)}, RemoteAddr: dst.Addr(), RKey: dst.RKey()}
+	wc := make([]rdma.WorkCompletion, 1)
+	ctx := t.Context()
+	run := func() {
+		if err := a.qp.PostSend(&wr); err != nil {
+			t.Fatal(err)
+		}
+		for a.scq.Poll(wc) == 0 {
+			if err := a.scq.Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if wc[0].Status != rdma.Success {
+			t.Fatalf("completion %+v", wc[0])
+		}
+	}
+	for range 50 {
+		run()
+	}
+	return testing.AllocsPerRun(200, run)
+}

@@ -519,29 +519,7 @@ func TestIPv6NoAlloc(t *testing.T) {
 	}
 	a, b := openPair6(t, Config{}, Config{})
 	ea, eb := connect(t, a, b, qpOpts{mtu: rdma.MTU4096})
-	const n = 64 << 10
-	src := regMR(t, ea.pd, n, 0)
-	dst := regMR(t, eb.pd, n, rdma.AccessLocalWrite|rdma.AccessRemoteWrite)
-	wr := rdma.SendWR{Opcode: rdma.WRRDMAWrite, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(src, 0, n)}, RemoteAddr: dst.Addr(), RKey: dst.RKey()}
-	wc := make([]rdma.WorkCompletion, 1)
-	ctx := t.Context()
-	run := func() {
-		if err := ea.qp.PostSend(&wr); err != nil {
-			t.Fatal(err)
-		}
-		for ea.scq.Poll(wc) == 0 {
-			if err := ea.scq.Wait(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if wc[0].Status != rdma.Success {
-			t.Fatalf("completion %+v", wc[0])
-		}
-	}
-	for range 50 {
-		run()
-	}
-	if allocs := testing.AllocsPerRun(200, run); allocs > 0 {
+	if allocs := writeAllocs(t, ea, eb, 64<<10); allocs > 0 {
 		t.Fatalf("%v allocations per 64 KiB RDMA WRITE over IPv6", allocs)
 	}
 }
