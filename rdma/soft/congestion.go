@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/wire"
 )
@@ -170,6 +172,125 @@ func newCCState(c *CongestionConfig) (*ccState, error) {
 	return s, nil
 }
 
+// cloneCC returns a copy of c, nil if c is nil or not Enabled.
+func cloneCC(c *CongestionConfig) *CongestionConfig {
+	if c == nil || !c.Enabled {
+		return nil
+	}
+	x := *c
+	return &x
+}
+
+// SetCongestion changes the running device's congestion control
+// (Config.Congestion; nil or not Enabled: off), checked as Open checks
+// it. The packets sent from then on get the new ECN marking; the
+// notification point (CE detection, CNPs) and the DCQCN parameters
+// switch for every QP, existing and new. An RC QP keeps its DCQCN state
+// across new parameters (its rates capped at the new line rate); turned
+// off, a rate-limited QP sends its paced queue at once and its requester
+// goes on unpaced; turned on, a QP starts at the line rate. The data path
+// reads the setting once per packet (atomically), never under a lock.
+func (d *Device) SetCongestion(c *CongestionConfig) error {
+	cc, err := newCCState(c)
+	if err != nil {
+		return err
+	}
+	d.ccMu.Lock()
+	defer d.ccMu.Unlock()
+	// d.mu keeps Close from closing the sockets under setsockopt.
+	d.mu.RLock()
+	if d.closed {
+		d.mu.RUnlock()
+		return fmt.Errorf("soft: %s: %w", d.name, rdma.ErrClosed)
+	}
+	was := d.cc.Load()
+	if was == nil && cc != nil {
+		// Receive sockets report the ECN field before CE detection
+		// starts: a packet received before that is simply not looked at.
+		if err := d.setRecvECN(true); err != nil {
+			_ = d.setRecvECN(false)
+			d.mu.RUnlock()
+			return err
+		}
+	}
+	d.cc.Store(cc)
+	d.ccCfg = cloneCC(c)
+	qps := make([]*qp, 0, len(d.qps))
+	for _, q := range d.qps {
+		qps = append(qps, q)
+	}
+	d.mu.RUnlock()
+	for _, q := range qps {
+		q.mu.Lock()
+		if !q.destroyed {
+			q.syncCC()
+		}
+		q.mu.Unlock()
+	}
+	d.runHandlers() // of the requesters ccOff ran
+	if was != nil && cc == nil {
+		d.mu.RLock()
+		defer d.mu.RUnlock()
+		if !d.closed {
+			if err := d.setRecvECN(false); err != nil {
+				// Harmless: the control messages go unread.
+				return fmt.Errorf("soft: %s: congestion control is off, but: %w", d.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Congestion returns the device's congestion control settings as last
+// set (Config.Congestion or SetCongestion): nil when it is off.
+func (d *Device) Congestion() *CongestionConfig {
+	d.ccMu.Lock()
+	defer d.ccMu.Unlock()
+	return cloneCC(d.ccCfg)
+}
+
+// setRecvECN turns on or off the report of each datagram's TOS / traffic
+// class (its ECN field) on every UDP receive socket of the device (d.mu
+// held, device open). Raw sockets see the IP header anyway; the source
+// port sockets (sport.go) receive nothing.
+func (d *Device) setRecvECN(on bool) error {
+	for i, sc := range d.socks.recv {
+		if !d.socks.udpQueue(i) {
+			continue
+		}
+		var err error
+		if on {
+			err = setRecvTOS(sc, d.v6)
+		} else {
+			err = stopRecvTOS(sc, d.v6)
+		}
+		if err != nil {
+			return fmt.Errorf("soft: %s: receive queue %d: %w", d.name, i, err)
+		}
+	}
+	return nil
+}
+
+// stopRecvTOS undoes setRecvTOS (net_linux.go) on UDP socket sc: the
+// kernel stops giving each datagram's TOS / traffic class.
+func stopRecvTOS(sc *sockConn, v6 bool) error {
+	var serr error
+	err := sc.Control(func(fd uintptr) {
+		if v6 {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 0)
+		} else {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_RECVTOS, 0)
+		}
+	})
+	if err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("no longer receiving the TOS: %w", err)
+	}
+	return nil
+}
+
 // packetTOS returns the IP TOS / traffic class a packet of opcode op
 // leaves with when the QP's class is tos: ECN-capable but for
 // acknowledgements and CNPs, which are Not-ECT (RoCEv2 annex A17.9).
@@ -199,15 +320,61 @@ type qpCC struct {
 	respQ []*txPkt
 }
 
-// newQPCC makes q's congestion control state if the device has it on.
-func (q *qp) initCC() {
-	cc := q.dev.cc
-	if cc == nil || q.typ != rdma.QPTypeRC {
+// syncCC brings RC QP q's congestion control in line with the device's
+// (q.mu held, not q.txMu): on, with the device's parameters, or off. The
+// device's state is read here, under the QP's lock, so that a QP created
+// while SetCongestion runs ends up with the latest state either way.
+func (q *qp) syncCC() {
+	if q.typ != rdma.QPTypeRC {
 		return
 	}
-	q.cc = &qpCC{rp: newDCQCN(&cc.rp)}
-	q.cc.paceTimer = time.AfterFunc(time.Hour, q.onPaceTimer)
-	q.cc.paceTimer.Stop()
+	dc := q.dev.cc.Load()
+	switch {
+	case dc == nil && q.cc != nil:
+		q.ccOff()
+	case dc != nil && q.cc == nil:
+		q.cc = &qpCC{rp: newDCQCN(&dc.rp)}
+		q.cc.paceTimer = time.AfterFunc(time.Hour, q.onPaceTimer)
+		q.cc.paceTimer.Stop()
+	case dc != nil && q.cc.rp.p != &dc.rp:
+		q.cc.rp.setParams(&dc.rp)
+		if q.cc.paceArmed {
+			// The new rate may let the QP send sooner.
+			q.cc.paceTimer.Reset(0)
+		}
+	}
+}
+
+// ccOff turns q's congestion control off (q.mu held, not q.txMu): the
+// pacing timer stops and the paced queue leaves now, in order, unless
+// responder packets of a receive batch still wait ahead of it
+// (ackHold), when it is dropped (PacedDrops; go-back-N resends). The
+// requester, which may wait for the pacer, runs again.
+func (q *qp) ccOff() {
+	cc := q.cc
+	cc.paceTimer.Stop()
+	cc.paceArmed = false
+	if len(cc.respQ) > 0 && !q.resp.ackHold && q.state != rdma.QPSErr && q.state != rdma.QPSReset {
+		q.txMu.Lock()
+		tx := q.dev.getTx()
+		tx.forQP(q)
+		for i, c := range cc.respQ {
+			p := tx.next()
+			p.n, p.dst, p.tos, p.from, p.qc = c.n, c.dst, c.tos, c.from, c.qc
+			copy(p.buf[:c.n], c.buf[:c.n])
+			tx.n++ // committed as diverted: not again through commit
+			q.dev.pacedPool.Put(c)
+			cc.respQ[i] = nil
+		}
+		cc.respQ = cc.respQ[:0]
+		tx.flush()
+		q.txMu.Unlock()
+		q.dev.putTx(tx)
+	}
+	q.dev.stats.pacedDrops.Add(uint64(len(cc.respQ)))
+	q.dropPaced()
+	q.cc = nil
+	q.kick()
 }
 
 // onCE handles a CE-marked packet received on RC QP q (q.mu held): it
@@ -217,12 +384,12 @@ func (q *qp) onCE(rx *rxState) {
 	d := q.dev
 	d.stats.npECNMarked.Add(1)
 	q.stats.npECNMarked.Add(1)
-	cc := q.cc
-	if cc == nil || q.state != rdma.QPSRTR && q.state != rdma.QPSRTS && q.state != rdma.QPSSQD {
+	cc, dc := q.cc, d.cc.Load()
+	if cc == nil || dc == nil || q.state != rdma.QPSRTR && q.state != rdma.QPSRTS && q.state != rdma.QPSSQD {
 		return
 	}
 	now := time.Now()
-	if !cc.lastCNP.IsZero() && now.Sub(cc.lastCNP) < d.cc.minCNP {
+	if !cc.lastCNP.IsZero() && now.Sub(cc.lastCNP) < dc.minCNP {
 		return
 	}
 	cc.lastCNP = now
@@ -233,8 +400,8 @@ func (q *qp) onCE(rx *rxState) {
 	p.n = wire.CNPLen
 	p.dst = q.dst
 	rx.tx.commit()
-	if d.cc.cnpDSCP >= 0 {
-		rx.tx.last().tos = uint8(d.cc.cnpDSCP) << 2
+	if dc.cnpDSCP >= 0 {
+		rx.tx.last().tos = uint8(dc.cnpDSCP) << 2
 	}
 	d.stats.npCNPSent.Add(1)
 	q.stats.npCNPSent.Add(1)

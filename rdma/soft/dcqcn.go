@@ -69,6 +69,22 @@ func newDCQCN(p *dcqcnParams) dcqcn {
 	return dcqcn{p: p, rc: p.lineRate, rt: p.lineRate, alpha: 1}
 }
 
+// setParams switches to parameters p (SetCongestion): the state carries
+// on, its rates capped at p's line rate and its burst at p's.
+func (s *dcqcn) setParams(p *dcqcnParams) {
+	s.p = p
+	s.tokens = min(s.tokens, p.burst)
+	if !s.limited {
+		s.rc, s.rt = p.lineRate, p.lineRate
+		return
+	}
+	s.rt = min(s.rt, p.lineRate)
+	s.rc = max(min(s.rc, p.lineRate), p.minRate)
+	if p.lineRate-s.rc <= p.ai && s.rt >= p.lineRate {
+		s.unlimit()
+	}
+}
+
 // rate returns the current rate in bytes per second (the line rate when
 // unlimited).
 func (s *dcqcn) rate() float64 { return s.rc }

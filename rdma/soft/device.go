@@ -173,9 +173,13 @@ type Device struct {
 
 	mrs mrTable
 
-	// cc is the device's congestion control (nil: off); pacedPool holds
-	// the packets of rate-limited QPs' paced queues (congestion.go).
-	cc        *ccState
+	// cc is the device's congestion control (nil: off), read on the data
+	// path; ccMu serializes SetCongestion, which also keeps ccCfg (the
+	// settings cc was made from). pacedPool holds the packets of
+	// rate-limited QPs' paced queues (congestion.go).
+	cc        atomic.Pointer[ccState]
+	ccMu      sync.Mutex
+	ccCfg     *CongestionConfig
 	pacedPool sync.Pool
 
 	sendFaults atomic.Pointer[faults]
@@ -292,7 +296,8 @@ func Open(cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.cc = cc
+	d.cc.Store(cc)
+	d.ccCfg = cloneCC(cfg.Congestion)
 	mtu := cfg.MTU
 	if mtu == 0 {
 		// As rxe: the interface MTU minus a GRH, UDP, BTH, the largest
@@ -605,6 +610,8 @@ func (d *Device) addQP(q *qp) error {
 	// Until then packets of q (in state Reset) leave from the device's port.
 	q.mu.Lock()
 	q.setSourcePort(qpSourcePort(q.qpn))
+	// Registered first: a SetCongestion from now on finds q.
+	q.syncCC()
 	q.mu.Unlock()
 	return nil
 }

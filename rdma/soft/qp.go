@@ -180,7 +180,6 @@ func (p *pd) CreateQP(a *rdma.QPInitAttr) (rdma.QP, error) {
 	q.rnrTimer.Stop()
 	q.ackTimer = time.AfterFunc(time.Hour, q.onAckTimer)
 	q.ackTimer.Stop()
-	q.initCC()
 	if sq != nil {
 		if err := sq.attach(); err != nil {
 			return nil, err
@@ -463,7 +462,7 @@ func (q *qp) reset() {
 	q.srqReturn()
 	q.req, q.comp, q.resp = requester{}, completer{}, responder{}
 	if q.cc != nil {
-		q.cc.lastCNP, q.cc.rp = time.Time{}, newDCQCN(&q.dev.cc.rp)
+		q.cc.lastCNP, q.cc.rp = time.Time{}, newDCQCN(q.cc.rp.p)
 	}
 }
 

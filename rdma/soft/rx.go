@@ -91,14 +91,17 @@ func (d *Device) newRxQueue(sc *sockConn, queue int, udp bool) (*rxQueue, error)
 	if err != nil {
 		return nil, fmt.Errorf("soft: receive queue %d: %w", queue, err)
 	}
-	tos := udp && d.cc != nil
-	if tos {
-		// The ECN field of each datagram (congestion.go).
-		if err := setRecvTOS(sc, d.v6); err != nil {
-			w.close()
-			return nil, fmt.Errorf("soft: receive queue %d: %w", queue, err)
-		}
+	if udp {
+		// Room for each datagram's ECN field (congestion.go), which the
+		// kernel gives only while the socket asks for it (setRecvTOS):
+		// SetCongestion turns that on and off on a running device.
 		m.recvTOS()
+		if d.cc.Load() != nil {
+			if err := setRecvTOS(sc, d.v6); err != nil {
+				w.close()
+				return nil, fmt.Errorf("soft: receive queue %d: %w", queue, err)
+			}
+		}
 	}
 	bufs := make([]byte, batch*size)
 	for i := 0; i < batch; i++ {
@@ -110,6 +113,7 @@ func (d *Device) newRxQueue(sc *sockConn, queue int, udp bool) (*rxQueue, error)
 	rq.process = func(n int) {
 		wireAcquire()
 		f := d.recvFaults.Load()
+		tos := udp && d.cc.Load() != nil
 		var pkts, bytes int
 		for i := 0; i < n; i++ {
 			if m.hdrs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
@@ -314,7 +318,7 @@ func (d *Device) input(b []byte, rx *rxState) {
 			d.stats.dropped.Add(1)
 			break
 		}
-		if d.cc != nil && ipECN(ip) == ecnCE {
+		if ipECN(ip) == ecnCE && d.cc.Load() != nil {
 			q.onCE(rx)
 		}
 		if op.IsAck() || op.IsReadResponse() {

@@ -136,10 +136,15 @@ func (t *txBatch) next() *txPkt {
 func (t *txBatch) commit() {
 	p := &t.pkts[t.n]
 	p.from, p.qc, p.tos = t.src, t.qc, t.tos
-	if cc := t.dev.cc; cc != nil {
+	// A QP with a paced queue keeps queueing behind it even if the
+	// device's congestion control just went off (SetCongestion empties
+	// the queue under the QP's lock, which commit runs under).
+	if cc, q := t.dev.cc.Load(), t.q; cc != nil || q != nil && q.cc != nil {
 		op := wire.BTH(p.buf[:]).Opcode()
-		p.tos = cc.packetTOS(p.tos, op)
-		if q := t.q; q != nil && q.cc != nil && (op.IsReadResponse() || op.IsAck()) && q.cc.respPaced() {
+		if cc != nil {
+			p.tos = cc.packetTOS(p.tos, op)
+		}
+		if q != nil && q.cc != nil && (op.IsReadResponse() || op.IsAck()) && q.cc.respPaced() {
 			q.divert(p)
 			return
 		}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"reflect"
 	"strconv"
 	"sync"
 
@@ -151,6 +150,12 @@ func (s *Server) Apply(tree *configfs.Tree) error {
 	for _, pl := range ch.Start {
 		key := prepared[pl.Name]
 		delete(prepared, pl.Name)
+		if key != nil {
+			if err := s.setCongestion(pl, *key); err != nil {
+				errs = append(errs, tree.PortError(tree.Port(pl.Name), "addr_traddr", err))
+				s.log.Error("congestion control not changed", "port", pl.Name, "address", pl.Address, "error", err)
+			}
+		}
 		if err := s.startPort(pl, key); err != nil {
 			errs = append(errs, tree.PortError(tree.Port(pl.Name), "addr_traddr", err))
 			s.log.Error("port not started", "port", pl.Name, "address", pl.Address, "error", err)
@@ -347,10 +352,8 @@ func (s *Server) device(pl reconcile.PortListener) (rdma.Device, deviceKey, erro
 	if d := s.devices[key]; d != nil {
 		// configfs makes the ports of one soft device agree; a reload
 		// that changes their block finds the device open (its ports
-		// restart before it closes) and keeps its settings.
-		if !reflect.DeepEqual(d.congestion, cfg.Congestion) {
-			s.log.Warn("the soft RDMA device is open with other congestion control settings: the new ones apply when nvmetd restarts", "port", pl.Name, "address", pl.Address.Addr)
-		}
+		// restart before it closes): Apply changes its settings once
+		// the reload is accepted (setCongestion).
 		d.refs++
 		return d.dev, key, nil
 	}
