@@ -100,11 +100,13 @@ func (d *Dialer) Dial(ctx context.Context, addr fabrics.Address, p fabrics.Queue
 		tc.Close()
 		return nil, fmt.Errorf("nvme-tcp: queue %d to %s: %w", p.QID, addr, err)
 	}
-	q, err := newHostQueue(cfg, addr, p, tc, hp)
+	// Out of the netpoller from here on (host_sock.go): the handshake
+	// above used it for its deadlines and context.
+	sock, err := detach(tc)
 	if err != nil {
-		tc.Close()
 		return nil, fmt.Errorf("nvme-tcp: queue %d to %s: %w", p.QID, addr, err)
 	}
+	q := newHostQueue(cfg, addr, p, sock, hp)
 	cfg.Logger.Debug("queue connected", "qid", p.QID, "target", where, "depth", q.depth,
 		"hdgst", hp.hdgst, "ddgst", hp.ddgst, "cpda", hp.cpda, "maxh2cdata", hp.maxH2CData)
 	go q.readLoop()

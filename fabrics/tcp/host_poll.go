@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -40,6 +41,10 @@ func (q *hostQueue) poll() (got bool, need int) {
 	if q.dead.Load() || !q.rmu.TryLock() {
 		return false, 0
 	}
+	if q.dead.Load() { // the socket may be closed (teardown)
+		q.rmu.Unlock()
+		return false, 0
+	}
 	n := q.pdus
 	err := q.drain(hostPollMax, true)
 	got, need = q.pdus != n, q.need
@@ -68,8 +73,7 @@ func (q *hostQueue) CanPoll() bool { return true }
 type hostPollWaiter struct {
 	pfd    [1]unix.PollFd
 	ts     unix.Timespec
-	lowat  int // SO_RCVLOWAT for the wait (0: leave it)
-	waitFn func(fd uintptr)
+	sleeps atomic.Uint64 // sleeps begun (for tests)
 }
 
 // PollWait implements fabrics.WaitPoller: Poll, and when nothing was
@@ -87,29 +91,32 @@ func (q *hostQueue) PollWait(d time.Duration) bool {
 	if d <= 0 || !q.pollMu.TryLock() {
 		return false
 	}
-	q.pw.ts = unix.NsecToTimespec(int64(d))
-	q.pw.lowat = 0
-	if need > 1 {
-		q.pw.lowat = need
-	}
-	err := q.raw.Control(q.pw.waitFn)
-	q.pollMu.Unlock()
-	if err != nil {
+	if q.dead.Load() { // the socket may be closed (teardown)
+		q.pollMu.Unlock()
 		return false
 	}
+	q.pw.ts = unix.NsecToTimespec(int64(d))
+	q.pw.sleeps.Add(1)
+	lowat := 0
+	if need > 1 {
+		lowat = need
+	}
+	q.ppollOnce(lowat)
+	q.pollMu.Unlock()
 	return q.Poll()
 }
 
-// ppollOnce is PollWait's raw function: one ppoll for readability, its
-// outcome left to the Poll that follows.
-func (q *hostQueue) ppollOnce(fd uintptr) {
-	if q.pw.lowat > 0 {
-		_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, q.pw.lowat)
+// ppollOnce is PollWait's sleep: one ppoll for readability (with
+// SO_RCVLOWAT at lowat when above 0), its outcome left to the Poll that
+// follows.
+func (q *hostQueue) ppollOnce(lowat int) {
+	fd := q.sock.fd
+	if lowat > 0 {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT, lowat)
 	}
-	q.pw.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}
-	_, _ = unix.Ppoll(q.pw.pfd[:], &q.pw.ts, nil)
-	if q.pw.lowat > 0 {
+	q.sock.wait(&q.pw.pfd, unix.POLLIN|unix.POLLRDHUP, &q.pw.ts)
+	if lowat > 0 {
 		// Back to the default, for the reader goroutine.
-		_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, 1)
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT, 1)
 	}
 }

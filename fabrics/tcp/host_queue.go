@@ -3,10 +3,8 @@ package tcp
 import (
 	"encoding/binary"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -51,8 +49,7 @@ type hostQueue struct {
 	log     hclog.Logger
 	qid     uint16
 	addr    fabrics.Address
-	conn    *net.TCPConn
-	raw     syscall.RawConn
+	sock    *hostSock
 	hp      hostParams
 	depth   int
 	maxXfer int
@@ -76,13 +73,17 @@ type hostQueue struct {
 
 	// rmu is held by whoever reads the socket (the reader goroutine or
 	// a poller), wmu by whoever writes it (a caller sending inline, or
-	// the writer goroutine).
+	// the writer goroutine), pollMu by PollWait's sleeper; teardown takes
+	// all three before it closes the socket, and whoever takes one
+	// afterwards finds dead set.
 	rmu     sync.Mutex
 	wmu     sync.Mutex
 	polling atomic.Bool   // a caller polls: the reader goroutine waits on unpoll
 	unpoll  chan struct{} // PollDone wakes the reader (capacity 1)
 	dead    atomic.Bool   // shutdown has run
 	parked  atomic.Bool   // the reader goroutine waits for PollDone (for tests)
+	rwaits  atomic.Uint64 // the reader goroutine's sleeps on the socket (for tests)
+	wwaits  atomic.Uint64 // the writer's sleeps on a full socket (for tests)
 	pollMu  sync.Mutex    // held by PollWait's sleeper
 	pw      hostPollWaiter
 
@@ -93,18 +94,13 @@ type hostQueue struct {
 	hostWriter
 }
 
-func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams, conn *net.TCPConn, hp hostParams) (*hostQueue, error) {
-	raw, err := conn.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
+func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams, sock *hostSock, hp hostParams) *hostQueue {
 	depth := p.SQSize - 1
 	q := &hostQueue{
 		log:     cfg.Logger.With("qid", p.QID, "target", addr.Addr),
 		qid:     p.QID,
 		addr:    addr,
-		conn:    conn,
-		raw:     raw,
+		sock:    sock,
 		hp:      hp,
 		depth:   depth,
 		maxXfer: cfg.MaxTransfer,
@@ -125,7 +121,7 @@ func newHostQueue(cfg HostConfig, addr fabrics.Address, p fabrics.QueueParams, c
 	}
 	q.initReader()
 	q.initWriter()
-	return q, nil
+	return q
 }
 
 var (
@@ -193,13 +189,14 @@ func (q *hostQueue) shutdown(err error, term PDU) {
 		q.term = term
 		q.mu.Unlock()
 		q.dead.Store(true)
-		// A writer stuck on a full socket gives up: at once, or after
-		// the second the termination request may take.
-		wait := time.Duration(0)
+		// Sleepers on the socket wake and a writer stuck on a full
+		// socket gives up: at once, or after the second the
+		// termination request may take.
 		if term != nil {
-			wait = time.Second
+			q.sock.shutAfter(time.Second)
+		} else {
+			q.sock.shut()
 		}
-		q.conn.SetWriteDeadline(time.Now().Add(wait))
 		close(q.closing)
 	})
 }
@@ -282,14 +279,18 @@ func (q *hostQueue) complete(s *hostSlot) *fabrics.HostCommand {
 	return cmd
 }
 
-// teardown runs when the writer has stopped: the connection closes, the
-// reader returns, a poller or inline sender still at work finishes, and
-// what was outstanding fails with the close error.
+// teardown runs when the writer has stopped: the socket shuts down, the
+// reader returns, a poller, sleeper or inline sender still at work
+// finishes, the socket closes, and what was outstanding fails with the
+// close error.
 func (q *hostQueue) teardown() {
-	q.conn.Close()
+	q.sock.shut()
 	<-q.rdone
 	q.rmu.Lock()
 	q.wmu.Lock()
+	q.pollMu.Lock()
+	q.sock.close()
+	q.pollMu.Unlock()
 	q.mu.Lock()
 	err := q.closeErr
 	var pending []*fabrics.HostCommand

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
 )
@@ -25,15 +27,11 @@ type hostReader struct {
 	rpos   int
 	rend   int
 	rhdr   [hostHdrRoom]byte // the PDU header being read, and a C2HTermReq's data
-	fillFn func(fd uintptr)  // bound once: a method value per read would allocate
-	fillN  int               // fill's result: bytes read, 0 for none yet
-	fillE  error
-	need   int // bytes the next PDU still needs from the socket (drain with whole)
-	waitFn func(fd uintptr) bool
-	waited bool
-	peek   [1]byte
-	pdus   uint64 // PDUs read (work found, for Poll)
-	rdPDUs uint64 // of which the reader goroutine read (for tests)
+	rpfd   [1]unix.PollFd    // for waits under rmu (the rest of a PDU begun)
+	idle   [1]unix.PollFd    // for the reader goroutine's wait outside rmu
+	need   int               // bytes the next PDU still needs from the socket (drain with whole)
+	pdus   uint64            // PDUs read (work found, for Poll)
+	rdPDUs uint64            // of which the reader goroutine read (for tests)
 }
 
 // errFatal is returned by the reader after it has ended the connection
@@ -42,15 +40,14 @@ var errFatal = errors.New("nvme-tcp: protocol error")
 
 func (q *hostQueue) initReader() {
 	q.rbuf = make([]byte, hostReadBuffer)
-	q.fillFn = q.fill
-	q.waitFn = q.waitOnce
-	q.pw.waitFn = q.ppollOnce
 }
 
 // readLoop reads the controller's PDUs until the connection ends. While a
 // caller polls the queue (Poll, until PollDone) it leaves the socket to
 // the poller: it neither reads nor waits on the socket, so a completion
-// wakes no goroutine here.
+// wakes no goroutine here. Otherwise it sleeps in ppoll on the socket
+// (its thread blocked in the system call), woken by the controller's
+// segments or by shut.
 func (q *hostQueue) readLoop() {
 	defer close(q.rdone)
 	for {
@@ -86,31 +83,9 @@ func (q *hostQueue) readStep() error {
 	}
 	// Nothing there: wait until the socket is readable (the read lock
 	// is not held meanwhile, so that a poller can take the data).
-	return q.raw.Read(q.waitFn)
-}
-
-// waitOnce is the reader's raw read function while it waits: on the
-// first call it looks whether data is there (what arrived after drain
-// found the socket empty and before the netpoller was armed would wake
-// nobody) and reports false (wait for the socket to be readable) when
-// not; true on the second call.
-func (q *hostQueue) waitOnce(fd uintptr) bool {
-	if q.waited {
-		q.waited = false
-		return true
-	}
-	for {
-		_, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&q.peek[0])), 1,
-			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-		switch e {
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			q.waited = true
-			return false
-		}
-		return true // data, end of stream or an error: drain sees which
-	}
+	q.rwaits.Add(1)
+	q.sock.wait(&q.idle, unix.POLLIN|unix.POLLRDHUP, nil)
+	return nil
 }
 
 // drain reads up to max PDUs that have arrived, without waiting for the
@@ -148,12 +123,7 @@ func (q *hostQueue) fillMore() error {
 		q.rend = copy(q.rbuf, q.rbuf[q.rpos:q.rend])
 		q.rpos = 0
 	}
-	q.fillN, q.fillE = 0, nil
-	if err := q.raw.Control(q.fillFn); err != nil {
-		return err
-	}
-	q.rend += q.fillN
-	return q.fillE
+	return q.fill()
 }
 
 // whole reports whether the next PDU has arrived whole, reading what the
@@ -179,24 +149,24 @@ func (q *hostQueue) whole() (bool, error) {
 	return false, nil
 }
 
-// fill is fillMore's raw function: one non-blocking read into the buffer
-// after its bytes.
-func (q *hostQueue) fill(fd uintptr) {
+// fill is one non-blocking read into the buffer after its bytes.
+func (q *hostQueue) fill() error {
 	for {
-		n, _, e := syscall.Syscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&q.rbuf[q.rend])), uintptr(len(q.rbuf)-q.rend))
+		n, _, e := syscall.Syscall(syscall.SYS_READ, uintptr(q.sock.fd), uintptr(unsafe.Pointer(&q.rbuf[q.rend])), uintptr(len(q.rbuf)-q.rend))
 		switch e {
 		case 0:
 			if n == 0 {
-				q.fillE = io.EOF
+				return io.EOF
 			}
-			q.fillN = int(n)
+			q.rend += int(n)
+			return nil
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			return nil
 		default:
-			q.fillE = e
+			return e
 		}
-		return
 	}
 }
 
@@ -212,14 +182,14 @@ func (q *hostQueue) readFull(b []byte) error {
 		}
 		q.rpos, q.rend = 0, 0
 		if len(b) >= len(q.rbuf)/2 {
-			n, err := q.conn.Read(b)
+			n, err := q.sock.readSome(&q.rpfd, b)
 			b = b[n:]
 			if err != nil && len(b) > 0 {
 				return err
 			}
 			continue
 		}
-		n, err := q.conn.Read(q.rbuf)
+		n, err := q.sock.readSome(&q.rpfd, q.rbuf)
 		q.rend = n
 		if err != nil && n == 0 {
 			return err
@@ -233,7 +203,7 @@ func (q *hostQueue) discard(n int) error {
 	for n > 0 {
 		if q.rpos == q.rend {
 			q.rpos, q.rend = 0, 0
-			m, err := q.conn.Read(q.rbuf[:min(n, len(q.rbuf))])
+			m, err := q.sock.readSome(&q.rpfd, q.rbuf[:min(n, len(q.rbuf))])
 			q.rend = m
 			if err != nil && m == 0 {
 				return err

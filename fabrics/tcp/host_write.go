@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nvmeof/nvmeof/fabrics"
 )
 
@@ -34,23 +36,20 @@ type hostWriter struct {
 	batch    [hostBatch]hostWriteItem
 	hdrs     []byte // hostMaxPDUs * hostHdrRoom
 	ddg      [hostMaxPDUs][DigestLen]byte
-	iov      []syscall.Iovec
+	iov      []unix.Iovec
 	npdu     int
 	wpos     int   // the first iovec not yet written
 	werr     error // writev's error
-	writeFn  func(fd uintptr) bool
-	tryFn    func(fd uintptr)
-	rest     int    // items of a batch an inline send left to the writer goroutine
-	inlined  uint64 // batches sent whole by an inline send (for tests)
-	handedTo uint64 // batches the writer goroutine sent or finished (for tests)
+	msg      unix.Msghdr
+	wpfd     [1]unix.PollFd // for the waits on a full socket
+	rest     int            // items of a batch an inline send left to the writer goroutine
+	inlined  uint64         // batches sent whole by an inline send (for tests)
+	handedTo uint64         // batches the writer goroutine sent or finished (for tests)
 }
 
 func (q *hostQueue) initWriter() {
 	q.hdrs = make([]byte, hostMaxPDUs*hostHdrRoom)
-	q.iov = make([]syscall.Iovec, 0, hostMaxIOV)
-	// Bound once: a method value per write would allocate.
-	q.writeFn = q.writev
-	q.tryFn = func(fd uintptr) { q.writev(fd) }
+	q.iov = make([]unix.Iovec, 0, hostMaxIOV)
 }
 
 // send writes what the ring holds from the calling goroutine when nobody
@@ -78,10 +77,8 @@ func (q *hostQueue) send() {
 	}
 	q.layout(n)
 	q.wpos, q.werr = 0, nil
-	err := q.raw.Control(q.tryFn)
-	if err == nil {
-		err = q.werr
-	}
+	q.writev()
+	err := q.werr
 	if err == nil && q.wpos < len(q.iov) {
 		q.rest = n // the writer goroutine writes the rest
 		q.wmu.Unlock()
@@ -337,14 +334,14 @@ func (q *hostQueue) sealPDU(room []byte, hlen int) {
 }
 
 func (q *hostQueue) addIOV(b []byte) {
-	v := syscall.Iovec{Base: &b[0]}
+	v := unix.Iovec{Base: &b[0]}
 	v.SetLen(len(b))
 	q.iov = append(q.iov, v)
 }
 
-// flush writes the iovecs laid out so far with writev, waiting in the
-// netpoller while the socket is full (the write deadline bounds it once
-// the queue is closing).
+// flush writes the iovecs laid out so far with writev, waiting in ppoll
+// while the socket is full (shut ends the wait once the queue is closing:
+// at once, or a second later when an H2CTermReq is to go).
 func (q *hostQueue) flush() error {
 	return q.flushFrom(0)
 }
@@ -355,10 +352,11 @@ func (q *hostQueue) flushFrom(wpos int) error {
 		return nil
 	}
 	q.wpos, q.werr = wpos, nil
-	err := q.raw.Write(q.writeFn)
-	if err == nil {
-		err = q.werr
+	for !q.writev() {
+		q.wwaits.Add(1)
+		q.sock.wait(&q.wpfd, unix.POLLOUT, nil)
 	}
+	err := q.werr
 	q.endWrite()
 	return err
 }
@@ -369,12 +367,16 @@ func (q *hostQueue) endWrite() {
 	q.iov, q.npdu = q.iov[:0], 0
 }
 
-// writev is the raw write function of flush: it writes the iovecs from
-// wpos on, and reports false when the socket is full.
-func (q *hostQueue) writev(fd uintptr) bool {
+// writev writes the iovecs from wpos on without waiting, and reports
+// false when the socket is full. It is sendmsg with MSG_NOSIGNAL: a write
+// to a socket shut down (shut) or reset fails with EPIPE, raising no
+// SIGPIPE in fio's process.
+func (q *hostQueue) writev() bool {
 	for q.wpos < len(q.iov) {
 		n := min(len(q.iov)-q.wpos, 1024) // IOV_MAX
-		w, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&q.iov[q.wpos])), uintptr(n))
+		q.msg.Iov = &q.iov[q.wpos]
+		q.msg.SetIovlen(n)
+		w, _, e := syscall.Syscall(syscall.SYS_SENDMSG, uintptr(q.sock.fd), uintptr(unsafe.Pointer(&q.msg)), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
 		switch e {
 		case 0:
 		case syscall.EINTR:
