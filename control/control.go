@@ -2,7 +2,8 @@
 // socket (as SPDK's rpc.py speaks to its target), one request object a
 // line, to create, list, change and delete ports, subsystems, namespaces,
 // hosts and allow-list entries of the running target, list and disconnect
-// controllers, and save the running configuration. docs/control-api.md
+// controllers, show the ports' RDMA device counters, and save the running
+// configuration. docs/control-api.md
 // documents every method.
 //
 // Every change copies the configuration tree the target runs, changes the

@@ -51,6 +51,7 @@ func init() {
 		"port.link":      typed(func(s *Service, q *LinkParams) (any, *Error) { return s.link(q, true) }),
 		"port.unlink":    typed(func(s *Service, q *LinkParams) (any, *Error) { return s.link(q, false) }),
 		"port.ana_state": typed((*Service).portANAState),
+		"port.stats":     typed((*Service).portStats),
 
 		"subsystem.list":   typed((*Service).subsystemList),
 		"subsystem.add":    typed((*Service).subsystemAdd),
@@ -109,7 +110,7 @@ func (s *Service) call(name string, params json.RawMessage) (result any, rerr *E
 }
 
 func isList(name string) bool {
-	return strings.HasSuffix(name, ".list") || name == "config.save"
+	return strings.HasSuffix(name, ".list") || name == "port.stats" || name == "config.save"
 }
 
 // result is what a changing method answers once its change is applied,

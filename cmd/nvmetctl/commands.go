@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -403,6 +405,17 @@ func portCmd() *cli.Command {
 				table(c, "ID\tPORTID\tTRANSPORT\tADDRESS\tSERVICE\tPROVIDER\tSUBSYSTEMS\tANA", rows)
 			})
 		}},
+		&cli.Command{Name: "stats", Usage: "show the counters of the ports' RDMA devices (all ports, or PORT-ID)", ArgsUsage: "[PORT-ID]", Action: func(c *cli.Context) error {
+			a, err := args(c, "[PORT-ID]")
+			if err != nil {
+				return err
+			}
+			var p map[string]any
+			if a[0] != "" {
+				p = map[string]any{"id": a[0]}
+			}
+			return do(c, "port.stats", p, func(ps []control.PortStats) { printPortStats(c, ps) })
+		}},
 		&cli.Command{Name: "add", Usage: "add a port", ArgsUsage: "PORT-ID", Flags: portFlags(), Action: func(c *cli.Context) error {
 			a, err := args(c, "PORT-ID")
 			if err != nil {
@@ -443,6 +456,26 @@ func portCmd() *cli.Command {
 				})
 			}},
 	)
+}
+
+// printPortStats prints one row per counter of each port's device, by
+// name; a port without counters gets one row saying why.
+func printPortStats(c *cli.Context, ps []control.PortStats) {
+	var rows [][]string
+	for _, p := range ps {
+		dev := p.Device
+		if dev == "" {
+			dev = "-"
+		}
+		names := slices.Sorted(maps.Keys(p.Counters))
+		for _, n := range names {
+			rows = append(rows, []string{p.ID, p.Transport, dev, n, strconv.FormatUint(p.Counters[n], 10)})
+		}
+		if len(names) == 0 || p.Note != "" {
+			rows = append(rows, []string{p.ID, p.Transport, dev, "-", "(" + p.Note + ")"})
+		}
+	}
+	table(c, "PORT\tTRANSPORT\tDEVICE\tCOUNTER\tVALUE", rows)
 }
 
 // --- ctrl ---

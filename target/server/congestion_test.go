@@ -169,6 +169,9 @@ subsystem "` + nqn + `" {
 			} else if sd != dev {
 				t.Fatal("the device was reopened")
 			}
+			if pd := s.PortDevice("p1"); pd != dev || s.PortDevice("p2") != nil {
+				t.Fatalf("PortDevice: %v, %v", pd, s.PortDevice("p2"))
+			}
 			var rate uint64
 			for _, st := range sd.QPStats(nil) {
 				if st.QPN == qp.QPN() {

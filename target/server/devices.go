@@ -19,3 +19,19 @@ func (s *Server) Devices() []rdma.Device {
 	slices.SortFunc(out, func(a, b rdma.Device) int { return strings.Compare(a.Name(), b.Name()) })
 	return out
 }
+
+// PortDevice returns the RDMA device port name (its ID) listens on, for
+// its counters (the caller must not close it); nil for a port that is
+// not running or not rdma.
+func (s *Server) PortDevice(name string) rdma.Device {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.ports[name]
+	if p == nil || p.devKey == nil {
+		return nil
+	}
+	if d := s.devices[*p.devKey]; d != nil {
+		return d.dev
+	}
+	return nil
+}
