@@ -354,7 +354,8 @@ func (q *qp) ccOff() {
 	cc := q.cc
 	cc.paceTimer.Stop()
 	cc.paceArmed = false
-	if len(cc.respQ) > 0 && !q.resp.ackHold && q.state != rdma.QPSErr && q.state != rdma.QPSReset {
+	live := q.state != rdma.QPSErr && q.state != rdma.QPSReset
+	if len(cc.respQ) > 0 && !q.resp.ackHold && live {
 		q.txMu.Lock()
 		tx := q.dev.getTx()
 		tx.forQP(q)
@@ -371,7 +372,9 @@ func (q *qp) ccOff() {
 		q.txMu.Unlock()
 		q.dev.putTx(tx)
 	}
-	q.dev.stats.pacedDrops.Add(uint64(len(cc.respQ)))
+	if live {
+		q.dev.stats.pacedDrops.Add(uint64(len(cc.respQ)))
+	}
 	q.dropPaced()
 	q.cc = nil
 	q.kick()
