@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -139,7 +140,6 @@ func newTargetQueue(l *Listener, c *net.TCPConn, hpda uint8, hdgst, ddgst bool, 
 	q := &TargetQueue{
 		l:          l,
 		c:          c,
-		br:         bufio.NewReaderSize(c, targetReadBufSize),
 		log:        log,
 		maxXfer:    l.cfg.MaxTransfer,
 		hpda:       hpda,
@@ -150,6 +150,7 @@ func newTargetQueue(l *Listener, c *net.TCPConn, hpda uint8, hdgst, ddgst bool, 
 	}
 	q.cond.L = &q.mu
 	q.raw, _ = c.SyscallConn() // fails only on a closed connection, whose sends fail anyway
+	q.br = bufio.NewReaderSize(newTargetRawReader(q), targetReadBufSize)
 	q.tryFn = q.tryWrite
 	q.remote = fabrics.Address{Transport: fabrics.TransportTCP}
 	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
@@ -644,4 +645,60 @@ func (q *TargetQueue) onH2CData(n int) error {
 func (q *TargetQueue) deliver(s *targetSlot) {
 	s.state.Store(tslotHandler)
 	q.handler.HandleCommand(&s.req)
+}
+
+// targetRawReader reads the connection with non-blocking read(2)s made as
+// raw system calls, waiting in the netpoller when the socket is empty (the
+// deadlines of the connection apply). net.Conn's Read enters the system
+// call through entersyscall, which wakes sysmon from the sleep it takes
+// while the process is idle: once per QD1 command, the first read after
+// the netpoller's wake-up (docs/tcp.md, "Host wake-ups at QD1").
+type targetRawReader struct {
+	q   *TargetQueue
+	b   []byte
+	n   int
+	err error
+	fn  func(fd uintptr) bool // bound once: a method value per read would allocate
+}
+
+func newTargetRawReader(q *TargetQueue) *targetRawReader {
+	r := &targetRawReader{q: q}
+	r.fn = r.read
+	return r
+}
+
+// Read implements io.Reader.
+func (r *targetRawReader) Read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	r.b, r.n, r.err = b, 0, nil
+	err := r.q.raw.Read(r.fn)
+	r.b = nil
+	if err != nil {
+		return 0, err
+	}
+	return r.n, r.err
+}
+
+// read is Read's raw function: one read, false when the socket is empty.
+func (r *targetRawReader) read(fd uintptr) bool {
+	for {
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&r.b[0])), uintptr(len(r.b)))
+		switch e {
+		case 0:
+			if n == 0 {
+				r.err = io.EOF
+			}
+			r.n = int(n)
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		default:
+			r.err = e
+			return true
+		}
+	}
 }

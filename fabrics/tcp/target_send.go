@@ -306,7 +306,10 @@ func (q *TargetQueue) tryWrite(fd uintptr) {
 			v.SetLen(len(b))
 			q.tiov = append(q.tiov, v)
 		}
-		w, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&q.tiov[0])), uintptr(len(q.tiov)))
+		// RawSyscall: a writev that does not wait needs no
+		// entersyscall, which would wake sysmon from its idle sleep at
+		// every QD1 response (docs/tcp.md, "Host wake-ups at QD1").
+		w, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&q.tiov[0])), uintptr(len(q.tiov)))
 		switch e {
 		case 0:
 			q.wrote += int(w)
