@@ -28,7 +28,6 @@ type hostReader struct {
 	rend   int
 	rhdr   [hostHdrRoom]byte // the PDU header being read, and a C2HTermReq's data
 	rpfd   [1]unix.PollFd    // for waits under rmu (the rest of a PDU begun)
-	idle   [1]unix.PollFd    // for the reader goroutine's wait outside rmu
 	need   int               // bytes the next PDU still needs from the socket (drain with whole)
 	pdus   uint64            // PDUs read (work found, for Poll)
 	rdPDUs uint64            // of which the reader goroutine read (for tests)
@@ -45,9 +44,9 @@ func (q *hostQueue) initReader() {
 // readLoop reads the controller's PDUs until the connection ends. While a
 // caller polls the queue (Poll, until PollDone) it leaves the socket to
 // the poller: it neither reads nor waits on the socket, so a completion
-// wakes no goroutine here. Otherwise it sleeps in ppoll on the socket
-// (its thread blocked in the system call), woken by the controller's
-// segments or by shut.
+// wakes no goroutine here. Otherwise it waits in the netpoller for the
+// socket (hostSock.waitReadable), woken by the controller's segments or by
+// shut.
 func (q *hostQueue) readLoop() {
 	defer close(q.rdone)
 	for {
@@ -84,8 +83,7 @@ func (q *hostQueue) readStep() error {
 	// Nothing there: wait until the socket is readable (the read lock
 	// is not held meanwhile, so that a poller can take the data).
 	q.rwaits.Add(1)
-	q.sock.wait(&q.idle, unix.POLLIN|unix.POLLRDHUP, nil)
-	return nil
+	return q.sock.waitReadable()
 }
 
 // drain reads up to max PDUs that have arrived, without waiting for the

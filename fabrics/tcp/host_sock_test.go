@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -215,4 +218,83 @@ func hostFillSocket(t *testing.T, q *hostQueue) func() bool {
 		}
 	}
 	return func() bool { return q.wwaits.Load() > 0 }
+}
+
+// hostEpollsWatching returns the epoll descriptors of the process whose
+// interest list holds descriptor fd (/proc/self/fdinfo's tfd lines).
+func hostEpollsWatching(t *testing.T, fd int) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	var eps []int
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err != nil || l != "anon_inode:[eventpoll]" {
+			continue
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "tfd:" && f[1] == strconv.Itoa(fd) {
+				n, _ := strconv.Atoi(e.Name())
+				eps = append(eps, n)
+			}
+		}
+	}
+	return eps
+}
+
+// TestHostSocketOutsideNetpoller: the queue's socket is in no epoll set
+// but its private one (the netpoller's would wake a runtime thread at
+// every segment fio's thread reads), and while a caller polls, the
+// commands' responses leave that set without events (its one-shot entry
+// disarmed): nothing wakes the netpoller for them. After PollDone the
+// reader goroutine, waiting in the netpoller on the private set, gets the
+// responses again.
+func TestHostSocketOutsideNetpoller(t *testing.T) {
+	f := newHostFake(t)
+	q := hostDialFake(t, f, HostConfig{}, 1, 3)
+	var ep int
+	if err := q.sock.epraw.Control(func(fd uintptr) { ep = int(fd) }); err != nil {
+		t.Fatal(err)
+	}
+	if got := hostEpollsWatching(t, q.sock.fd); len(got) != 1 || got[0] != ep {
+		t.Fatalf("socket %d in epoll sets %v, want only its own (%d)", q.sock.fd, got, ep)
+	}
+	hostPollWarm(t, q)
+	for i := range 10 {
+		var done atomic.Bool
+		cmd := hostIOCmd(0x02, 0, make([]byte, 4096), uint16(i%2))
+		cmd.Done = func(*fabrics.HostCommand) { done.Store(true) }
+		if err := q.Submit(cmd); err != nil {
+			t.Fatal(err)
+		}
+		// The response in the socket, not yet taken: the private set
+		// must not have turned readable.
+		sfd := []unix.PollFd{{Fd: int32(q.sock.fd), Events: unix.POLLIN}}
+		if n, err := unix.Poll(sfd, 10000); err != nil || n != 1 {
+			t.Fatalf("round %d: no response within 10 s (%d, %v)", i, n, err)
+		}
+		pfd := []unix.PollFd{{Fd: int32(ep), Events: unix.POLLIN}}
+		if n, err := unix.Poll(pfd, 0); err != nil || n != 0 {
+			t.Fatalf("round %d: the private epoll set is readable (%d, %v, revents %#x) while polled", i, n, err, pfd[0].Revents)
+		}
+		for end := time.Now().Add(10 * time.Second); !done.Load(); q.Poll() {
+			if time.Now().After(end) {
+				t.Fatalf("round %d: no completion within 10 s of polling", i)
+			}
+		}
+		if cmd.Err != nil {
+			t.Fatal(cmd.Err)
+		}
+	}
+	q.PollDone()
+	before := hostCountersOf(q).rdPDUs
+	hostRun(t, q, hostIOCmd(0x02, 0, make([]byte, 4096), 0))
+	if got := hostCountersOf(q).rdPDUs - before; got == 0 {
+		t.Error("after PollDone the reader goroutine read nothing")
+	}
 }
