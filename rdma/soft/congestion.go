@@ -95,9 +95,14 @@ const (
 	DefaultRateReduce     = 4 * time.Microsecond
 	DefaultByteCounter    = 10 << 20
 	DefaultFastRecovery   = 5
-	// ccBurst is the bytes a paced QP may send back to back: a GSO run
-	// of full packets.
-	ccBurst = 64 << 10
+	// ccBurst is the most a paced QP may send back to back, ccBurstTime
+	// what its rate sends in the time a late pacing timer may cost (its
+	// usual burst), ccMinBurst the least (four 4096-byte packets). A
+	// bucket smaller than the timer's lateness loses rate: on a TCG guest
+	// an 8 KiB bucket held a 40 Mb/s QP to 15 Mb/s (docs/congestion.md).
+	ccBurst     = 256 << 10
+	ccMinBurst  = 16 << 10
+	ccBurstTime = 2 * time.Millisecond
 )
 
 // ccState is a device's congestion control, derived from its
@@ -292,10 +297,13 @@ func stopRecvTOS(sc *sockConn, v6 bool) error {
 }
 
 // packetTOS returns the IP TOS / traffic class a packet of opcode op
-// leaves with when the QP's class is tos: ECN-capable but for
-// acknowledgements and CNPs, which are Not-ECT (RoCEv2 annex A17.9).
+// leaves with when the QP's class is tos: ECN-capable but for CNPs,
+// which are Not-ECT (RoCEv2 annex A17.9). ACKs are ECN-capable: an AQM
+// queue that marks ECT packets drops Not-ECT ones instead, and a lost
+// ACK costs the peer a retransmission timeout (the generalized ECN of
+// RFC 8311 and ECN++ does the same for TCP's ACKs).
 func (c *ccState) packetTOS(tos uint8, op wire.Opcode) uint8 {
-	if op.IsAck() || op.IsCNP() {
+	if op.IsCNP() {
 		return tos &^ 3
 	}
 	return tos&^3 | c.ect
@@ -427,13 +435,11 @@ func (q *qp) onCNP() {
 
 // pace reports whether the requester may send its next packet now
 // (q.cc set); if not, it arms the pacing timer, which runs the requester
-// again when the QP's rate allows. now is read once per requester run
-// (zero: not yet).
+// again when the QP's rate allows. A QP no CNP limits is held to the
+// line rate, as a NIC's link holds it. now is read once per requester
+// run (zero: not yet).
 func (q *qp) pace(now *time.Time) bool {
 	cc := q.cc
-	if !cc.rp.limited {
-		return true
-	}
 	if now.IsZero() {
 		*now = time.Now()
 	}

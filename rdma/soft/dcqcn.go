@@ -92,11 +92,11 @@ func (s *dcqcn) rate() float64 { return s.rc }
 // onCNP handles a CNP received at now.
 func (s *dcqcn) onCNP(now time.Time) {
 	s.advance(now)
+	s.refill(now) // the tokens earned at the rate before the cut
 	p := s.p
 	if !s.limited {
 		s.limited = true
 		s.rc, s.rt = p.lineRate, p.lineRate
-		s.tokens, s.last = p.burst, now
 	}
 	if s.lastCut.IsZero() || now.Sub(s.lastCut) >= p.reducePeriod {
 		s.rt = s.rc
@@ -173,15 +173,18 @@ func (s *dcqcn) unlimit() {
 // mayStart reports whether a packet may leave at now; if not, wait is
 // how long until it may.
 func (s *dcqcn) mayStart(now time.Time) (ok bool, wait time.Duration) {
-	if !s.limited {
-		return true, 0
+	if s.limited {
+		s.advance(now)
 	}
-	s.advance(now)
-	if !s.limited {
-		return true, 0
-	}
+	return s.refill(now)
+}
+
+// refill adds the tokens the rate earned since the last refill and
+// reports whether a packet may leave now; if not, wait is how long until
+// it may.
+func (s *dcqcn) refill(now time.Time) (ok bool, wait time.Duration) {
 	if dt := now.Sub(s.last); dt > 0 {
-		s.tokens = min(s.tokens+dt.Seconds()*s.rc, s.p.burst)
+		s.tokens = min(s.tokens+dt.Seconds()*s.rc, s.burst())
 		s.last = now
 	}
 	if s.tokens > 0 {
@@ -190,12 +193,19 @@ func (s *dcqcn) mayStart(now time.Time) (ok bool, wait time.Duration) {
 	return false, time.Duration(math.Ceil(-s.tokens/s.rc*1e9)) + 1
 }
 
-// sent accounts n bytes sent: the pacer's tokens and the byte counter.
+// burst returns the bytes the pacer lets leave back to back at the
+// current rate (ccBurstTime's worth, within ccMinBurst..p.burst).
+func (s *dcqcn) burst() float64 {
+	return max(min(s.rc*ccBurstTime.Seconds(), s.p.burst), min(ccMinBurst, s.p.burst))
+}
+
+// sent accounts n bytes sent: the pacer's tokens and, while limited, the
+// byte counter.
 func (s *dcqcn) sent(n int) {
+	s.tokens -= float64(n)
 	if !s.limited {
 		return
 	}
-	s.tokens -= float64(n)
 	s.bytes += int64(n)
 	for s.bytes >= s.p.byteCounter && s.limited {
 		s.bytes -= s.p.byteCounter

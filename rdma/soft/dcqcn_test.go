@@ -222,38 +222,73 @@ func TestDCQCNAgainstTimers(t *testing.T) {
 	}
 }
 
-// TestDCQCNPacer checks the pacer holds a limited QP to its rate within
-// its burst, and tells how long to wait.
+// TestDCQCNPacer checks the pacer holds a QP to its rate within its
+// burst (a limited QP to its cut rate, any other to the line rate, as a
+// NIC's link would), and tells how long to wait.
 func TestDCQCNPacer(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := defaultDCQCN(t)
-		p.increasePeriod = time.Hour // hold the rate still
-		p.byteCounter = 1 << 62
-		s := newDCQCN(p)
-		s.onCNP(time.Now())
-		rate := s.rc
-		start := time.Now()
-		sent := 0
-		for range 100000 {
-			now := time.Now()
-			ok, wait := s.mayStart(now)
-			if !ok {
-				if wait <= 0 {
-					t.Fatalf("told to wait %v", wait)
+	for _, tc := range []struct {
+		name string
+		cnp  bool // a CNP first: paced at the cut rate; else held to line rate
+		line float64
+	}{{"limited", true, 0}, {"line rate", false, 0}, {"slow line rate", false, 40e6 / 8}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := defaultDCQCN(t)
+				p.increasePeriod = time.Hour // hold the rate still
+				p.byteCounter = 1 << 62
+				if tc.line > 0 {
+					p.lineRate = tc.line
 				}
-				time.Sleep(wait)
-				continue
-			}
-			s.sent(4096)
-			sent += 4096
-			if now.Sub(start) >= 10*time.Millisecond {
-				break
-			}
+				s := newDCQCN(p)
+				if tc.cnp {
+					s.onCNP(time.Now())
+				}
+				rate := s.rc
+				start := time.Now()
+				sent := 0
+				for range 1000000 {
+					now := time.Now()
+					ok, wait := s.mayStart(now)
+					if !ok {
+						if wait <= 0 {
+							t.Fatalf("told to wait %v", wait)
+						}
+						time.Sleep(wait)
+						continue
+					}
+					s.sent(4096)
+					sent += 4096
+					if now.Sub(start) >= 100*time.Millisecond {
+						break
+					}
+				}
+				el := time.Since(start).Seconds()
+				got := float64(sent) / el
+				if want := rate; got > want*1.01+(s.burst()+4096)/el || got < want*0.99 {
+					t.Fatalf("paced at %.3g B/s, rate %.3g B/s", got, want)
+				}
+			})
+		})
+	}
+}
+
+// TestPacerBurst: the bucket holds ccBurstTime of the rate, within
+// ccMinBurst..ccBurst.
+func TestPacerBurst(t *testing.T) {
+	for _, tc := range []struct {
+		bps  float64
+		want float64
+	}{
+		{10e9, ccBurst},                  // 2.5 MB in 2 ms: capped
+		{100e6, 100e6 / 8 * 0.002},       // 25 KB
+		{40e6, ccMinBurst},               // 10 KB: the floor
+		{1e6, ccMinBurst},                // the floor
+		{1e9, min(1e9/8*0.002, ccBurst)}, // 250 KB
+	} {
+		p := &dcqcnParams{lineRate: tc.bps / 8, burst: ccBurst}
+		s := newDCQCN(p)
+		if got := s.burst(); !near(got, tc.want) {
+			t.Errorf("%g b/s: burst %g, want %g", tc.bps, got, tc.want)
 		}
-		el := time.Since(start).Seconds()
-		got := float64(sent) / el
-		if want := rate; got > want*1.01+float64(p.burst)/el || got < want*0.99 {
-			t.Fatalf("paced at %.3g B/s, rate %.3g B/s", got, want)
-		}
-	})
+	}
 }

@@ -17,9 +17,9 @@ package soft
 // IP_TOS (IPv6: IPV6_TCLASS) control message on every message whose class
 // is not 0; class 0 sends none, the socket's default, so the fast path
 // is unchanged. With congestion control on, commit also sets the ECN
-// field of the class (congestion.go): ECT on data, Not-ECT on ACKs and
-// CNPs, so data packets always carry the control message then. A GSO run never mixes classes: one super-datagram has one
-// IP header. Both modes send through UDP sockets, so raw mode (whose raw
+// field of the class (congestion.go): ECT on every packet but CNPs, so
+// they always carry the control message then. A GSO run never mixes
+// classes: one super-datagram has one IP header. Both modes send through UDP sockets, so raw mode (whose raw
 // socket only receives) needs nothing else.
 //
 // The ICRC masks the IPv4 TOS and the IPv6 traffic class and flow label

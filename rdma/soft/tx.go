@@ -144,9 +144,14 @@ func (t *txBatch) commit() {
 		if cc != nil {
 			p.tos = cc.packetTOS(p.tos, op)
 		}
-		if q != nil && q.cc != nil && (op.IsReadResponse() || op.IsAck()) && q.cc.respPaced() {
-			q.divert(p)
-			return
+		if q != nil && q.cc != nil && (op.IsReadResponse() || op.IsAck()) {
+			if q.cc.respPaced() {
+				q.divert(p)
+				return
+			}
+			// Unpaced (not rate-limited): it still takes its share of
+			// the line rate from the requester's tokens.
+			q.cc.rp.sent(p.n)
 		}
 	}
 	t.n++
