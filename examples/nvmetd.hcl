@@ -99,8 +99,8 @@ port "rdma0" {
   # marking, CNPs, DCQCN; docs/congestion.md), off by default. It needs
   # provider = "soft" (an RDMA NIC configures its own in firmware), and
   # soft ports on one address share a device, so their blocks must be
-  # equal. A change restarts the port; the device keeps the settings it
-  # opened with until nvmetd restarts. Unknown keys are errors. Zero or
+  # equal. A change on reload applies to the running device, its
+  # existing QPs included. Unknown keys are errors. Zero or
   # absent values take the defaults shown.
   # congestion {
   #   enabled             = true     # the block alone does not turn it on
