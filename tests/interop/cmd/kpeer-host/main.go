@@ -47,6 +47,7 @@ import (
 	"github.com/nvmeof/nvmeof/nvme"
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/provider"
+	"github.com/nvmeof/nvmeof/rdma/soft"
 )
 
 // config is the command line.
@@ -67,6 +68,7 @@ type config struct {
 	cliFlags                []string
 	logLevel                string
 	provider, device        string
+	congestion              bool
 	steps                   map[string]bool
 }
 
@@ -93,6 +95,7 @@ func main() {
 	flag.StringVar(&c.logLevel, "log-level", "warn", "initiator log level")
 	flag.StringVar(&c.provider, "provider", "soft", "RDMA provider of the host side: soft, ibverbs or auto")
 	flag.StringVar(&c.device, "device", "", "with -provider ibverbs: the RDMA device (default: the one holding -host-addr)")
+	flag.BoolVar(&c.congestion, "congestion", false, "RoCEv2 congestion control (ECN, CNPs, DCQCN) on the soft device")
 	cliFlags := flag.String("cli-flags", "", "extra flags for nvmeof discover and connect (e.g. \"--provider ibverbs\")")
 	steps := flag.String("steps", "discovery,session,faults,cli", "which checks to run (comma-separated)")
 	flag.Parse()
@@ -164,7 +167,11 @@ func (r *run) openDevice() error {
 	if err != nil {
 		return fmt.Errorf("bad -host-addr: %w", err)
 	}
-	r.dev, err = provider.Open(provider.Config{Provider: r.cfg.provider, Device: r.cfg.device, Addr: ha, Logger: r.log.Named(r.cfg.provider)})
+	pc := provider.Config{Provider: r.cfg.provider, Device: r.cfg.device, Addr: ha, Logger: r.log.Named(r.cfg.provider)}
+	if r.cfg.congestion {
+		pc.Congestion = &soft.CongestionConfig{Enabled: true}
+	}
+	r.dev, err = provider.Open(pc)
 	if err != nil {
 		return err
 	}
