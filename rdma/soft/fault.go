@@ -19,7 +19,11 @@ type FaultConfig struct {
 	// Experienced), as a switch queue past its threshold does (receive
 	// side only; Not-ECT packets are left alone).
 	CEMark float64
-	Seed   uint64 // seeds the random source; equal seeds give equal decisions
+	// CEMarkNotECT lets CEMark mark Not-ECT packets too, which no switch
+	// does: it makes a device send CNPs to a peer that never sends
+	// ECN-capable packets (rxe), to see what the peer does with them.
+	CEMarkNotECT bool
+	Seed         uint64 // seeds the random source; equal seeds give equal decisions
 }
 
 // faultAction is a set of faults to apply to one packet.
@@ -74,9 +78,9 @@ func (f *faults) decide(n int) (a faultAction, bit int) {
 }
 
 // markCE sets the ECN field of the IP datagram b to CE if it is
-// ECN-capable, and reports whether it did.
-func markCE(b []byte) bool {
-	if len(b) < 2 || ipECN(b) == ecnNotECT {
+// ECN-capable (or anyway, with notECT), and reports whether it did.
+func markCE(b []byte, notECT bool) bool {
+	if len(b) < 2 || ipECN(b) == ecnNotECT && !notECT {
 		return false
 	}
 	if b[0]>>4 == 6 {

@@ -244,7 +244,7 @@ func (d *Device) inputFaulty(f *faults, b []byte, rx *rxState) {
 		d.stats.faultCorruptions.Add(1)
 		flipBit(b[hdr:], bit)
 	}
-	if act&faultCE != 0 && markCE(b) {
+	if act&faultCE != 0 && markCE(b, f.cfg.CEMarkNotECT) {
 		d.stats.faultCEMarks.Add(1)
 	}
 	if act&faultReorder != 0 && rx.heldLen == 0 {

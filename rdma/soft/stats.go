@@ -36,7 +36,7 @@ type Stats struct {
 	FaultDuplicates  uint64 // packets duplicated by the fault injector
 	FaultReorders    uint64 // packets delayed behind the next one by the fault injector
 	FaultCorruptions uint64 // packets corrupted by the fault injector
-	FaultCEMarks     uint64 // ECN-capable packets the fault injector marked CE
+	FaultCEMarks     uint64 // packets the fault injector marked CE
 
 	// Congestion control (congestion.go), named as ConnectX's counters.
 	NPECNMarkedRoCEPackets uint64 // np_ecn_marked_roce_packets: CE-marked packets received for RC QPs

@@ -25,14 +25,15 @@ import (
 //     Identify, pattern written and read back, fio crc32c verify);
 //   - our host (kpeer-host -congestion, the session checks) against the
 //     kernel target on the same guest, its packets marked the same way;
+//     its own device's fault injector also marks 2 % of what it receives
+//     from rxe CE (rxe's packets are Not-ECT, so no switch would), so our
+//     notification point sends CNPs to the kernel target's QPs: the
+//     session still passes, the bridge's capture holds the CNPs (their
+//     ICRCs right), and rxe sends none back;
 //   - the bottleneck marked packets CE, and the capture taken behind it
 //     (what rxe received) passes kernel-peer's independent checker with
 //     every ICRC right: the ICRC leaves the ECN field out, as it must for
 //     a switch to mark it in flight.
-//
-// rxe never sends ECN-capable packets, so no CE mark reaches our devices
-// from it and no CNP goes to it here (docs/congestion.md says what rxe
-// does with one).
 func TestCongestionAgainstRxe(t *testing.T) {
 	dir := kpeer.Require(t)
 	if _, err := exec.LookPath("tshark"); err != nil {
@@ -58,16 +59,18 @@ func TestCongestionAgainstRxe(t *testing.T) {
 	// Our host gets an address of its own: nvmetd's soft device holds UDP
 	// 4791 on the bridge's address.
 	const hostAddr = "192.0.2.4"
+	bridge := filepath.Join(work, "bridge.pcapng")
 	res := kpeer.Do(t, dir, kpeer.Run{
+		Capture: bridge,
 		Share:   s.Dir,
 		Scripts: []string{s.script("ecn-guest.sh")},
 		HostCmd: fmt.Sprintf("exec %s --config %s --metrics-address %s:9100", nvmetd, cfg, kpeer.HostAddr),
-		HostTest: fmt.Sprintf("ip addr add %s/24 dev \"$KPEER_BRIDGE\" && exec %s -steps session -congestion -host-addr %s",
+		HostTest: fmt.Sprintf("ip addr add %s/24 dev \"$KPEER_BRIDGE\" && exec %s -steps session -congestion -ce-mark 0.02 -host-addr %s",
 			hostAddr, host, hostAddr),
 		Env:     []string{"NQN=" + kpeerNQN, "IO_MB=2", "FIO_MB=4", "DISCOVER_TRIES=10", "PATTERN_MB=2"},
 		Timeout: 8 * time.Minute,
 	})
-	defer keepOnFailure(t, res, "")
+	defer keepOnFailure(t, res, bridge)
 	guest, hostLog := res.Log("a/script.log"), res.Log("host-test.log")
 	checkLines(t, "guest", guest)
 	checkLines(t, "host", hostLog)
@@ -106,5 +109,31 @@ func TestCongestionAgainstRxe(t *testing.T) {
 	}
 	if c, _ := strconv.Atoi(icrc[1]); c < n {
 		t.Fatalf("%d ICRCs right but %d CE-marked packets", c, n)
+	}
+
+	// CNPs from our host to the kernel target, none from rxe.
+	cnp := regexp.MustCompile(`INFO: CE marks made (\d+), CNPs sent (\d+)`).FindStringSubmatch(hostLog)
+	if cnp == nil || cnp[2] == "0" {
+		t.Fatalf("our host sent no CNP: %q", cnp)
+	}
+	count := func(filter string) int {
+		out, err := exec.Command("tshark", "-r", bridge, "-Y", filter, "-T", "fields", "-e", "frame.number").Output()
+		if err != nil {
+			t.Fatalf("tshark %s: %v", filter, err)
+		}
+		return len(strings.Fields(string(out)))
+	}
+	toRxe := count("ip.src == " + hostAddr + " && infiniband.bth.opcode == 129")
+	fromRxe := count("ip.src == 192.0.2.2 && infiniband.bth.opcode == 129")
+	t.Logf("our host: %s CE marks injected, %s CNPs sent; on the bridge %d CNPs to rxe, %d from it", cnp[1], cnp[2], toRxe, fromRxe)
+	if toRxe == 0 || fromRxe != 0 {
+		t.Fatalf("%d CNPs to rxe on the bridge, %d from it: want some and none", toRxe, fromRxe)
+	}
+	out, err = exec.Command("python3", filepath.Join(dir, "tools", "roce-pcap.py"), bridge).CombinedOutput()
+	if err != nil {
+		t.Fatalf("roce-pcap.py on the bridge: %v\n%s", err, lastLines(string(out), 30))
+	}
+	if m := regexp.MustCompile(`ICRC: (\d+) correct, (\d+) wrong`).FindStringSubmatch(string(out)); m == nil || m[2] != "0" {
+		t.Fatalf("roce-pcap.py on the bridge, ICRC line %q", m)
 	}
 }

@@ -69,6 +69,7 @@ type config struct {
 	logLevel                string
 	provider, device        string
 	congestion              bool
+	ceMark                  float64
 	steps                   map[string]bool
 }
 
@@ -96,6 +97,7 @@ func main() {
 	flag.StringVar(&c.provider, "provider", "soft", "RDMA provider of the host side: soft, ibverbs or auto")
 	flag.StringVar(&c.device, "device", "", "with -provider ibverbs: the RDMA device (default: the one holding -host-addr)")
 	flag.BoolVar(&c.congestion, "congestion", false, "RoCEv2 congestion control (ECN, CNPs, DCQCN) on the soft device")
+	flag.Float64Var(&c.ceMark, "ce-mark", 0, "with -congestion: the fraction of received packets the soft device's fault injector marks CE, ECN-capable or not (the target's QPs then get CNPs)")
 	cliFlags := flag.String("cli-flags", "", "extra flags for nvmeof discover and connect (e.g. \"--provider ibverbs\")")
 	steps := flag.String("steps", "discovery,session,faults,cli", "which checks to run (comma-separated)")
 	flag.Parse()
@@ -153,6 +155,14 @@ func (r *run) main() {
 	if c.steps["faults"] {
 		r.faults()
 	}
+	if sd, ok := r.dev.(*soft.Device); ok && c.ceMark > 0 {
+		st := sd.Stats()
+		r.info("CE marks made %d, CNPs sent %d, CNPs received %d (handled %d, ignored %d)",
+			st.FaultCEMarks, st.NPCNPSent, st.RPCNPHandled+st.RPCNPIgnored, st.RPCNPHandled, st.RPCNPIgnored)
+		if st.NPCNPSent == 0 {
+			r.fail("-ce-mark %g: no CNP sent", c.ceMark)
+		}
+	}
 	r.dev.Close()
 	r.dev = nil
 	if c.cli != "" && c.steps["cli"] {
@@ -174,6 +184,9 @@ func (r *run) openDevice() error {
 	r.dev, err = provider.Open(pc)
 	if err != nil {
 		return err
+	}
+	if sd, ok := r.dev.(*soft.Device); ok && r.cfg.ceMark > 0 {
+		sd.SetFaults(nil, &soft.FaultConfig{CEMark: r.cfg.ceMark, CEMarkNotECT: true, Seed: 26})
 	}
 	r.info("RDMA device: %s", provider.Describe(r.dev))
 	r.dialer = &countingDialer{Dialer: nvmerdma.NewDialer(nvmerdma.HostConfig{
