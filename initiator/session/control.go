@@ -20,6 +20,7 @@ const (
 	OpSMARTLog   = "smart-log"  // SMART / Health log page: Data holds 512 bytes
 	OpAdmin      = "admin"      // a read-only admin command (see AdminOpcodes): SQE in, Data and Result out
 	OpReset      = "reset"      // controller reset: CC.EN 0, then a new association
+	OpRDMAStats  = "rdma-stats" // the RDMA devices' counters (Response.RDMA)
 	OpAddPath    = "add-path"   // connect another path of the subsystem (Spec), multipath
 	// OpRemovePath disconnects one path (Path, e.g. nvmeof0c1) of the
 	// subsystem: the answer carries the new State. The last path is a
@@ -55,6 +56,18 @@ type Response struct {
 	Data  []byte `json:"data,omitempty"`
 	// Result is an OpAdmin completion's DW0.
 	Result uint32 `json:"result,omitempty"`
+	// RDMA is OpRDMAStats' answer: one entry per RDMA device the
+	// daemon's paths use.
+	RDMA []DeviceCounters `json:"rdma,omitempty"`
+}
+
+// DeviceCounters are one RDMA device's counters by name (the Prometheus
+// names without prefix and _total, ConnectX's for the congestion ones:
+// provider.Counters).
+type DeviceCounters struct {
+	Device   string            `json:"device"`
+	Provider string            `json:"provider"`
+	Counters map[string]uint64 `json:"counters"`
 }
 
 // maxMessage bounds a control message (a State with many namespaces, or

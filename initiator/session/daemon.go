@@ -45,6 +45,10 @@ type Config struct {
 	// format): it returns the connected controller, the path's address
 	// facts and the function that closes its transport.
 	AddPath func(ctx context.Context, spec json.RawMessage) (*initiator.Controller, PathState, func() error, error)
+	// RDMAStats, when set, reads the counters of the RDMA devices the
+	// paths use, for an OpRDMAStats request (unset: the daemon has none,
+	// as over TCP).
+	RDMAStats func() ([]DeviceCounters, error)
 }
 
 // daemonPath is one controller (path) the daemon holds.
@@ -556,6 +560,15 @@ func (d *Daemon) handle(req Request) Response {
 		return d.addPathRequest(req)
 	case OpReservation:
 		return d.reservation(req)
+	case OpRDMAStats:
+		if d.mcfg.RDMAStats == nil {
+			return Response{Error: "no RDMA device: the controller's transport is " + d.info.Transport}
+		}
+		st, err := d.mcfg.RDMAStats()
+		if err != nil {
+			return Response{Error: describe(err)}
+		}
+		return Response{RDMA: st}
 	}
 	return Response{Error: fmt.Sprintf("unknown request %q", req.Op)}
 }

@@ -179,6 +179,13 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Action:    cmdSMARTLog,
 			},
 			{
+				Name:      "rdma-stats",
+				Usage:     "print the counters of the RDMA device a connected controller uses (packets, retransmissions, timeouts, ECN marks, CNPs)",
+				ArgsUsage: "DEVICE (nvmeofN, nvmeofNnM or a mapped device path)",
+				Flags:     []cli.Flag{outputFlag},
+				Action:    cmdRDMAStats,
+			},
+			{
 				Name:  "selftest",
 				Usage: "run a target in-process, connect to it over loopback and verify I/O",
 				Description: "Starts the target daemon's embedded default (a memory namespace in\n" +

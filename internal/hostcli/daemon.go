@@ -16,6 +16,8 @@ import (
 
 	"github.com/nvmeof/nvmeof/initiator"
 	"github.com/nvmeof/nvmeof/initiator/session"
+	"github.com/nvmeof/nvmeof/rdma"
+	"github.com/nvmeof/nvmeof/rdma/provider"
 )
 
 // giveUpAfter is how long the daemon lets the controller reconnect before
@@ -104,8 +106,13 @@ func cmdDaemon(c *cli.Context) error {
 	addPathFn := func(ctx context.Context, spec json.RawMessage) (*initiator.Controller, session.PathState, func() error, error) {
 		return daemonAddPath(ctx, d, opts, pool, spec, log)
 	}
-	d = session.NewDaemon(slot, info, session.Config{None: none, Method: method, GiveUpAfter: giveUpAfter(opts),
-		IOPolicy: policy, AddPath: addPathFn}, log)
+	cfg := session.Config{None: none, Method: method, GiveUpAfter: giveUpAfter(opts), IOPolicy: policy, AddPath: addPathFn}
+	if tr.rdev != nil {
+		cfg.RDMAStats = func() ([]session.DeviceCounters, error) {
+			return rdmaCounters(append([]*transport{tr}, pool.list()...))
+		}
+	}
+	d = session.NewDaemon(slot, info, cfg, log)
 	opts.OnAsyncEvent = d.AsyncEvent
 	opts.Logger = log
 	args := []any{"transport", a.Transport, "traddr", a.Traddr, "trsvcid", a.Trsvcid, "nqn", a.NQN, "host_traddr", tr.host,
@@ -151,6 +158,25 @@ func cmdDaemon(c *cli.Context) error {
 	}
 	log.Info("disconnected; daemon exiting")
 	return nil
+}
+
+// rdmaCounters reads the counters of the RDMA devices of trs, each
+// device once.
+func rdmaCounters(trs []*transport) ([]session.DeviceCounters, error) {
+	var out []session.DeviceCounters
+	seen := map[rdma.Device]bool{}
+	for _, tr := range trs {
+		if tr.rdev == nil || seen[tr.rdev] {
+			continue
+		}
+		seen[tr.rdev] = true
+		c, err := provider.Counters(tr.rdev)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", tr.dev.Name, err)
+		}
+		out = append(out, session.DeviceCounters{Device: tr.dev.Name, Provider: tr.dev.Provider, Counters: c})
+	}
+	return out, nil
 }
 
 // daemonAddPath connects another path of the daemon's subsystem for an

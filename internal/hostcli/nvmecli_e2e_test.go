@@ -173,6 +173,22 @@ func TestNVMeCLICommands(t *testing.T) {
 		}
 	})
 
+	t.Run("rdma-stats", func(t *testing.T) {
+		out := must("rdma-stats", "nvmeof0")
+		if !strings.HasPrefix(out, "nvmeof0: RDMA device soft-127.61.3.2 (soft)\n") ||
+			!regexp.MustCompile(`(?m)^  packets_sent +[1-9][0-9]*$`).MatchString(out) ||
+			!regexp.MustCompile(`(?m)^  np_cnp_sent +0$`).MatchString(out) {
+			t.Errorf("rdma-stats:\n%s", out)
+		}
+		var js []session.DeviceCounters
+		if err := json.Unmarshal([]byte(must("rdma-stats", "nvmeof0n1", "-o", "json")), &js); err != nil {
+			t.Fatal(err)
+		}
+		if len(js) != 1 || js[0].Provider != "soft" || js[0].Counters["packets_received"] == 0 {
+			t.Errorf("rdma-stats -o json: %+v", js)
+		}
+	})
+
 	t.Run("list state column", func(t *testing.T) {
 		out := must("list")
 		if !regexp.MustCompile(`(?m)^-\s+nvmeof0n1 .* live$`).MatchString(out) {
