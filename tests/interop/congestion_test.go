@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,29 +85,25 @@ func TestCongestionAgainstRxe(t *testing.T) {
 		t.Fatal("no CE marks reported")
 	}
 	capture := filepath.Join(res.Share, "out", "a", "ecn-ifb0.pcap")
-	out, err := exec.Command("python3", filepath.Join(dir, "tools", "roce-pcap.py"), capture).CombinedOutput()
-	report := string(out)
+	report, icrcs := checkRoCEPcap(t, dir, capture)
 	t.Logf("roce-pcap.py (what rxe received, behind the marking):\n%s", lastLines(report, 30))
-	if err != nil {
-		t.Fatalf("roce-pcap.py: %v", err)
-	}
-	icrc := regexp.MustCompile(`ICRC: (\d+) correct, (\d+) wrong`).FindStringSubmatch(report)
-	if icrc == nil || icrc[2] != "0" || icrc[1] == "0" {
-		t.Fatalf("roce-pcap.py ICRC line %q", icrc)
+	// count returns the frames of a capture tshark's filter selects.
+	count := func(file, filter string) int {
+		out, err := exec.Command("tshark", "-r", file, "-Y", filter, "-T", "fields", "-e", "frame.number").Output()
+		if err != nil {
+			t.Fatalf("tshark %s: %v", filter, err)
+		}
+		return len(strings.Fields(string(out)))
 	}
 	// The marked packets are in the capture, and their ICRCs were among
 	// the correct ones.
-	ce, err := exec.Command("tshark", "-r", capture, "-Y", "udp.dstport == 4791 && ip.dsfield.ecn == 3", "-T", "fields", "-e", "frame.number").Output()
-	if err != nil {
-		t.Fatalf("tshark: %v", err)
-	}
-	n := len(strings.Fields(string(ce)))
-	t.Logf("%s packets marked CE by the bottleneck, %d of them in the capture; %s ICRCs checked", m[1], n, icrc[1])
+	n := count(capture, "udp.dstport == 4791 && ip.dsfield.ecn == 3")
+	t.Logf("%s packets marked CE by the bottleneck, %d of them in the capture; %d ICRCs checked", m[1], n, icrcs)
 	if n == 0 {
 		t.Fatal("no CE-marked RoCEv2 packet in the capture behind the marking")
 	}
-	if c, _ := strconv.Atoi(icrc[1]); c < n {
-		t.Fatalf("%d ICRCs right but %d CE-marked packets", c, n)
+	if icrcs < n {
+		t.Fatalf("%d ICRCs right but %d CE-marked packets", icrcs, n)
 	}
 
 	// CNPs from our host to the kernel target, none from rxe.
@@ -116,24 +111,11 @@ func TestCongestionAgainstRxe(t *testing.T) {
 	if cnp == nil || cnp[2] == "0" {
 		t.Fatalf("our host sent no CNP: %q", cnp)
 	}
-	count := func(filter string) int {
-		out, err := exec.Command("tshark", "-r", bridge, "-Y", filter, "-T", "fields", "-e", "frame.number").Output()
-		if err != nil {
-			t.Fatalf("tshark %s: %v", filter, err)
-		}
-		return len(strings.Fields(string(out)))
-	}
-	toRxe := count("ip.src == " + hostAddr + " && infiniband.bth.opcode == 129")
-	fromRxe := count("ip.src == 192.0.2.2 && infiniband.bth.opcode == 129")
+	toRxe := count(bridge, "ip.src == "+hostAddr+" && infiniband.bth.opcode == 129")
+	fromRxe := count(bridge, "ip.src == 192.0.2.2 && infiniband.bth.opcode == 129")
 	t.Logf("our host: %s CE marks injected, %s CNPs sent; on the bridge %d CNPs to rxe, %d from it", cnp[1], cnp[2], toRxe, fromRxe)
 	if toRxe == 0 || fromRxe != 0 {
 		t.Fatalf("%d CNPs to rxe on the bridge, %d from it: want some and none", toRxe, fromRxe)
 	}
-	out, err = exec.Command("python3", filepath.Join(dir, "tools", "roce-pcap.py"), bridge).CombinedOutput()
-	if err != nil {
-		t.Fatalf("roce-pcap.py on the bridge: %v\n%s", err, lastLines(string(out), 30))
-	}
-	if m := regexp.MustCompile(`ICRC: (\d+) correct, (\d+) wrong`).FindStringSubmatch(string(out)); m == nil || m[2] != "0" {
-		t.Fatalf("roce-pcap.py on the bridge, ICRC line %q", m)
-	}
+	checkRoCEPcap(t, dir, bridge)
 }

@@ -47,16 +47,8 @@ func TestKernelHostAgainstNvmetdGSO(t *testing.T) {
 		t.Logf("nvmetd log:\n%s", lastLines(res.Log("host-cmd.log"), 80))
 		t.Fatalf("kernel host against nvmetd (GSO on) failed: %v", res.Err)
 	}
-	out, err := exec.Command("python3", filepath.Join(dir, "tools", "roce-pcap.py"), capture).CombinedOutput()
-	report := string(out)
+	report, _ := checkRoCEPcap(t, dir, capture)
 	t.Logf("roce-pcap.py:\n%s", lastLines(report, 40))
-	if err != nil {
-		t.Fatalf("roce-pcap.py: %v", err)
-	}
-	m := regexp.MustCompile(`ICRC: (\d+) correct, (\d+) wrong`).FindStringSubmatch(report)
-	if m == nil || m[2] != "0" || m[1] == "0" {
-		t.Fatalf("roce-pcap.py ICRC line %q", m)
-	}
 	// nvmetd's direction: IDs must take several values (segments of GSO
 	// runs count up from 0), or no run was segmented on the way.
 	dirRe := regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(kpeer.HostAddr) + ` -> \S+: \d+ frames\n    IPv4 ID: first 0x[0-9a-f]+, (\d+) distinct values`)
@@ -67,4 +59,23 @@ func TestKernelHostAgainstNvmetdGSO(t *testing.T) {
 	if n, _ := strconv.Atoi(d[1]); n < 2 {
 		t.Errorf("nvmetd's frames carry %s distinct IP IDs: no GSO run was segmented on the way to the guest", d[1])
 	}
+}
+
+// checkRoCEPcap runs kernel-peer's independent checker (tools/roce-pcap.py)
+// on capture and fails the test unless it ran and found every ICRC right
+// (and at least one); it returns the report and the number of ICRCs
+// checked.
+func checkRoCEPcap(t *testing.T, kpeerDir, capture string) (report string, icrcs int) {
+	t.Helper()
+	out, err := exec.Command("python3", filepath.Join(kpeerDir, "tools", "roce-pcap.py"), capture).CombinedOutput()
+	report = string(out)
+	if err != nil {
+		t.Fatalf("roce-pcap.py %s: %v\n%s", filepath.Base(capture), err, lastLines(report, 30))
+	}
+	m := regexp.MustCompile(`ICRC: (\d+) correct, (\d+) wrong`).FindStringSubmatch(report)
+	if m == nil || m[2] != "0" || m[1] == "0" {
+		t.Fatalf("roce-pcap.py %s: ICRC line %q", filepath.Base(capture), m)
+	}
+	icrcs, _ = strconv.Atoi(m[1])
+	return report, icrcs
 }
