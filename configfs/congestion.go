@@ -299,6 +299,52 @@ func checkSharedCongestion(col *collector, seen map[string]*Port, p *Port, path 
 	}
 }
 
+// Spec returns c as one string ParseCongestionSpec reads back: "off",
+// "on", or the block's keys that are set as KEY=VALUE pairs (rates in
+// bits per second, periods as Go durations, byte_counter in bytes).
+func (c *Congestion) Spec() string {
+	if c == nil {
+		return "off"
+	}
+	kv := []string{"enabled=" + strconv.FormatBool(c.Enabled)}
+	add := func(k, v string) { kv = append(kv, k+"="+v) }
+	if c.ECN != "" {
+		add("ecn", c.ECN)
+	}
+	if c.CNPDSCP != 0 {
+		add("cnp_dscp", strconv.Itoa(c.CNPDSCP))
+	}
+	for _, r := range []struct {
+		k string
+		v float64
+	}{{"line_rate", c.LineRate}, {"min_rate", c.MinRate}, {"additive_increase", c.AdditiveIncrease}, {"hyper_increase", c.HyperIncrease}, {"g", c.G}} {
+		if r.v != 0 {
+			add(r.k, strconv.FormatFloat(r.v, 'g', -1, 64))
+		}
+	}
+	for _, d := range []struct {
+		k string
+		v time.Duration
+	}{{"min_cnp_interval", c.MinCNPInterval}, {"alpha_period", c.AlphaPeriod}, {"increase_period", c.IncreasePeriod}, {"rate_reduce_period", c.RateReducePeriod}} {
+		if d.v != 0 {
+			add(d.k, d.v.String())
+		}
+	}
+	if c.ByteCounter != 0 {
+		add("byte_counter", strconv.FormatInt(c.ByteCounter, 10))
+	}
+	if c.FastRecoverySteps != 0 {
+		add("fast_recovery_steps", strconv.Itoa(c.FastRecoverySteps))
+	}
+	if len(kv) == 1 {
+		if c.Enabled {
+			return "on"
+		}
+		return "off"
+	}
+	return strings.Join(kv, ",")
+}
+
 // ParseCongestionSpec parses congestion control settings given as one
 // string, as the host CLI's --congestion and the fio engine's congestion
 // option take them: "on" or "off", or KEY=VALUE pairs separated by

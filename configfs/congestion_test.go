@@ -241,3 +241,39 @@ func TestParseCongestionSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestCongestionSpecRoundTrip: Spec writes what ParseCongestionSpec
+// reads back to the same settings.
+func TestCongestionSpecRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		c    *Congestion
+		want string
+	}{
+		{nil, "off"},
+		{&Congestion{}, "off"},
+		{&Congestion{Enabled: true}, "on"},
+		{&Congestion{Enabled: true, ECN: "ect1", CNPDSCP: -1, LineRate: 25e9, MinRate: 1e6, AdditiveIncrease: 400e3,
+			HyperIncrease: 4e6, G: 0.0625, MinCNPInterval: time.Millisecond, AlphaPeriod: 5 * time.Millisecond,
+			IncreasePeriod: 55 * time.Microsecond, RateReducePeriod: 400 * time.Microsecond, ByteCounter: 100 << 10,
+			FastRecoverySteps: 3},
+			"enabled=true,ecn=ect1,cnp_dscp=-1,line_rate=2.5e+10,min_rate=1e+06,additive_increase=400000,hyper_increase=4e+06,g=0.0625," +
+				"min_cnp_interval=1ms,alpha_period=5ms,increase_period=55µs,rate_reduce_period=400µs,byte_counter=102400,fast_recovery_steps=3"},
+		{&Congestion{LineRate: 1e9}, "enabled=false,line_rate=1e+09"},
+	} {
+		got := tc.c.Spec()
+		if got != tc.want {
+			t.Errorf("Spec %q, want %q", got, tc.want)
+		}
+		back, err := ParseCongestionSpec(got)
+		if err != nil {
+			t.Fatalf("ParseCongestionSpec(%q): %v", got, err)
+		}
+		want := tc.c
+		if want == nil {
+			want = &Congestion{}
+		}
+		if !congestionEqual(back, want) {
+			t.Errorf("%q read back as %+v, want %+v", got, back, want)
+		}
+	}
+}

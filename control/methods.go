@@ -216,7 +216,9 @@ func (s *Service) portAdd(q *Port) (any, *Error) {
 			return exists("port %q exists", q.ID)
 		}
 		p := configfs.NewPort(q.ID)
-		setPort(p, q)
+		if err := setPort(p, q); err != nil {
+			return err
+		}
 		if err := findSubsystems(t, q.Subsystems); err != nil {
 			return err
 		}
@@ -235,7 +237,9 @@ func (s *Service) portModify(q *Port) (any, *Error) {
 		if err != nil {
 			return err
 		}
-		setPort(p, q)
+		if err := setPort(p, q); err != nil {
+			return err
+		}
 		if q.Subsystems != nil {
 			if err := findSubsystems(t, q.Subsystems); err != nil {
 				return err

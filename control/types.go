@@ -17,23 +17,27 @@ import (
 
 // Port is a port: a transport address and the subsystems it exports.
 type Port struct {
-	ID                string   `json:"id"`
-	PortID            *uint16  `json:"portid,omitempty"`
-	Transport         *string  `json:"transport,omitempty"`
-	Address           *string  `json:"address,omitempty"`
-	AddressFamily     *string  `json:"address_family,omitempty"`
-	Service           *string  `json:"service,omitempty"`
-	Provider          *string  `json:"provider,omitempty"`
-	Device            *string  `json:"device,omitempty"`
-	TOS               *int     `json:"tos,omitempty"`
-	Treq              *string  `json:"treq,omitempty"`
-	InlineDataSize    *int     `json:"inline_data_size,omitempty"`
-	ConnectTimeout    *int     `json:"connect_timeout,omitempty"`
-	MaxPending        *int     `json:"max_pending,omitempty"`
-	MaxPendingPerHost *int     `json:"max_pending_per_host,omitempty"`
-	DataPoolSize      *Size    `json:"data_pool_size,omitempty"`
-	SRQSize           *int     `json:"srq_size,omitempty"`
-	Subsystems        []string `json:"subsystems,omitempty"`
+	ID                string  `json:"id"`
+	PortID            *uint16 `json:"portid,omitempty"`
+	Transport         *string `json:"transport,omitempty"`
+	Address           *string `json:"address,omitempty"`
+	AddressFamily     *string `json:"address_family,omitempty"`
+	Service           *string `json:"service,omitempty"`
+	Provider          *string `json:"provider,omitempty"`
+	Device            *string `json:"device,omitempty"`
+	TOS               *int    `json:"tos,omitempty"`
+	Treq              *string `json:"treq,omitempty"`
+	InlineDataSize    *int    `json:"inline_data_size,omitempty"`
+	ConnectTimeout    *int    `json:"connect_timeout,omitempty"`
+	MaxPending        *int    `json:"max_pending,omitempty"`
+	MaxPendingPerHost *int    `json:"max_pending_per_host,omitempty"`
+	DataPoolSize      *Size   `json:"data_pool_size,omitempty"`
+	SRQSize           *int    `json:"srq_size,omitempty"`
+	// Congestion is the soft port's RoCEv2 congestion control as one
+	// string (configfs.ParseCongestionSpec: "on", "off", or the congestion
+	// block's keys as KEY=VALUE pairs separated by commas).
+	Congestion *string  `json:"congestion,omitempty"`
+	Subsystems []string `json:"subsystems,omitempty"`
 	// ANAGroups are the port's ANA group states; a modify that gives
 	// them replaces them all (port.ana_state sets one).
 	ANAGroups []ANAGroup `json:"ana_groups,omitempty"`
@@ -200,6 +204,9 @@ func portInfo(p *configfs.Port, portid uint16) Port {
 	out.MaxPendingPerHost = ptrIf(p.MaxPendingPerHost, p.MaxPendingPerHost > 0)
 	out.DataPoolSize = ptrIf(Size(p.DataPoolSize), p.DataPoolSize > 0)
 	out.SRQSize = ptrIf(p.SRQSize, p.SRQSize >= 0)
+	if p.Congestion != nil {
+		out.Congestion = ptr(p.Congestion.Spec())
+	}
 	out.ANAGroups = anaGroups(p)
 	return out
 }
@@ -224,7 +231,17 @@ func setANAState(p *configfs.Port, grpid uint32, state string) {
 }
 
 // setPort applies the members given in q to p.
-func setPort(p *configfs.Port, q *Port) {
+func setPort(p *configfs.Port, q *Port) error {
+	if q.Congestion != nil {
+		c, err := configfs.ParseCongestionSpec(*q.Congestion)
+		if err != nil {
+			return invalidParams("congestion: %v", err)
+		}
+		p.Congestion = c
+		if !c.Enabled && c.Spec() == "off" {
+			p.Congestion = nil // "off": no block
+		}
+	}
 	set(&p.Trtype, q.Transport)
 	set(&p.Traddr, q.Address)
 	set(&p.Adrfam, q.AddressFamily)
@@ -251,6 +268,7 @@ func setPort(p *configfs.Port, q *Port) {
 			setANAState(p, g.GrpID, g.State)
 		}
 	}
+	return nil
 }
 
 func set[T any](dst *T, v *T) {

@@ -370,6 +370,7 @@ func portFlags() []cli.Flag {
 		&cli.IntFlag{Name: "tos", Usage: "IP type of service (0-255)", DefaultText: "the provider's"},
 		&cli.StringFlag{Name: "treq", Usage: "transport requirements: not specified, required, not required"},
 		&cli.IntFlag{Name: "inline-data-size", Usage: "in-capsule data bytes", DefaultText: strconv.Itoa(configfs.DefaultInlineDataSize)},
+		&cli.StringFlag{Name: "congestion", Usage: "soft RoCE congestion control (ECN, CNPs, DCQCN): on, off, or the HCL congestion block's `KEY=VALUE` pairs separated by commas", DefaultText: "off"},
 		&cli.IntFlag{Name: "portid", Usage: "port number in discovery log entries", DefaultText: "PORT-ID if a number, else the lowest free"},
 		&cli.StringSliceFlag{Name: "subsystem", Usage: "export subsystem `NQN` (repeat; replaces the list)"},
 	}
