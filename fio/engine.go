@@ -68,6 +68,10 @@ type Engine struct {
 	conn *conn
 	ns   namespace
 	poll poller // ns, when it is one and cfg.BusyPoll > 0 (else nil)
+	// spinMisses counts the spins in a row that ended without a
+	// completion; spinSkip the reaps left that sleep without spinning
+	// (spin's back-off, for devices far slower than the window).
+	spinMisses, spinSkip int
 	// plug is ns when it is one and cfg.DelaySubmit (else nil); plugged:
 	// Submit plugged it and no Reap has unplugged it since; held: the
 	// requests submitted since (the submitting goroutine's).
@@ -328,6 +332,16 @@ type poller interface {
 	CanPoll() bool
 }
 
+// Spin back-off: after spinMissLimit spins in a row found nothing within
+// the window, the next spinBackoff reaps sleep at once, then one spins
+// again to look. A device whose I/O takes milliseconds (a disk, null_blk
+// with completion_nsec) then costs no spinning CPU; one that answers
+// within the window keeps every spin.
+const (
+	spinMissLimit = 8
+	spinBackoff   = 32
+)
+
 // spin polls the transport for up to the busy-poll window (bounded by d
 // when d >= 0) and reports whether a completion came after ticket t: the
 // completion then ran on this thread, with no wake-up of the provider's
@@ -336,6 +350,11 @@ func (e *Engine) spin(t uint32, d time.Duration) bool {
 	// CanPoll is asked per spin, not once: the queues change on reconnect.
 	p, w := e.poll, e.cfg.BusyPoll
 	if p == nil || !p.CanPoll() {
+		return false
+	}
+	// Asleep in PollWait costs no more than asleep in Reap: no back-off.
+	if !e.cfg.PollSleep && e.spinSkip > 0 {
+		e.spinSkip--
 		return false
 	}
 	if d >= 0 && d < w {
@@ -354,9 +373,13 @@ func (e *Engine) spin(t uint32, d time.Duration) bool {
 			// Reap sleeps next: the transport's goroutines must
 			// complete what comes from now on.
 			p.PollDone()
+			if e.spinMisses++; e.spinMisses >= spinMissLimit {
+				e.spinMisses, e.spinSkip = 0, spinBackoff
+			}
 			return false
 		}
 	}
+	e.spinMisses = 0
 	return true
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -611,6 +612,53 @@ func TestPollSleep(t *testing.T) {
 			t.Errorf("PollSleep: %d PollWaits and %d Polls, want some and none", w, ns.polls.Load())
 		case !sleep && w != 0:
 			t.Errorf("no PollSleep: %d PollWaits, want 0", w)
+		}
+	}
+}
+
+// neverPollNS is a fakeNS whose Poll never finds a completion.
+type neverPollNS struct {
+	*fakeNS
+	polls atomic.Int32
+}
+
+func (s *neverPollNS) Poll() bool                  { s.polls.Add(1); return false }
+func (s *neverPollNS) PollWait(time.Duration) bool { return false }
+func (s *neverPollNS) PollDone()                   {}
+func (s *neverPollNS) CanPoll() bool               { return true }
+
+// TestSpinBackoff: against a device slower than the busy-poll window
+// (each I/O completes only once Reap has given up spinning and sleeps),
+// spinMissLimit reaps spin in vain, the next spinBackoff sleep without
+// polling, then one spins again to look; every request completes.
+func TestSpinBackoff(t *testing.T) {
+	ns := &neverPollNS{fakeNS: newFakeNS(1 << 20)}
+	ns.gate = make(chan struct{})
+	e := newEngine(Config{Depth: 1, BusyPoll: 10 * time.Microsecond}, nil, ns)
+	buf := make([]byte, 512)
+	out := make([]Completion, 1)
+	var polled []bool
+	for range spinMissLimit + spinBackoff + 2 {
+		if err := e.Submit(0, Request{Op: OpRead, Buf: buf}); err != nil {
+			t.Fatal(err)
+		}
+		// The I/O completes once the reaper sleeps (bounded: 10 s).
+		go func() {
+			for end := time.Now().Add(10 * time.Second); e.waker.sleeping.Load() == 0 && time.Now().Before(end); {
+				runtime.Gosched()
+			}
+			ns.gate <- struct{}{}
+		}()
+		before := ns.polls.Load()
+		if n := e.Reap(1, 1, 20*time.Second, out); n != 1 || out[0].Errno != 0 {
+			t.Fatalf("Reap = %d %+v", n, out[0])
+		}
+		polled = append(polled, ns.polls.Load() > before)
+	}
+	for i, p := range polled {
+		want := i < spinMissLimit || i >= spinMissLimit+spinBackoff
+		if p != want {
+			t.Fatalf("reap %d polled %v, want %v (all: %v)", i, p, want, polled)
 		}
 	}
 }
