@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nvmeof/nvmeof/rdma"
+	"github.com/nvmeof/nvmeof/rdma/provider"
 	"github.com/nvmeof/nvmeof/rdma/soft"
 )
 
@@ -47,40 +48,44 @@ const DefaultMaxQPs = 256
 var (
 	rdmaLabels = []string{"device", "provider"}
 
+	// softHelp is the help text of each named counter
+	// (provider.SoftCounters, nvmeof_rdma_NAME_total).
+	softHelp = map[string]string{
+		"packets_sent":               "Packets sent (soft: each packet of a GSO send; sysfs: port_xmit_packets).",
+		"packets_received":           "Packets received (sysfs: port_rcv_packets).",
+		"bytes_sent":                 "Bytes sent (soft: UDP payload; sysfs: port_xmit_data × 4).",
+		"bytes_received":             "Bytes received (soft: UDP payload; sysfs: port_rcv_data × 4).",
+		"send_errors":                "Packets the kernel refused to send (soft).",
+		"retransmissions":            "Request packets sent again (soft: go-back-N; sysfs hw_counters: rnr/seq retries, duplicate requests).",
+		"retransmission_timeouts":    "Retransmission timer expiries that caused a retry (sysfs hw_counters: local_ack_timeout_err).",
+		"rnr_naks_sent":              "RNR NAKs sent.",
+		"rnr_naks_received":          "RNR NAKs received (sysfs hw_counters: rnr_nak_retry_err).",
+		"seq_naks_sent":              "NAK PSN sequence errors sent (sysfs hw_counters: out_of_sequence).",
+		"seq_naks_received":          "NAK PSN sequence errors received (sysfs hw_counters: packet_seq_err).",
+		"error_naks_sent":            "NAKs invalid request, remote access and remote operational error sent (soft).",
+		"error_naks_received":        "NAKs invalid request, remote access and remote operational error received (soft).",
+		"icrc_errors":                "Received packets dropped for a bad ICRC (sysfs: rx_icrc_encapsulated or port_rcv_errors).",
+		"duplicate_requests":         "Duplicate requests received (sysfs hw_counters: duplicate_request).",
+		"out_of_sequence":            "Requests received after a gap in PSNs (sysfs hw_counters: out_of_sequence).",
+		"malformed_packets":          "Received packets dropped as unparsable or truncated (soft).",
+		"unknown_qp_packets":         "Received packets for a QP number not in use (soft).",
+		"dropped_packets":            "Received packets dropped for the QP's state, opcode class or P_Key (soft).",
+		"acks_sent":                  "Acknowledge packets sent, ACKs and NAKs (soft).",
+		"acks_received":              "Acknowledge packets received (soft).",
+		"np_ecn_marked_roce_packets": "CE-marked RoCE packets received for RC QPs, the notification point's input (soft: counted with congestion control on; sysfs hw_counters: np_ecn_marked_roce_packets).",
+		"np_cnp_sent":                "Congestion Notification Packets sent (sysfs hw_counters: np_cnp_sent).",
+		"rp_cnp_handled":             "CNPs received that cut or held a QP's rate (sysfs hw_counters: rp_cnp_handled).",
+		"rp_cnp_ignored":             "CNPs received and dropped: unknown QP, congestion control off, QP not sending (sysfs hw_counters: rp_cnp_ignored).",
+		"paced_drops":                "Responder packets a rate-limited soft QP's full paced queue dropped (go-back-N resends them).",
+	}
+
 	softDescs = func() []softCounter {
-		d := func(name, help string, get func(*soft.Stats) uint64) softCounter {
-			return softCounter{name, prometheus.NewDesc("nvmeof_rdma_"+name, help, rdmaLabels, nil), get}
+		out := make([]softCounter, 0, len(provider.SoftCounters))
+		for _, c := range provider.SoftCounters {
+			name := c.Name + "_total"
+			out = append(out, softCounter{name, prometheus.NewDesc("nvmeof_rdma_"+name, softHelp[c.Name], rdmaLabels, nil), c.Get})
 		}
-		return []softCounter{
-			d("packets_sent_total", "Packets sent (soft: each packet of a GSO send; sysfs: port_xmit_packets).", func(s *soft.Stats) uint64 { return s.PacketsSent }),
-			d("packets_received_total", "Packets received (sysfs: port_rcv_packets).", func(s *soft.Stats) uint64 { return s.PacketsReceived }),
-			d("bytes_sent_total", "Bytes sent (soft: UDP payload; sysfs: port_xmit_data × 4).", func(s *soft.Stats) uint64 { return s.BytesSent }),
-			d("bytes_received_total", "Bytes received (soft: UDP payload; sysfs: port_rcv_data × 4).", func(s *soft.Stats) uint64 { return s.BytesReceived }),
-			d("send_errors_total", "Packets the kernel refused to send (soft).", func(s *soft.Stats) uint64 { return s.SendErrors }),
-			d("retransmissions_total", "Request packets sent again (soft: go-back-N; sysfs hw_counters: rnr/seq retries, duplicate requests).", func(s *soft.Stats) uint64 { return s.Retransmissions }),
-			d("retransmission_timeouts_total", "Retransmission timer expiries that caused a retry (sysfs hw_counters: local_ack_timeout_err).", func(s *soft.Stats) uint64 { return s.Timeouts }),
-			d("rnr_naks_sent_total", "RNR NAKs sent.", func(s *soft.Stats) uint64 { return s.RNRNAKsSent }),
-			d("rnr_naks_received_total", "RNR NAKs received (sysfs hw_counters: rnr_nak_retry_err).", func(s *soft.Stats) uint64 { return s.RNRNAKsReceived }),
-			d("seq_naks_sent_total", "NAK PSN sequence errors sent (sysfs hw_counters: out_of_sequence).", func(s *soft.Stats) uint64 { return s.SeqNAKsSent }),
-			d("seq_naks_received_total", "NAK PSN sequence errors received (sysfs hw_counters: packet_seq_err).", func(s *soft.Stats) uint64 { return s.SeqNAKsReceived }),
-			d("error_naks_sent_total", "NAKs invalid request, remote access and remote operational error sent (soft).", func(s *soft.Stats) uint64 { return s.ErrNAKsSent }),
-			d("error_naks_received_total", "NAKs invalid request, remote access and remote operational error received (soft).", func(s *soft.Stats) uint64 { return s.ErrNAKsReceived }),
-			d("icrc_errors_total", "Received packets dropped for a bad ICRC (sysfs: rx_icrc_encapsulated or port_rcv_errors).", func(s *soft.Stats) uint64 { return s.ICRCErrors }),
-			d("duplicate_requests_total", "Duplicate requests received (sysfs hw_counters: duplicate_request).", func(s *soft.Stats) uint64 { return s.Duplicates }),
-			d("out_of_sequence_total", "Requests received after a gap in PSNs (sysfs hw_counters: out_of_sequence).", func(s *soft.Stats) uint64 { return s.OutOfSequence }),
-			d("malformed_packets_total", "Received packets dropped as unparsable or truncated (soft).", func(s *soft.Stats) uint64 { return s.Malformed }),
-			d("unknown_qp_packets_total", "Received packets for a QP number not in use (soft).", func(s *soft.Stats) uint64 { return s.UnknownQP }),
-			d("dropped_packets_total", "Received packets dropped for the QP's state, opcode class or P_Key (soft).", func(s *soft.Stats) uint64 { return s.Dropped }),
-			d("acks_sent_total", "Acknowledge packets sent, ACKs and NAKs (soft).", func(s *soft.Stats) uint64 { return s.ACKsSent }),
-			d("acks_received_total", "Acknowledge packets received (soft).", func(s *soft.Stats) uint64 { return s.ACKsReceived }),
-			// RoCEv2 congestion control (docs/congestion.md), named after
-			// ConnectX's hw_counters, which feed them on rdma-core devices.
-			d("np_ecn_marked_roce_packets_total", "CE-marked RoCE packets received for RC QPs, the notification point's input (soft: counted with congestion control on; sysfs hw_counters: np_ecn_marked_roce_packets).", func(s *soft.Stats) uint64 { return s.NPECNMarkedRoCEPackets }),
-			d("np_cnp_sent_total", "Congestion Notification Packets sent (sysfs hw_counters: np_cnp_sent).", func(s *soft.Stats) uint64 { return s.NPCNPSent }),
-			d("rp_cnp_handled_total", "CNPs received that cut or held a QP's rate (sysfs hw_counters: rp_cnp_handled).", func(s *soft.Stats) uint64 { return s.RPCNPHandled }),
-			d("rp_cnp_ignored_total", "CNPs received and dropped: unknown QP, congestion control off, QP not sending (sysfs hw_counters: rp_cnp_ignored).", func(s *soft.Stats) uint64 { return s.RPCNPIgnored }),
-			d("paced_drops_total", "Responder packets a rate-limited soft QP's full paced queue dropped (go-back-N resends them).", func(s *soft.Stats) uint64 { return s.PacedDrops }),
-		}
+		return out
 	}()
 
 	// sysfsDesc exports every sysfs counter file as is (promtool wants
@@ -106,34 +111,6 @@ var softByName = func() map[string]*prometheus.Desc {
 	}
 	return m
 }()
-
-// sysfsNamed maps sysfs counter files to the named metrics: the first
-// file of files (group/name; hw_counters/ names differ by driver) the
-// device has, summed over its ports, times scale, so that two names of
-// the same count are not added up.
-var sysfsNamed = []struct {
-	metric string
-	scale  uint64
-	files  []string
-}{
-	// counters/ first; then mlx5's hw_counters, then rxe's
-	// (drivers/infiniband/sw/rxe/rxe_hw_counters.c).
-	{"packets_sent_total", 1, []string{"counters/port_xmit_packets", "hw_counters/sent_pkts"}},
-	{"packets_received_total", 1, []string{"counters/port_rcv_packets", "hw_counters/rcvd_pkts"}},
-	{"bytes_sent_total", 4, []string{"counters/port_xmit_data"}}, // in 4-byte words
-	{"bytes_received_total", 4, []string{"counters/port_rcv_data"}},
-	{"rnr_naks_received_total", 1, []string{"hw_counters/rnr_nak_retry_err", "hw_counters/rcvd_rnr_err"}},
-	{"rnr_naks_sent_total", 1, []string{"hw_counters/send_rnr_err"}},
-	{"seq_naks_received_total", 1, []string{"hw_counters/packet_seq_err", "hw_counters/rcvd_seq_err"}},
-	{"out_of_sequence_total", 1, []string{"hw_counters/out_of_sequence"}},
-	{"duplicate_requests_total", 1, []string{"hw_counters/duplicate_request"}},
-	{"retransmission_timeouts_total", 1, []string{"hw_counters/local_ack_timeout_err", "hw_counters/retry_exceeded_err"}},
-	{"icrc_errors_total", 1, []string{"hw_counters/rx_icrc_encapsulated"}},
-	{"np_ecn_marked_roce_packets_total", 1, []string{"hw_counters/np_ecn_marked_roce_packets"}},
-	{"np_cnp_sent_total", 1, []string{"hw_counters/np_cnp_sent"}},
-	{"rp_cnp_handled_total", 1, []string{"hw_counters/rp_cnp_handled"}},
-	{"rp_cnp_ignored_total", 1, []string{"hw_counters/rp_cnp_ignored"}},
-}
 
 // Describe implements prometheus.Collector.
 func (c *RDMACollector) Describe(ch chan<- *prometheus.Desc) {
@@ -183,7 +160,7 @@ func (c *RDMACollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // collectSysfs exports the port counters of device name: each file as
-// nvmeof_rdma_sysfs_port_total, and those sysfsNamed maps summed over the
+// nvmeof_rdma_sysfs_port_total, and those provider.SysfsCounters names summed over the
 // ports into the named metrics.
 func collectSysfs(ch chan<- prometheus.Metric, root, name string) {
 	ports, err := os.ReadDir(filepath.Join(root, name, "ports"))
@@ -211,10 +188,10 @@ func collectSysfs(ch chan<- prometheus.Metric, root, name string) {
 			}
 		}
 	}
-	for _, m := range sysfsNamed {
-		for _, f := range m.files {
+	for _, m := range provider.SysfsCounters {
+		for _, f := range m.Files {
 			if v, ok := sums[f]; ok {
-				ch <- prometheus.MustNewConstMetric(softByName[m.metric], prometheus.CounterValue, float64(v*m.scale), name, "ibverbs")
+				ch <- prometheus.MustNewConstMetric(softByName[m.Name+"_total"], prometheus.CounterValue, float64(v*m.Scale), name, "ibverbs")
 				break
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nvmeof/nvmeof/rdma"
+	"github.com/nvmeof/nvmeof/rdma/provider"
 	"github.com/nvmeof/nvmeof/rdma/soft"
 )
 
@@ -111,9 +112,14 @@ func TestRDMASoft(t *testing.T) {
 	if len(softDescs) != len(softByName) {
 		t.Errorf("%d soft counters, %d names: a name is used twice", len(softDescs), len(softByName))
 	}
-	for _, m := range sysfsNamed {
-		if softByName[m.metric] == nil {
-			t.Errorf("sysfs %v feeds unknown metric %s", m.files, m.metric)
+	for _, m := range provider.SysfsCounters {
+		if softByName[m.Name+"_total"] == nil {
+			t.Errorf("sysfs %v feeds unknown metric %s", m.Files, m.Name)
+		}
+	}
+	for _, c := range provider.SoftCounters {
+		if softHelp[c.Name] == "" {
+			t.Errorf("counter %s has no help text", c.Name)
 		}
 	}
 	checkPromtool(t, body)

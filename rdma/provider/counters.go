@@ -16,13 +16,17 @@ import (
 // (/sys/class/infiniband/DEV/ports/N/{counters,hw_counters}).
 const DefaultSysfsRoot = "/sys/class/infiniband"
 
-// Device counters by name, as package metrics exports them
-// (nvmeof_rdma_NAME_total); the congestion control ones are ConnectX's
-// hw_counters names (docs/congestion.md).
-var softCounters = []struct {
-	name string
-	get  func(*soft.Stats) uint64
-}{
+// SoftCounter is a soft device's counter by name.
+type SoftCounter struct {
+	Name string
+	Get  func(*soft.Stats) uint64
+}
+
+// SoftCounters are a soft device's counters by name, as Counters returns
+// them and package metrics exports them (nvmeof_rdma_NAME_total); the
+// congestion control ones are ConnectX's hw_counters names
+// (docs/congestion.md).
+var SoftCounters = []SoftCounter{
 	{"packets_sent", func(s *soft.Stats) uint64 { return s.PacketsSent }},
 	{"packets_received", func(s *soft.Stats) uint64 { return s.PacketsReceived }},
 	{"bytes_sent", func(s *soft.Stats) uint64 { return s.BytesSent }},
@@ -51,15 +55,19 @@ var softCounters = []struct {
 	{"paced_drops", func(s *soft.Stats) uint64 { return s.PacedDrops }},
 }
 
-// sysfsCounters maps an rdma-core device's sysfs counter files to the
-// same names, as package metrics does: the first file of files
-// (group/name: hw_counters/ names differ by driver, mlx5's then rxe's)
-// the device has, summed over its ports, times scale.
-var sysfsCounters = []struct {
-	name  string
-	scale uint64
-	files []string
-}{
+// SysfsCounter maps an rdma-core device's sysfs counter files to a
+// counter name: the first file of Files (group/name: hw_counters/ names
+// differ by driver, mlx5's then rxe's) the device has, summed over its
+// ports, times Scale, so that two names of one count are not added up.
+type SysfsCounter struct {
+	Name  string
+	Scale uint64
+	Files []string
+}
+
+// SysfsCounters are the names of SoftCounters an rdma-core device has,
+// from its sysfs port counters.
+var SysfsCounters = []SysfsCounter{
 	{"packets_sent", 1, []string{"counters/port_xmit_packets", "hw_counters/sent_pkts"}},
 	{"packets_received", 1, []string{"counters/port_rcv_packets", "hw_counters/rcvd_pkts"}},
 	{"bytes_sent", 4, []string{"counters/port_xmit_data"}}, // in 4-byte words
@@ -89,9 +97,9 @@ func counters(dev rdma.Device, root string) (map[string]uint64, error) {
 	switch d := dev.(type) {
 	case *soft.Device:
 		st := d.Stats()
-		out := make(map[string]uint64, len(softCounters))
-		for _, c := range softCounters {
-			out[c.name] = c.get(&st)
+		out := make(map[string]uint64, len(SoftCounters))
+		for _, c := range SoftCounters {
+			out[c.Name] = c.Get(&st)
 		}
 		return out, nil
 	case ibverbs.Device:
@@ -107,8 +115,8 @@ func sysfsPortCounters(root, name string) (map[string]uint64, error) {
 		return nil, fmt.Errorf("RDMA device %s: counters: %w", name, err)
 	}
 	out := map[string]uint64{}
-	for _, c := range sysfsCounters {
-		for _, f := range c.files {
+	for _, c := range SysfsCounters {
+		for _, f := range c.Files {
 			sum, found := uint64(0), false
 			for _, p := range ports {
 				b, err := os.ReadFile(filepath.Join(root, name, "ports", p.Name(), f))
@@ -122,7 +130,7 @@ func sysfsPortCounters(root, name string) (map[string]uint64, error) {
 				sum, found = sum+v, true
 			}
 			if found {
-				out[c.name] = sum * c.scale
+				out[c.Name] = sum * c.Scale
 				break
 			}
 		}

@@ -37,8 +37,8 @@ func TestCounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != len(softCounters) {
-		t.Errorf("%d soft counters, want %d: %v", len(got), len(softCounters), got)
+	if len(got) != len(SoftCounters) {
+		t.Errorf("%d soft counters, want %d: %v", len(got), len(SoftCounters), got)
 	}
 	for _, name := range []string{"packets_sent", "retransmissions", "retransmission_timeouts", "np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored", "paced_drops"} {
 		if _, ok := got[name]; !ok {
