@@ -28,25 +28,7 @@ func TestCongestionPort(t *testing.T) {
 		{"none", "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := `
-port "p1" {
-  address  = "127.78.3.` + string(rune('1'+i)) + `"
-  provider = "soft"
-  ` + tc.block + `
-}
-subsystem "` + nqn + `" {
-  ports          = ["p1"]
-  allow_any_host = true
-  ` + ns1 + `
-}
-`
-			tree, err := configfs.ParseHCL([]byte(src), "cc.hcl")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := tree.Validate(); err != nil {
-				t.Fatal(err)
-			}
+			tree := ccTree(t, "127.78.3."+string(rune('1'+i)), tc.block)
 			s := New(Options{Logger: hclog.NewNullLogger(), LoopNetwork: loop.NewNetwork()})
 			defer s.Close()
 			if err := s.Apply(tree); err != nil {
@@ -118,26 +100,7 @@ func TestCongestionReload(t *testing.T) {
 			want: &soft.CongestionConfig{Enabled: true}, log: "changes=\"off -> on: defaults\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			src := `
-port "p1" {
-  address  = "127.78.4.1"
-  provider = "soft"
-  ` + tc.port + `
-  ` + tc.block + `
-}
-subsystem "` + nqn + `" {
-  ports          = ["p1"]
-  allow_any_host = true
-  ` + ns1 + `
-}
-`
-			tree, err := configfs.ParseHCL([]byte(src), "cc.hcl")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := tree.Validate(); err != nil {
-				t.Fatal(err)
-			}
+			tree := ccTree(t, "127.78.4.1", tc.port+"\n  "+tc.block)
 			before := logs.String()
 			if err := s.Apply(tree); err != nil {
 				t.Fatal(err)
@@ -194,4 +157,30 @@ subsystem "` + nqn + `" {
 			}
 		})
 	}
+}
+
+// ccTree is a valid configuration of one soft port on addr, with body
+// (port attributes and blocks) added, exporting one subsystem.
+func ccTree(t *testing.T, addr, body string) *configfs.Tree {
+	t.Helper()
+	src := `
+port "p1" {
+  address  = "` + addr + `"
+  provider = "soft"
+  ` + body + `
+}
+subsystem "` + nqn + `" {
+  ports          = ["p1"]
+  allow_any_host = true
+  ` + ns1 + `
+}
+`
+	tree, err := configfs.ParseHCL([]byte(src), "cc.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tree.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return tree
 }
