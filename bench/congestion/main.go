@@ -26,6 +26,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/nvmeof/nvmeof/bench/fio"
+	"github.com/nvmeof/nvmeof/bench/report"
 )
 
 // Flow is one host's fio job in a round.
@@ -89,24 +90,12 @@ type Result struct {
 	Goals   []Goal            `json:"goals"`
 }
 
-type metaFlag map[string]string
-
-func (m metaFlag) String() string { return fmt.Sprint(map[string]string(m)) }
-func (m metaFlag) Set(s string) error {
-	k, v, ok := strings.Cut(s, "=")
-	if !ok {
-		return fmt.Errorf("-meta %q: want KEY=VALUE", s)
-	}
-	m[k] = v
-	return nil
-}
-
 func main() {
 	dir := flag.String("dir", "", "the run's out directory (host/ and a/ in it)")
 	rate := flag.String("rate", "", "the bottleneck's rate as tc writes it (40mbit)")
 	skip := flag.Float64("skip", 5, "seconds of each round's traffic left out of the bottleneck's use (fio's ramp)")
 	jsonOut := flag.String("json", "", "write the results as JSON to `FILE`")
-	meta := metaFlag{}
+	meta := report.MetaFlag{}
 	flag.Var(meta, "meta", "KEY=VALUE recorded in the JSON (repeatable)")
 	flag.Parse()
 	bps, err := parseRate(*rate)

@@ -20,10 +20,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/nvmeof/nvmeof/bench/fio"
+	"github.com/nvmeof/nvmeof/bench/report"
 )
 
 // Targets and jobs, in table order.
@@ -66,22 +66,10 @@ type Goal struct {
 	Met   bool    `json:"met"`
 }
 
-type metaFlag map[string]string
-
-func (m metaFlag) String() string { return fmt.Sprint(map[string]string(m)) }
-func (m metaFlag) Set(s string) error {
-	k, v, ok := strings.Cut(s, "=")
-	if !ok {
-		return fmt.Errorf("-meta %q: want KEY=VALUE", s)
-	}
-	m[k] = v
-	return nil
-}
-
 func main() {
 	dir := flag.String("dir", "", "directory with fio-TARGET-JOB.json files (the host guest's out/)")
 	jsonOut := flag.String("json", "", "write the results as JSON to `FILE`")
-	meta := metaFlag{}
+	meta := report.MetaFlag{}
 	flag.Var(meta, "meta", "KEY=VALUE recorded in the JSON (repeatable)")
 	flag.Parse()
 	if *dir == "" {
