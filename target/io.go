@@ -237,7 +237,7 @@ func (w *worker) run(c *ioCmd) {
 			}
 		}
 	}
-	c.finish(err, s)
+	c.finish(err, s, nil)
 }
 
 // verifyChunk is the most Verify reads from the backend at once.
@@ -263,8 +263,9 @@ func (w *worker) verify(dev bdev.Device, off, n int64) error {
 
 // finish counts a command's result, releases its context and completes
 // it: err from the backend, or s for a status of the target's own
-// (Compare Failure).
-func (c *ioCmd) finish(err error, s nvme.Error) {
+// (Compare Failure). With b, the request waits in b for the end of the
+// backend's pass, to leave with the others of its queue.
+func (c *ioCmd) finish(err error, s nvme.Error, b *fabrics.CompletionBatch) {
 	ns, r, q := c.ns, c.r, c.q
 	if err == nil {
 		switch c.op {
@@ -293,7 +294,12 @@ func (c *ioCmd) finish(err error, s nvme.Error) {
 	q.inflight.Add(-1)
 	ns.release()
 	q.putCmd(c)
-	q.complete(r, s, loc, slba)
+	if b == nil {
+		q.complete(r, s, loc, slba)
+		return
+	}
+	q.settle(r, s, loc, slba, true)
+	b.Add(r)
 }
 
 // startAsync starts cmd on the namespace's asynchronous backend
@@ -321,7 +327,7 @@ func (c *ioCmd) startAsync() bool {
 	case nvme.IODatasetManagement:
 		c.ri = -1
 		if !c.nextRange() {
-			c.finish(nil, nvme.Error{})
+			c.finish(nil, nvme.Error{}, nil)
 		}
 	default:
 		return false
@@ -346,7 +352,25 @@ func (c *ioCmd) nextRange() bool {
 // a write's flush (FUA, or the write cache disabled) and the next
 // Dataset Management range, then finishes the command. It runs on the
 // backend's thread and never blocks.
-func (c *ioCmd) Complete(err error) {
+func (c *ioCmd) Complete(err error) { c.complete(err, nil) }
+
+var _ bdev.BatchCompletion = (*ioCmd)(nil)
+
+// NewBatch implements bdev.BatchCompletion: a reaper's batch is a
+// fabrics.CompletionBatch, whose Flush hands each queue its requests of
+// the pass at once.
+func (c *ioCmd) NewBatch() bdev.Batch { return new(fabrics.CompletionBatch) }
+
+// CompleteBatched implements bdev.BatchCompletion: Complete, with the
+// request left in b (when it is one of NewBatch's) until the end of the
+// backend's pass.
+func (c *ioCmd) CompleteBatched(err error, b bdev.Batch) {
+	cb, _ := b.(*fabrics.CompletionBatch)
+	c.complete(err, cb)
+}
+
+// complete is Complete, finishing into b when not nil.
+func (c *ioCmd) complete(err error, b *fabrics.CompletionBatch) {
 	if err == nil {
 		switch c.op {
 		case nvme.IOWrite:
@@ -363,7 +387,7 @@ func (c *ioCmd) Complete(err error) {
 	} else if c.op == nvme.IODatasetManagement {
 		c.slba = nvme.DSMRange(c.r.Data[c.ri*nvme.DSMRangeSize:]).SLBA()
 	}
-	c.finish(err, nvme.Error{})
+	c.finish(err, nvme.Error{}, b)
 }
 
 // ctrlSubsys returns the subsystem of the queue's controller.

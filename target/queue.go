@@ -185,6 +185,13 @@ func (q *queue) complete(r *fabrics.Request, s nvme.Error, loc uint16, lba uint6
 // completeCounted is complete; count false leaves an error status out of
 // the statistics and the error log (an AER failed at teardown).
 func (q *queue) completeCounted(r *fabrics.Request, s nvme.Error, loc uint16, lba uint64, count bool) {
+	q.settle(r, s, loc, lba, count)
+	r.Complete()
+}
+
+// settle is complete without the hand-back to the transport: the CQE and
+// the accounting (io.go batches the hand-back of a backend's pass).
+func (q *queue) settle(r *fabrics.Request, s nvme.Error, loc uint16, lba uint64, count bool) {
 	cqe := nvme.CQE(r.CQE[:])
 	if !q.sqhdOff && q.size != 0 {
 		cqe.SetSQHD(uint16(q.advanceSQHD()))
@@ -212,7 +219,6 @@ func (q *queue) completeCounted(r *fabrics.Request, s nvme.Error, loc uint16, lb
 	if q.trace {
 		q.traceCompletion(r, s)
 	}
-	r.Complete()
 }
 
 // ok completes r successfully.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -48,6 +49,7 @@ type ringOp struct {
 	off            int64
 	n              int64 // bytes for zero and discard
 	done           int64 // bytes already transferred (short reads and writes)
+	start          int64 // monoNanos when it took its slot (the latency EWMA)
 	c              Completion
 }
 
@@ -100,6 +102,14 @@ type engine struct {
 	// asynchronously, costs no goroutine blocked in the kernel.
 	launch   sync.Once
 	launched atomic.Bool
+
+	// The reaper's own: the batch of its pass (from the first
+	// BatchCompletion it completes), and whether the ring can wait with
+	// a timeout; latEWMA, under mu, is the EWMA of the device's read and
+	// write latency in ns.
+	batch      Batch
+	noCoalesce bool
+	latEWMA    int64
 }
 
 // stopTag is the user data of the NOP that ends the reaper.
@@ -149,12 +159,13 @@ func (e *engine) start(op ringOp) {
 	}
 	i := e.free[len(e.free)-1]
 	e.free = e.free[:len(e.free)-1]
+	op.start = monoNanos()
 	e.slots[i] = op
 	e.inflight++
 	err := e.submitLocked(i)
 	e.mu.Unlock()
 	if err != nil {
-		e.finish(i, err)
+		e.finish(i, err, false)
 	}
 }
 
@@ -219,10 +230,17 @@ func (e *engine) submitLocked(i uint32) error {
 	return nil
 }
 
-// reap is the engine's one completion goroutine.
+// reap is the engine's one completion goroutine. It completes the CQEs
+// there as one pass, whose batch it flushes at the end (the responses of
+// the pass leave together), then waits for the next completion, and,
+// with enough in flight on a slow device, a little longer for more
+// (coalesceWindow).
 func (e *engine) reap() {
 	defer close(e.reaped)
+	defer e.flush() // a stop in the middle of a pass holds nothing back
+	e.noCoalesce = !e.ring.HasExtArg()
 	for {
+		now := monoNanos()
 		for {
 			c, ok := e.ring.PeekCQE()
 			if !ok {
@@ -232,11 +250,31 @@ func (e *engine) reap() {
 			if c.UserData == stopTag {
 				return // sent by close once nothing is in flight
 			}
-			e.complete(uint32(c.UserData), c.Res)
+			e.complete(uint32(c.UserData), c.Res, now)
 		}
+		e.flush()
 		// An error here would be a broken ring (EBADF, EFAULT); the
 		// kernel still owns the slots' buffers, so keep reaping.
 		_ = e.ring.Wait()
+		if e.noCoalesce {
+			continue
+		}
+		e.mu.Lock()
+		n, lat := e.inflight, e.latEWMA
+		e.mu.Unlock()
+		if w, want := coalesceWindow(time.Duration(lat), n); w > 0 {
+			if err := e.ring.WaitTimeout(want, w); err != nil {
+				e.noCoalesce = true // a kernel that refuses the wait: reap as before
+			}
+		}
+	}
+}
+
+// flush ends the reaper's pass: what its completions left in the batch
+// goes out.
+func (e *engine) flush() {
+	if e.batch != nil {
+		e.batch.Flush()
 	}
 }
 
@@ -260,9 +298,14 @@ func (e *engine) bounceBuf(i uint32, n int) []byte {
 // never mixed on one file: a buffered write to part of a page that races
 // an O_DIRECT write to another part of it can write the page's stale copy
 // back over the direct write.
-func (e *engine) complete(i uint32, res int32) {
+func (e *engine) complete(i uint32, res int32, now int64) {
 	e.mu.Lock()
 	op := &e.slots[i]
+	if op.kind <= opWriteFUA && op.done == 0 {
+		// Reads and writes only: a flush or fallocate can take far
+		// longer than the device's I/O and would widen the window.
+		e.latEWMA = latencyEWMA(e.latEWMA, now-op.start)
+	}
 	var err error
 	retry := false
 	switch {
@@ -310,7 +353,7 @@ func (e *engine) complete(i uint32, res int32) {
 		}
 	}
 	e.mu.Unlock()
-	e.finish(i, err)
+	e.finish(i, err, true)
 }
 
 func (e *engine) opError(op *ringOp, err error) error {
@@ -318,8 +361,9 @@ func (e *engine) opError(op *ringOp, err error) error {
 }
 
 // finish completes slot i with err, frees the slot and starts the oldest
-// pending operations in the free slots.
-func (e *engine) finish(i uint32, err error) {
+// pending operations in the free slots. reaped: called by the reaper in
+// a pass, whose batch a BatchCompletion joins.
+func (e *engine) finish(i uint32, err error, reaped bool) {
 	e.mu.Lock()
 	op := &e.slots[i]
 	c, kind := op.c, op.kind
@@ -336,6 +380,7 @@ func (e *engine) finish(i uint32, err error) {
 		e.phead++
 		j := e.free[len(e.free)-1]
 		e.free = e.free[:len(e.free)-1]
+		next.start = monoNanos()
 		e.slots[j] = next
 		e.inflight++
 		if ferr = e.submitLocked(j); ferr != nil {
@@ -350,9 +395,16 @@ func (e *engine) finish(i uint32, err error) {
 		e.drained.Broadcast()
 	}
 	e.mu.Unlock()
-	c.Complete(err)
+	if bc, ok := c.(BatchCompletion); ok && reaped {
+		if e.batch == nil {
+			e.batch = bc.NewBatch()
+		}
+		bc.CompleteBatched(err, e.batch)
+	} else {
+		c.Complete(err)
+	}
 	if failed >= 0 {
-		e.finish(uint32(failed), ferr)
+		e.finish(uint32(failed), ferr, reaped)
 	}
 }
 
@@ -392,7 +444,7 @@ func (e *engine) slowLoop() {
 		} else {
 			err = e.files.discard(op.off, op.n)
 		}
-		e.finish(i, err)
+		e.finish(i, err, false)
 	}
 }
 
