@@ -28,6 +28,25 @@ var _ fabrics.GatherSender = (*TargetQueue)(nil)
 // nothing else, as nvmet-tcp), then the CapsuleResp. It may be called from
 // any goroutine.
 func (q *TargetQueue) CompleteRequest(r *fabrics.Request) {
+	s, kind := q.buildCompletion(r)
+	q.enqueue(s, kind, false)
+}
+
+var _ fabrics.BatchCompleter = (*TargetQueue)(nil)
+
+// CompleteRequests implements fabrics.BatchCompleter: the PDUs of all of
+// rs are queued before one send takes them (one writev when the socket
+// takes it all), instead of a send per response.
+func (q *TargetQueue) CompleteRequests(rs []*fabrics.Request) {
+	for i, r := range rs {
+		s, kind := q.buildCompletion(r)
+		q.enqueue(s, kind, i < len(rs)-1)
+	}
+}
+
+// buildCompletion builds the PDUs that complete r in its slot and returns
+// the slot and what to send.
+func (q *TargetQueue) buildCompletion(r *fabrics.Request) (*targetSlot, uint8) {
 	s := q.slots[r.Slot]
 	cqe := nvme.CQE(r.CQE[:])
 	cid := binary.LittleEndian.Uint16(r.SQE[2:])
@@ -80,7 +99,7 @@ func (q *TargetQueue) CompleteRequest(r *fabrics.Request) {
 	if kind&tsendResp != 0 {
 		q.buildResp(s, r.CQE[:])
 	}
-	q.enqueue(s, kind)
+	return s, kind
 }
 
 // queueR2T asks the host for all of the slot's data in one R2T (the TTAG
@@ -105,7 +124,7 @@ func (q *TargetQueue) queueR2T(s *targetSlot) {
 	if q.hdgst {
 		binary.LittleEndian.PutUint32(b[DataHLen:], Digest(b[:DataHLen]))
 	}
-	q.enqueue(s, tsendR2T)
+	q.enqueue(s, tsendR2T, false)
 }
 
 // pdoFor returns the data offset of a C2H PDU: after the header and its
@@ -178,9 +197,10 @@ func (q *TargetQueue) buildResp(s *targetSlot, cqe []byte) {
 // whatever else is queued) itself with a writev that does not wait, and
 // hands what the socket did not take to the writer goroutine: a command
 // at QD1 then wakes no goroutine on its way out. During a burst the
-// reader sends everything queued at its end (uncork), in one writev. On a
-// closed queue the PDUs are dropped.
-func (q *TargetQueue) enqueue(s *targetSlot, kind uint8) {
+// reader sends everything queued at its end (uncork), in one writev. more:
+// the caller queues more right after (CompleteRequests), and the last
+// one sends them all. On a closed queue the PDUs are dropped.
+func (q *TargetQueue) enqueue(s *targetSlot, kind uint8, more bool) {
 	q.mu.Lock()
 	if q.closed || q.term != nil {
 		q.mu.Unlock()
@@ -191,8 +211,9 @@ func (q *TargetQueue) enqueue(s *targetSlot, kind uint8) {
 		s.state.Store(tslotSending)
 	}
 	q.pending = append(q.pending, targetSendItem{slot: int32(s.req.Slot), kind: kind})
-	if q.busy || q.corked {
-		// The sender, or the reader at the burst's end, takes it.
+	if q.busy || q.corked || more {
+		// The sender, the reader at the burst's end, or the caller's
+		// next enqueue takes it.
 		q.mu.Unlock()
 		return
 	}
