@@ -83,9 +83,12 @@ type targetQueue struct {
 	// requests it produces collect in chains and leave as one PostSend
 	// at its end: the RDMA READs, then the RDMA WRITEs, then the response
 	// SENDs, so that packets of equal size sit together (a provider can
-	// send such runs as one datagram burst, GSO on loopback).
+	// send such runs as one datagram burst, GSO on loopback). Batches
+	// may overlap (the CQ's and a backend's reaping pass, which hands
+	// its responses over in CompleteRequests): plugged counts the open
+	// ones, and the last to end posts what they all collected.
 	postMu  sync.Mutex
-	plugged bool
+	plugged int
 	chains  [3]wrChain
 
 	handler  fabrics.CommandHandler
@@ -130,14 +133,18 @@ const (
 // begin opens a batch of completions (batcher).
 func (q *targetQueue) begin() {
 	q.postMu.Lock()
-	q.plugged = true
+	q.plugged++
 	q.postMu.Unlock()
 }
 
-// end closes the batch and posts what it collected (batcher).
+// end closes the batch; the last open one posts what was collected
+// (batcher).
 func (q *targetQueue) end() {
 	q.postMu.Lock()
-	q.plugged = false
+	if q.plugged--; q.plugged > 0 {
+		q.postMu.Unlock()
+		return
+	}
 	var all wrChain
 	for k := range q.chains {
 		c := &q.chains[k]
@@ -161,12 +168,25 @@ func (q *targetQueue) end() {
 	}
 }
 
+var _ fabrics.BatchCompleter = (*targetQueue)(nil)
+
+// CompleteRequests implements fabrics.BatchCompleter: the work requests
+// of all of rs leave in one PostSend (with those of a CQ batch open
+// meanwhile).
+func (q *targetQueue) CompleteRequests(rs []*fabrics.Request) {
+	q.begin()
+	for _, r := range rs {
+		q.CompleteRequest(r)
+	}
+	q.end()
+}
+
 // post posts one or two work requests (a may be nil) in that order, or
 // adds them to their chains while a batch is open. ka and kb name the
 // chains.
 func (q *targetQueue) post(a *rdma.SendWR, ka int, b *rdma.SendWR, kb int, what string) {
 	q.postMu.Lock()
-	if q.plugged {
+	if q.plugged > 0 {
 		if a != nil {
 			q.chains[ka].add(a)
 		}
