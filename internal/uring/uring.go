@@ -398,6 +398,11 @@ func (r *Ring) PeekCQE() (CQE, bool) {
 	}, true
 }
 
+// Ready returns how many completions are there, not yet consumed.
+func (r *Ring) Ready() uint32 {
+	return atomic.LoadUint32(r.cqTail) - atomic.LoadUint32(r.cqHead)
+}
+
 // Advance consumes the oldest completion.
 func (r *Ring) Advance() {
 	atomic.StoreUint32(r.cqHead, atomic.LoadUint32(r.cqHead)+1)

@@ -13,13 +13,6 @@ func TestWaitTimeout(t *testing.T) {
 	if !r.HasExtArg() {
 		t.Skip("kernel without IORING_FEAT_EXT_ARG (Linux 5.11)")
 	}
-	ready := func() int {
-		n := 0
-		for h := *r.cqHead; h != *r.cqTail; h++ {
-			n++
-		}
-		return n
-	}
 	tests := []struct {
 		name    string
 		nops    int
@@ -54,7 +47,7 @@ func TestWaitTimeout(t *testing.T) {
 				t.Errorf("waited out its timeout %v with enough completions there", tc.timeout)
 			}
 			// NOPs complete as they are submitted: all are there.
-			if got := ready(); got != tc.nops {
+			if got := r.Ready(); got != uint32(tc.nops) {
 				t.Errorf("%d completions ready, want %d", got, tc.nops)
 			}
 			for range tc.nops {

@@ -262,7 +262,8 @@ func (e *engine) reap() {
 		e.mu.Lock()
 		n, lat := e.inflight, e.latEWMA
 		e.mu.Unlock()
-		if w, want := coalesceWindow(time.Duration(lat), n); w > 0 {
+		// Enough there already: no system call to wait for them.
+		if w, want := coalesceWindow(time.Duration(lat), n); w > 0 && e.ring.Ready() < want {
 			if err := e.ring.WaitTimeout(want, w); err != nil {
 				e.noCoalesce = true // a kernel that refuses the wait: reap as before
 			}
