@@ -17,7 +17,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/nvmeof/nvmeof/fabrics"
-	"github.com/nvmeof/nvmeof/internal/directwait"
 	"github.com/nvmeof/nvmeof/nvme"
 )
 
@@ -682,12 +681,8 @@ func (r *targetRawReader) Read(b []byte) (int, error) {
 	return r.n, r.err
 }
 
-// read is Read's raw function: one read, false when the socket is empty
-// after a direct wait on this thread found nothing or was not allowed
-// (internal/directwait: at QD1 the next command wakes this thread, not
-// the netpoller's).
+// read is Read's raw function: one read, false when the socket is empty.
 func (r *targetRawReader) read(fd uintptr) bool {
-	waited := false
 	for {
 		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&r.b[0])), uintptr(len(r.b)))
 		switch e {
@@ -700,10 +695,7 @@ func (r *targetRawReader) read(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
-			if waited || !directwait.Wait(fd) {
-				return false
-			}
-			waited = true
+			return false
 		default:
 			r.err = e
 			return true

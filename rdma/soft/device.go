@@ -204,10 +204,6 @@ type Device struct {
 	quietTimer *time.Timer
 	quietArmed atomic.Bool
 	quietEvery atomic.Int64
-	// polled: a consumer has driven the device (Progress). Until then its
-	// receive goroutines wait for datagrams on their own threads first
-	// (internal/directwait); a polled device's poller is that thread.
-	polled atomic.Bool
 	// rxqPackets counts the packets each receive queue read.
 	rxqPackets []atomic.Uint64
 	// handlers tracks CQs with completion handlers to run (handler.go).

@@ -3,10 +3,8 @@ package soft
 import (
 	"iter"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/nvmeof/nvmeof/internal/directwait"
 	"github.com/nvmeof/nvmeof/rdma"
 )
 
@@ -31,12 +29,6 @@ type rxQueue struct {
 	// Progress calls; seen is the count watchQuiet saw last.
 	quiet       bool
 	polls, seen uint64
-	// polled is the device's: once a poller has come, the goroutine no
-	// longer waits on its thread (readRecv).
-	polled *atomic.Bool
-	// directWakes counts the batches a wait on the goroutine's thread
-	// found (under mu; for tests).
-	directWakes uint64
 
 	// The two receive callbacks, bound once so that neither allocates.
 	readFn func(fd uintptr) bool
@@ -61,25 +53,9 @@ func (rq *rxQueue) recv(fd uintptr) bool {
 // clears the readiness the netpoller latched since the previous Read
 // (pollDesc prepareRead), so a datagram that arrived while the last batch
 // was handled is found only by trying.
-//
-// Found empty, the socket is first waited on by this thread for a short
-// while (internal/directwait) unless a poller drives the device: at one
-// request in flight the next one then wakes this goroutine's thread, not
-// the netpoller's.
 func (rq *rxQueue) readRecv(uintptr) bool {
 	rq.mu.Lock()
 	if rq.recv(uintptr(rq.w.sock)) {
-		return true
-	}
-	direct := !rq.quiet && !rq.polled.Load()
-	rq.mu.Unlock()
-	if !direct || !directwait.Wait(uintptr(rq.w.sock)) {
-		return false
-	}
-	rq.mu.Lock()
-	// A poller that came during the wait reads the socket now.
-	if !rq.quiet && rq.recv(uintptr(rq.w.sock)) {
-		rq.directWakes++
 		return true
 	}
 	rq.mu.Unlock()
@@ -129,9 +105,6 @@ const quietCheck = 5 * time.Millisecond
 
 // progress is Progress for the receive queues of mask (0: every one).
 func (d *Device) progress(mask uint32) bool {
-	if !d.polled.Load() {
-		d.polled.Store(true)
-	}
 	got := false
 	for rq := range d.pollable(mask) {
 		if !rq.mu.TryLock() {

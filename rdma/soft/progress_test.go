@@ -1,14 +1,12 @@
 package soft
 
 import (
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nvmeof/nvmeof/internal/directwait"
 	"github.com/nvmeof/nvmeof/rdma"
 )
 
@@ -265,48 +263,4 @@ func TestProgressWait(t *testing.T) {
 		t.Fatalf("receive completions: %d, %d of them on the waiting goroutine; want 1 and 1", got.Load(), onCaller.Load())
 	}
 	poll(t, ea.scq, 1, 5*time.Second)
-}
-
-// TestDirectWait: a device nobody polls waits for its next datagram on
-// the receive goroutine's thread (directwait) and gets it there; once a
-// poller has driven the device, its goroutine waits in the netpoller only.
-func TestDirectWait(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("a direct wait needs a P left for the others")
-	}
-	// Seconds between two SENDs never happen here; the window cannot be
-	// missed on a loaded machine, and a device's Close waits it out.
-	defer directwait.SetForTest(2*time.Second, 1)()
-	a, b := openPair(t, Config{RecvQueues: 1}, Config{RecvQueues: 1})
-	a.polled.Store(true) // only b's goroutine competes for the one waiter
-	ea, eb := connect(t, a, b, qpOpts{psnA: 100, psnB: 200})
-	rbuf := regMR(t, eb.pd, 64, rdma.AccessLocalWrite)
-	sbuf := regMR(t, ea.pd, 64, rdma.AccessLocalWrite)
-	rq := b.rxqs[0].Load()
-	wakes := func() uint64 {
-		rq.mu.Lock()
-		defer rq.mu.Unlock()
-		return rq.directWakes
-	}
-	exchange := func(n int) {
-		for i := range n {
-			postRecv(t, eb.qp, uint64(i), sge(rbuf, 0, 64))
-			postSend(t, ea.qp, &rdma.SendWR{WRID: uint64(i), Opcode: rdma.WRSend, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(sbuf, 0, 32)}})
-			poll(t, ea.scq, 1, 10*time.Second)
-			poll(t, eb.rcq, 1, 10*time.Second)
-		}
-	}
-	exchange(20)
-	if wakes() == 0 {
-		t.Fatal("20 SENDs to a device nobody polls: none found by a direct wait")
-	}
-	p := eb.rcq.(rdma.Progresser)
-	p.Progress()
-	p.ProgressDone()
-	exchange(1) // the wait the goroutine was in when the poller came
-	before := wakes()
-	exchange(10)
-	if w := wakes(); w != before {
-		t.Fatalf("after a poller came: %d more batches found by direct waits, want 0", w-before)
-	}
 }

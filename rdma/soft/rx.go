@@ -108,7 +108,7 @@ func (d *Device) newRxQueue(sc *sockConn, queue int, udp bool) (*rxQueue, error)
 		m.setBuf(i, bufs[i*size+head:(i+1)*size])
 	}
 	rx := &rxState{tx: newTxBatch(d), reqTx: newTxBatch(d), acks: make([]*qp, 0, 64), kicks: make([]*qp, 0, 64), holds: make([]*qp, 0, 64), held: make([]byte, size), queue: uint32(queue), udp: udp}
-	rq := &rxQueue{sock: sc, w: w, m: m, batch: batch, polled: &d.polled}
+	rq := &rxQueue{sock: sc, w: w, m: m, batch: batch}
 	rq.readFn, rq.ctlFn = rq.readRecv, rq.controlRecv
 	rq.process = func(n int) {
 		wireAcquire()
