@@ -70,6 +70,8 @@ ok=0
 for _ in $(seq 300); do [ "$(grep -c '\blistening\b' "$OUT/nvmetd.log")" -ge 2 ] && { ok=1; break; }; kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
 [ "$ok" = 1 ] || { tail -n 30 "$OUT/nvmetd.log"; echo "FAIL: nvmetd did not start"; exit 1; }
 ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+# The guest's CPU use over a run: busy and total jiffies of all CPUs.
+cpustat() { awk '/^cpu /{print $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
 for job in $JOBS; do
 	for tr in $TRANSPORTS; do
 		case "$tr" in
@@ -79,11 +81,13 @@ for job in $JOBS; do
 		esac
 		step "nvmetd: fio through the engine over $tr, $job 4k QD$QD, ${RUNTIME}s"
 		t0=$(ticks)
+		read -r b0 a0 < <(cpustat)
 		fio --ioengine=external:"$ENGINE" "${where[@]}" \
 			--subnqn="$NQN" --nsid=1 --nr_io_queues=1 --busy_poll=0 \
 			--name="$job" --rw="$job" --bs=4k --iodepth="$QD" --runtime="$RUNTIME" --time_based --size=1g \
 			--output-format=json --output="$OUT/$file.json" || { echo "FAIL: fio nvmetd $tr $job"; fail=1; }
-		echo "$name ticks_per_s $(getconf CLK_TCK) nvmetd_ticks $(( $(ticks) - t0 ))" | tee -a "$OUT/nvmetd-usage.txt"
+		read -r b1 a1 < <(cpustat)
+		echo "$name ticks_per_s $(getconf CLK_TCK) nvmetd_ticks $(( $(ticks) - t0 )) guest_busy_pct $(( 100 * (b1 - b0) / (a1 - a0) ))" | tee -a "$OUT/nvmetd-usage.txt"
 	done
 done
 kill -TERM "$pid"; wait "$pid"

@@ -183,12 +183,14 @@ def num(name):
     p = os.path.join(out, name)
     return float(open(p).read().split()[0]) if os.path.exists(p) else None
 
-guest_ticks = {}
+guest_ticks, guest_busy = {}, {}
 p = os.path.join(out, "guest-nvmetd-usage.txt")
 if os.path.exists(p):
     for line in open(p):
         f = line.split()
         guest_ticks[f[0]] = int(f[4]) / int(f[2])
+        if len(f) > 6:
+            guest_busy[f[0]] = f[6]
 media_ticks = {"nullb": "", "nullb-tcp": "tcp-"}
 
 print(f"{'row':34} {'direct IOPS':>12} {'nvmetd IOPS':>12} {'ratio':>6} {'direct lat':>11} {'nvmetd lat':>11} {'CPU us/IO direct':>17} {'CPU us/IO nvmetd':>17}")
@@ -206,7 +208,11 @@ for where, media in (("host", ("ext4", "tmpfs")), ("guest", ("nullb", "nullb-tcp
             if co is not None and tt is not None and o[1]:
                 cpu_o = f"{(co + tt / hz) * 1e6 / o[1]:.1f}"
             elif media_ticks.get(m, "") + job in guest_ticks and o[1]:
-                cpu_o = f"{guest_ticks[media_ticks.get(m, '') + job] * 1e6 / o[1]:.1f} (tgt)"
+                k = media_ticks.get(m, '') + job
+                cpu_o = f"{guest_ticks[k] * 1e6 / o[1]:.1f} (tgt)"
+                if k in guest_busy:
+                    # All the guest's vCPUs: how near the row is to CPU-bound.
+                    cpu_o += f", guest {guest_busy[k]}% busy"
             else:
                 cpu_o = "-"
             print(f"{row:34} {d[0]:12.0f} {o[0]:12.0f} {o[0] / d[0]:6.2f} {d[2]:9.0f}us {o[2]:9.0f}us {cpu_d:>17} {cpu_o:>17}")

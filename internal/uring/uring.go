@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -48,27 +47,7 @@ const FsyncDatasync = 1
 const RWFDsync = 0x2
 
 // io_uring_enter flags.
-const (
-	enterGetEvents = 1 // IORING_ENTER_GETEVENTS
-	enterExtArg    = 8 // IORING_ENTER_EXT_ARG (Linux 5.11)
-)
-
-// FeatExtArg is IORING_FEAT_EXT_ARG: io_uring_enter takes a timeout
-// (Linux 5.11).
-const FeatExtArg = 1 << 8
-
-// getEventsArg is struct io_uring_getevents_arg: sigmask(8) sigmask_sz(4)
-// pad, min_wait_usec from Linux 6.12 (4, left 0) ts(8, a pointer to a
-// struct __kernel_timespec).
-type getEventsArg struct {
-	sigmask   uint64
-	sigmaskSz uint32
-	pad       uint32
-	ts        uint64
-}
-
-// kernelTimespec is struct __kernel_timespec.
-type kernelTimespec struct{ sec, nsec int64 }
+const enterGetEvents = 1 // IORING_ENTER_GETEVENTS
 
 // mmap offsets of the rings and the SQE array.
 const (
@@ -236,12 +215,6 @@ type Ring struct {
 
 	tail     uint32 // our SQ tail, published on Submit
 	unsubmit uint32 // SQEs published but not yet taken by io_uring_enter
-	features uint32 // IORING_FEAT_*
-
-	// The waiter's (WaitTimeout) arguments: kept here so that the
-	// kernel's pointers to them cost no allocation per wait.
-	waitArg getEventsArg
-	waitTS  kernelTimespec
 }
 
 // New sets up a ring with at least entries SQEs and the given IORING_SETUP_*
@@ -253,7 +226,7 @@ func New(entries uint32, flags uint32) (*Ring, error) {
 	if errno != 0 {
 		return nil, fmt.Errorf("uring: io_uring_setup(%d, %#x): %w", entries, flags, errno)
 	}
-	r := &Ring{fd: int(fd), sqeSize: 64, features: p.Features()}
+	r := &Ring{fd: int(fd), sqeSize: 64}
 	if flags&SetupSQE128 != 0 {
 		r.sqeSize = 128
 	}
@@ -363,27 +336,6 @@ func (r *Ring) Wait() error {
 	return nil
 }
 
-// HasExtArg reports whether the kernel takes a timeout with a wait
-// (FeatExtArg): WaitTimeout works.
-func (r *Ring) HasExtArg() bool { return r.features&FeatExtArg != 0 }
-
-// WaitTimeout blocks in io_uring_enter until at least want completions
-// are there (those not yet consumed included) or timeout has passed,
-// submitting nothing (IORING_ENTER_EXT_ARG, Linux 5.11: see HasExtArg).
-// A timeout or a signal ends the wait with nil; the caller reaps what is
-// there. It is the waiting goroutine's call, as Wait.
-func (r *Ring) WaitTimeout(want uint32, timeout time.Duration) error {
-	r.waitTS = kernelTimespec{sec: int64(timeout / time.Second), nsec: int64(timeout % time.Second)}
-	r.waitArg = getEventsArg{ts: uint64(uintptr(unsafe.Pointer(&r.waitTS)))}
-	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), 0, uintptr(want),
-		enterGetEvents|enterExtArg, uintptr(unsafe.Pointer(&r.waitArg)), unsafe.Sizeof(r.waitArg))
-	switch errno {
-	case 0, syscall.ETIME, syscall.EINTR:
-		return nil
-	}
-	return fmt.Errorf("uring: io_uring_enter wait %d for %v: %w", want, timeout, errno)
-}
-
 // PeekCQE returns the oldest completion without consuming it.
 func (r *Ring) PeekCQE() (CQE, bool) {
 	head := atomic.LoadUint32(r.cqHead)
@@ -396,11 +348,6 @@ func (r *Ring) PeekCQE() (CQE, bool) {
 		Res:      int32(binary.NativeEndian.Uint32(b[8:])),
 		Flags:    binary.NativeEndian.Uint32(b[12:]),
 	}, true
-}
-
-// Ready returns how many completions are there, not yet consumed.
-func (r *Ring) Ready() uint32 {
-	return atomic.LoadUint32(r.cqTail) - atomic.LoadUint32(r.cqHead)
 }
 
 // Advance consumes the oldest completion.

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -49,7 +48,6 @@ type ringOp struct {
 	off            int64
 	n              int64 // bytes for zero and discard
 	done           int64 // bytes already transferred (short reads and writes)
-	start          int64 // monoNanos when it took its slot (the latency EWMA)
 	c              Completion
 }
 
@@ -104,12 +102,8 @@ type engine struct {
 	launched atomic.Bool
 
 	// The reaper's own: the batch of its pass (from the first
-	// BatchCompletion it completes), and whether the ring can wait with
-	// a timeout; latEWMA, under mu, is the EWMA of the device's read and
-	// write latency in ns.
-	batch      Batch
-	noCoalesce bool
-	latEWMA    int64
+	// BatchCompletion it completes).
+	batch Batch
 }
 
 // stopTag is the user data of the NOP that ends the reaper.
@@ -159,7 +153,6 @@ func (e *engine) start(op ringOp) {
 	}
 	i := e.free[len(e.free)-1]
 	e.free = e.free[:len(e.free)-1]
-	op.start = monoNanos()
 	e.slots[i] = op
 	e.inflight++
 	err := e.submitLocked(i)
@@ -232,15 +225,11 @@ func (e *engine) submitLocked(i uint32) error {
 
 // reap is the engine's one completion goroutine. It completes the CQEs
 // there as one pass, whose batch it flushes at the end (the responses of
-// the pass leave together), then waits for the next completion, and,
-// with enough in flight on a slow device, a little longer for more
-// (coalesceWindow).
+// the pass leave together), then waits for the next completion.
 func (e *engine) reap() {
 	defer close(e.reaped)
 	defer e.flush() // a stop in the middle of a pass holds nothing back
-	e.noCoalesce = !e.ring.HasExtArg()
 	for {
-		now := monoNanos()
 		for {
 			c, ok := e.ring.PeekCQE()
 			if !ok {
@@ -250,24 +239,12 @@ func (e *engine) reap() {
 			if c.UserData == stopTag {
 				return // sent by close once nothing is in flight
 			}
-			e.complete(uint32(c.UserData), c.Res, now)
+			e.complete(uint32(c.UserData), c.Res)
 		}
 		e.flush()
 		// An error here would be a broken ring (EBADF, EFAULT); the
 		// kernel still owns the slots' buffers, so keep reaping.
 		_ = e.ring.Wait()
-		if e.noCoalesce {
-			continue
-		}
-		e.mu.Lock()
-		n, lat := e.inflight, e.latEWMA
-		e.mu.Unlock()
-		// Enough there already: no system call to wait for them.
-		if w, want := coalesceWindow(time.Duration(lat), n); w > 0 && e.ring.Ready() < want {
-			if err := e.ring.WaitTimeout(want, w); err != nil {
-				e.noCoalesce = true // a kernel that refuses the wait: reap as before
-			}
-		}
 	}
 }
 
@@ -299,14 +276,9 @@ func (e *engine) bounceBuf(i uint32, n int) []byte {
 // never mixed on one file: a buffered write to part of a page that races
 // an O_DIRECT write to another part of it can write the page's stale copy
 // back over the direct write.
-func (e *engine) complete(i uint32, res int32, now int64) {
+func (e *engine) complete(i uint32, res int32) {
 	e.mu.Lock()
 	op := &e.slots[i]
-	if op.kind <= opWriteFUA && op.done == 0 {
-		// Reads and writes only: a flush or fallocate can take far
-		// longer than the device's I/O and would widen the window.
-		e.latEWMA = latencyEWMA(e.latEWMA, now-op.start)
-	}
 	var err error
 	retry := false
 	switch {
@@ -381,7 +353,6 @@ func (e *engine) finish(i uint32, err error, reaped bool) {
 		e.phead++
 		j := e.free[len(e.free)-1]
 		e.free = e.free[:len(e.free)-1]
-		next.start = monoNanos()
 		e.slots[j] = next
 		e.inflight++
 		if ferr = e.submitLocked(j); ferr != nil {

@@ -227,7 +227,7 @@ func TestCompletionErrors(t *testing.T) {
 			e.slots[i] = op
 			e.inflight++
 			e.mu.Unlock()
-			e.complete(i, tc.res, monoNanos())
+			e.complete(i, tc.res)
 			err := w.wait(t)
 			switch {
 			case tc.want == nil && err != nil:
