@@ -63,8 +63,10 @@ func hostPollWarm(t *testing.T, q *hostQueue) {
 // TestHostQD1NoHandOff: at QD1 the submitter writes its PDUs itself (the
 // capsule, and the H2CData answering an R2T from whoever read the R2T)
 // and, while it polls, reads the response itself: the writer and reader
-// goroutines do nothing for the command (each would be a wake-up). After
-// PollDone the reader goroutine delivers completions again.
+// goroutines do nothing for the command (each would be a wake-up), and
+// the poll that takes the response reads the socket once, not again to
+// find it empty. After PollDone the reader goroutine delivers
+// completions again.
 func TestHostQD1NoHandOff(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -94,6 +96,14 @@ func TestHostQD1NoHandOff(t *testing.T) {
 				hostPollRun(t, q, hostIOCmd(tc.op, 0, buf, uint16(i%2)))
 				if !bytes.Equal(buf, data) {
 					t.Fatalf("round %d: data differs", i)
+				}
+				// The read that took the response was short: the poll
+				// did not read again only to find the socket empty.
+				q.rmu.Lock()
+				empty := q.lastEmpty
+				q.rmu.Unlock()
+				if empty {
+					t.Fatalf("round %d: the poll's last read found the socket empty (one system call too many)", i)
 				}
 			}
 			after := hostCountersOf(q)

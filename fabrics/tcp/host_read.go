@@ -23,14 +23,20 @@ const hostReadBuffer = 256 << 10
 // hostReader is the state of whoever reads the socket: the reader
 // goroutine or a caller of Poll, one at a time (hostQueue.rmu).
 type hostReader struct {
-	rbuf   []byte // hostReadBuffer bytes: rbuf[rpos:rend] are read and not yet taken
-	rpos   int
-	rend   int
-	rhdr   [hostHdrRoom]byte // the PDU header being read, and a C2HTermReq's data
-	rpfd   [1]unix.PollFd    // for waits under rmu (the rest of a PDU begun)
-	need   int               // bytes the next PDU still needs from the socket (drain with whole)
-	pdus   uint64            // PDUs read (work found, for Poll)
-	rdPDUs uint64            // of which the reader goroutine read (for tests)
+	rbuf []byte // hostReadBuffer bytes: rbuf[rpos:rend] are read and not yet taken
+	rpos int
+	rend int
+	rhdr [hostHdrRoom]byte // the PDU header being read, and a C2HTermReq's data
+	rpfd [1]unix.PollFd    // for waits under rmu (the rest of a PDU begun)
+	need int               // bytes the next PDU still needs from the socket (drain with whole)
+	// emptied: during this drain a read found the socket empty (EAGAIN,
+	// or fewer bytes than asked for), so another read would find
+	// nothing; what came since is found by the next drain.
+	emptied bool
+	// lastEmpty: the last read found the socket empty (for tests).
+	lastEmpty bool
+	pdus      uint64 // PDUs read (work found, for Poll)
+	rdPDUs    uint64 // of which the reader goroutine read (for tests)
 }
 
 // errFatal is returned by the reader after it has ended the connection
@@ -94,7 +100,7 @@ func (q *hostQueue) readStep() error {
 // locked thread costs two switches); it leaves in need the bytes still to
 // come, for PollWait.
 func (q *hostQueue) drain(max int, whole bool) error {
-	q.need = 0
+	q.need, q.emptied = 0, false
 	for range max {
 		if whole {
 			ok, err := q.whole()
@@ -102,6 +108,9 @@ func (q *hostQueue) drain(max int, whole bool) error {
 				return err
 			}
 		} else if q.rpos == q.rend {
+			if q.emptied {
+				return nil
+			}
 			if err := q.fillMore(); err != nil || q.rpos == q.rend {
 				return err
 			}
@@ -129,7 +138,7 @@ func (q *hostQueue) fillMore() error {
 // the socket has yet to receive for it. A PDU larger than the buffer is
 // begun at once (and waited for).
 func (q *hostQueue) whole() (bool, error) {
-	if q.rend-q.rpos < CommonHeaderLen || int(Header(q.rbuf[q.rpos:q.rend]).PLen()) > q.rend-q.rpos {
+	if !q.emptied && (q.rend-q.rpos < CommonHeaderLen || int(Header(q.rbuf[q.rpos:q.rend]).PLen()) > q.rend-q.rpos) {
 		if err := q.fillMore(); err != nil {
 			return false, err
 		}
@@ -150,17 +159,20 @@ func (q *hostQueue) whole() (bool, error) {
 // fill is one non-blocking read into the buffer after its bytes.
 func (q *hostQueue) fill() error {
 	for {
-		n, _, e := syscall.Syscall(syscall.SYS_READ, uintptr(q.sock.fd), uintptr(unsafe.Pointer(&q.rbuf[q.rend])), uintptr(len(q.rbuf)-q.rend))
+		room := len(q.rbuf) - q.rend
+		n, _, e := syscall.Syscall(syscall.SYS_READ, uintptr(q.sock.fd), uintptr(unsafe.Pointer(&q.rbuf[q.rend])), uintptr(room))
 		switch e {
 		case 0:
 			if n == 0 {
 				return io.EOF
 			}
 			q.rend += int(n)
+			q.emptied, q.lastEmpty = int(n) < room, false
 			return nil
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			q.emptied, q.lastEmpty = true, true
 			return nil
 		default:
 			return e
