@@ -84,9 +84,15 @@ type hostPollWaiter struct {
 // C2HData, not one per segment. It does not wait while another caller
 // does.
 func (q *hostQueue) PollWait(d time.Duration) bool {
-	got, need := q.poll()
-	if got {
-		return true
+	// The last poll emptied the socket and left no whole PDU: a read
+	// now would most likely find nothing, and ppoll reports at once
+	// what came since.
+	need, skip := q.pollEmptied()
+	if !skip {
+		var got bool
+		if got, need = q.poll(); got {
+			return true
+		}
 	}
 	if d <= 0 || !q.pollMu.TryLock() {
 		return false
@@ -104,6 +110,21 @@ func (q *hostQueue) PollWait(d time.Duration) bool {
 	q.ppollOnce(lowat)
 	q.pollMu.Unlock()
 	return q.Poll()
+}
+
+// pollEmptied reports whether this poller's last drain left the socket
+// empty and the buffer without a whole PDU (and what the begun one still
+// needs), so that PollWait can sleep without reading first. False while
+// another reads, or before the first poll.
+func (q *hostQueue) pollEmptied() (need int, ok bool) {
+	if !q.polling.Load() || !q.rmu.TryLock() {
+		return 0, false
+	}
+	have := q.rend - q.rpos
+	whole := have >= CommonHeaderLen && int(Header(q.rbuf[q.rpos:q.rend]).PLen()) <= have
+	need, ok = q.need, q.emptied && !whole && !q.dead.Load()
+	q.rmu.Unlock()
+	return need, ok
 }
 
 // ppollOnce is PollWait's sleep: one ppoll for readability (with

@@ -132,7 +132,8 @@ func TestHostQD1NoHandOff(t *testing.T) {
 
 // TestHostPollWait: PollWait sleeps on the socket until the response
 // comes (the fake answers only once PollWait has begun), and runs the
-// completion on the caller's goroutine.
+// completion on the caller's goroutine; after a poll that found the
+// socket empty it sleeps without reading first.
 func TestHostPollWait(t *testing.T) {
 	f := newHostFake(t)
 	release := make(chan struct{})
@@ -157,11 +158,22 @@ func TestHostPollWait(t *testing.T) {
 	// The response leaves 20 ms after PollWait begins.
 	timer := time.AfterFunc(20*time.Millisecond, func() { close(release) })
 	defer timer.Stop()
+	q.rmu.Lock()
+	reads := q.reads
+	q.rmu.Unlock()
 	if !q.PollWait(10 * time.Second) {
 		t.Fatal("PollWait(10 s) returned without the completion")
 	}
 	if !done.Load() {
 		t.Fatal("PollWait reported work but Done did not run")
+	}
+	// The poll before found the socket empty: PollWait sleeps at once,
+	// and reads once, the response.
+	q.rmu.Lock()
+	reads = q.reads - reads
+	q.rmu.Unlock()
+	if reads != 1 {
+		t.Fatalf("PollWait read the socket %d times, want 1", reads)
 	}
 }
 

@@ -33,8 +33,10 @@ type hostReader struct {
 	// or fewer bytes than asked for), so another read would find
 	// nothing; what came since is found by the next drain.
 	emptied bool
-	// lastEmpty: the last read found the socket empty (for tests).
+	// lastEmpty: the last read found the socket empty; reads counts
+	// the reads (both for tests).
 	lastEmpty bool
+	reads     uint64
 	pdus      uint64 // PDUs read (work found, for Poll)
 	rdPDUs    uint64 // of which the reader goroutine read (for tests)
 }
@@ -160,6 +162,7 @@ func (q *hostQueue) whole() (bool, error) {
 func (q *hostQueue) fill() error {
 	for {
 		room := len(q.rbuf) - q.rend
+		q.reads++
 		n, _, e := syscall.Syscall(syscall.SYS_READ, uintptr(q.sock.fd), uintptr(unsafe.Pointer(&q.rbuf[q.rend])), uintptr(room))
 		switch e {
 		case 0:
