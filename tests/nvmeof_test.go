@@ -206,7 +206,8 @@ func daemonPIDs(runDir string) []int {
 	return pids
 }
 
-// alive reports whether pid runs (a zombie does not).
+// alive reports whether pid runs: a zombie does not, once its other
+// threads have exited too (processAlive in internal/hostcli).
 func alive(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return false
@@ -216,7 +217,13 @@ func alive(pid int) bool {
 		return false
 	}
 	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || i+2 >= len(b) || (b[i+2] != 'Z' && b[i+2] != 'X')
+	if i < 0 || i+2 >= len(b) || (b[i+2] != 'Z' && b[i+2] != 'X') {
+		return true
+	}
+	// A zombie leader whose other threads still exit holds the
+	// process's files (the session lock): field 20, the thread count.
+	f := bytes.Fields(b[i+1:])
+	return len(f) > 17 && string(f[17]) != "1" && string(f[17]) != "0"
 }
 
 // keptLog reports whether name is a connection daemon's log, which stays

@@ -480,7 +480,10 @@ func waitExit(pid int, timeout time.Duration) bool {
 	return true
 }
 
-// processAlive reports whether pid runs (a zombie does not).
+// processAlive reports whether pid runs. A zombie does not, once its
+// other threads are gone too: a killed process's leader can be a zombie
+// while threads still exit (one in a FUSE or block request), and until
+// the last one has, the process's files (its session lock) stay open.
 func processAlive(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return false
@@ -489,11 +492,17 @@ func processAlive(pid int) bool {
 	if err != nil {
 		return false
 	}
-	// pid (comm) S ...: the state follows the last ')'.
-	if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
-		return b[i+2] != 'Z' && b[i+2] != 'X'
+	// pid (comm) S ...: the state follows the last ')'; field 20 (the
+	// 18th after it) is the number of threads.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) {
+		return true
 	}
-	return true
+	if b[i+2] != 'Z' && b[i+2] != 'X' {
+		return true
+	}
+	f := strings.Fields(string(b[i+1:]))
+	return len(f) > 17 && f[17] != "1" && f[17] != "0"
 }
 
 // waitGone waits until no live daemon has name (Scan removes the state of
