@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -72,6 +73,8 @@ type Engine struct {
 	// completion; spinSkip the reaps left that sleep without spinning
 	// (spin's back-off, for devices far slower than the window).
 	spinMisses, spinSkip int
+	// lastYield is when Reap last passed through the scheduler.
+	lastYield time.Time
 	// plug is ns when it is one and cfg.DelaySubmit (else nil); plugged:
 	// Submit plugged it and no Reap has unplugged it since; held: the
 	// requests submitted since (the submitting goroutine's).
@@ -277,6 +280,7 @@ func (e *Engine) Pending() int { return int(e.pending.Load()) }
 // of requests outstanding), or until timeout has passed (negative: no
 // limit; 0: do not wait).
 func (e *Engine) Reap(min, max int, timeout time.Duration, out []Completion) int {
+	e.yieldSometimes()
 	if !e.keepHolding(min) {
 		e.unplug()
 	}
@@ -321,6 +325,23 @@ func (e *Engine) Reap(min, max int, timeout time.Duration, out []Completion) int
 		e.waker.sleep(t, d)
 	}
 	return n
+}
+
+// yieldEvery is how often Reap passes through the Go scheduler: under
+// sysmon's 10 ms limit for a goroutine that has not (forcePreemptNS).
+const yieldEvery = 8 * time.Millisecond
+
+// yieldSometimes passes through the scheduler every yieldEvery. fio's
+// thread runs Go only in its cgo callbacks, as one locked goroutine
+// that never does otherwise; sysmon then takes it for one running too
+// long every 10 ms, signals the thread and takes its P, and each such
+// retake sends sysmon back to naps of 20 us (docs/tcp.md, "Host wake-ups
+// at QD1"). A yield costs two hand-offs of the P, 125 times a second.
+func (e *Engine) yieldSometimes() {
+	if now := time.Now(); now.Sub(e.lastYield) >= yieldEvery {
+		e.lastYield = now
+		runtime.Gosched()
+	}
 }
 
 // poller is implemented by a namespace whose completions can be run on
