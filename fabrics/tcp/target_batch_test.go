@@ -1,8 +1,6 @@
 package tcp
 
 import (
-	"context"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -29,24 +27,9 @@ func (h *holdHandler) HandleCommand(r *fabrics.Request) {
 // CompleteRequests (a backend's reaping pass) leave in one send; handed
 // over one by one, in a send each.
 func TestTargetCompleteRequests(t *testing.T) {
-	l, err := Listen(TargetConfig{Addr: netip.MustParseAddr("127.0.41.32"), Ephemeral: true, TOS: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
 	const n = 8
 	h := &holdHandler{syncHandler: syncHandler{closed: make(chan error, 1)}, held: make(chan *fabrics.Request, n)}
-	accepted := make(chan *TargetQueue, 1)
-	go func() {
-		q, err := l.Accept(context.Background())
-		if err == nil {
-			accepted <- q.(*TargetQueue)
-			q.Serve(h)
-		}
-	}()
-	c := tgtDial(t, l)
-	c.connect(0, 0, 4) // SQ flow control off: a read is one C2HData with SUCCESS
-	q := <-accepted
+	c, q := tgtServeOne(t, "127.0.41.32", h)
 
 	for _, tc := range []struct {
 		name      string

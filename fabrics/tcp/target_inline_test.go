@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nvmeof/nvmeof/fabrics"
 	"github.com/nvmeof/nvmeof/nvme"
 )
 
@@ -34,23 +35,8 @@ func tgtSendCounts(t *testing.T, q *TargetQueue) (inlined, sent uint64) {
 // arrive together are answered together: one writev once the reader has
 // taken the last of them.
 func TestTargetInlineSend(t *testing.T) {
-	l, err := Listen(TargetConfig{Addr: netip.MustParseAddr("127.0.41.31"), Ephemeral: true, TOS: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
 	h := &syncHandler{closed: make(chan error, 1)}
-	accepted := make(chan *TargetQueue, 1)
-	go func() {
-		q, err := l.Accept(context.Background())
-		if err == nil {
-			accepted <- q.(*TargetQueue)
-			q.Serve(h)
-		}
-	}()
-	c := tgtDial(t, l)
-	c.connect(0, 0, 4) // SQ flow control off: a read is one C2HData with SUCCESS
-	q := <-accepted
+	c, q := tgtServeOne(t, "127.0.41.31", h)
 	i0, s0 := tgtSendCounts(t, q)
 
 	const rounds = 10
@@ -109,4 +95,27 @@ func TestTargetInlineSend(t *testing.T) {
 	if got := i2 - i1 + s2 - s1; got != 1 {
 		t.Errorf("burst of %d: %d sends, want 1", burst, got)
 	}
+}
+
+// tgtServeOne listens on addr, serves the first queue accepted with h,
+// and returns a host connected to it (SQ flow control off: a read is one
+// C2HData with SUCCESS) and the target's queue.
+func tgtServeOne(t *testing.T, addr string, h fabrics.CommandHandler) (*tgtHost, *TargetQueue) {
+	t.Helper()
+	l, err := Listen(TargetConfig{Addr: netip.MustParseAddr(addr), Ephemeral: true, TOS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	accepted := make(chan *TargetQueue, 1)
+	go func() {
+		q, err := l.Accept(context.Background())
+		if err == nil {
+			accepted <- q.(*TargetQueue)
+			q.Serve(h)
+		}
+	}()
+	c := tgtDial(t, l)
+	c.connect(0, 0, 4)
+	return c, <-accepted
 }
