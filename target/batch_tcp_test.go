@@ -34,14 +34,7 @@ func TestIOFileRingTCPDepth(t *testing.T) {
 	must(t, f.tgt.AddSubsystem(SubsystemConfig{NQN: testSubNQN, AllowedHosts: []string{testHostNQN}}))
 	must(t, f.tgt.AddNamespace(testSubNQN, NamespaceConfig{NSID: 1, Device: dev}))
 	must(t, f.tgt.AddPort(PortConfig{ID: testPortID, Address: f.addr, Subsystems: []string{testSubNQN}}))
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- f.tgt.Serve(ctx, testPortID, l) }()
-	t.Cleanup(func() {
-		cancel()
-		<-served
-		must(t, f.tgt.Close())
-	})
+	f.serve(l)
 	dial := func(qid uint16, depth int) *hq {
 		q, err := tcp.NewDialer(tcp.HostConfig{}).Dial(context.Background(), f.addr, fabrics.QueueParams{QID: qid, SQSize: depth + 1})
 		must(t, err)

@@ -128,14 +128,7 @@ func TestCompletionPassBatched(t *testing.T) {
 	l, err := f.net.Listen(f.addr)
 	must(t, err)
 	bl := &batchLoop{Listener: l}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- f.tgt.Serve(ctx, testPortID, bl) }()
-	t.Cleanup(func() {
-		cancel()
-		<-served
-		must(t, f.tgt.Close())
-	})
+	f.serve(bl)
 	s := f.session()
 
 	for _, n := range []int{1, 5, 16} {

@@ -85,14 +85,7 @@ func TestReadGather(t *testing.T) {
 	l, err := f.net.Listen(f.addr)
 	must(t, err)
 	gl := &gatherLoop{Listener: l}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- f.tgt.Serve(ctx, testPortID, gl) }()
-	t.Cleanup(func() {
-		cancel()
-		<-served
-		must(t, f.tgt.Close())
-	})
+	f.serve(gl)
 	s := f.session()
 
 	const boundary = (64 << 20) / 512 // the first LBA of the second mapping

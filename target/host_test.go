@@ -97,17 +97,23 @@ func newFixtureWith(t testing.TB, topts Options, opts ...fixtureOpt) *fixture {
 	must(t, f.tgt.AddPort(pcfg))
 	l, err := f.net.Listen(f.addr)
 	must(t, err)
+	f.serve(l)
+	return f
+}
+
+// serve serves the test port on l until the test ends, then closes the
+// target (an error closing it fails the test).
+func (f *fixture) serve(l fabrics.Listener) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- f.tgt.Serve(ctx, testPortID, l) }()
-	t.Cleanup(func() {
+	f.t.Cleanup(func() {
 		cancel()
 		<-served
 		if err := f.tgt.Close(); err != nil {
-			t.Errorf("target Close: %v", err)
+			f.t.Errorf("target Close: %v", err)
 		}
 	})
-	return f
 }
 
 func must(t testing.TB, err error) {

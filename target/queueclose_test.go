@@ -104,14 +104,7 @@ func TestAdminQueueCloseNotReentrant(t *testing.T) {
 			l, err := f.net.Listen(f.addr)
 			must(t, err)
 			wl := &waitingListener{Listener: l}
-			ctx, cancel := context.WithCancel(context.Background())
-			served := make(chan error, 1)
-			go func() { served <- f.tgt.Serve(ctx, testPortID, wl) }()
-			t.Cleanup(func() {
-				cancel()
-				<-served
-				must(t, f.tgt.Close())
-			})
+			f.serve(wl)
 
 			admin := f.connectAdmin(testSubNQN, 0)
 			admin.enable()
