@@ -214,14 +214,14 @@ func TestArgs(t *testing.T) {
 		Extra:     []string{"group_reporting=0"},
 	}
 	want := []string{
-		"--output-format=json", "--runtime=3000ms", "--time_based=1",
+		"--output-format=json", "--lat_percentiles=1", "--runtime=3000ms", "--time_based=1",
 		"--ioengine=nbd", "--uri=nbd+unix:///?socket=/tmp/x.sock",
 		"--group_reporting=0", "examples/fio/randread-4k-qd1.fio",
 	}
 	if got := c.Args(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Args() = %q\nwant %q", got, want)
 	}
-	if got := c.String(); got != "fio --output-format=json --runtime=3000ms --time_based=1 --ioengine=nbd '--uri=nbd+unix:///?socket=/tmp/x.sock' --group_reporting=0 examples/fio/randread-4k-qd1.fio" {
+	if got := c.String(); got != "fio --output-format=json --lat_percentiles=1 --runtime=3000ms --time_based=1 --ioengine=nbd '--uri=nbd+unix:///?socket=/tmp/x.sock' --group_reporting=0 examples/fio/randread-4k-qd1.fio" {
 		t.Errorf("String() = %s", got)
 	}
 	c.Wrap = []string{"nsenter", "--net=/proc/1/ns/net", "--"}

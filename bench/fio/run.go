@@ -43,7 +43,11 @@ type Command struct {
 
 // Args returns fio's arguments for c, without the binary.
 func (c Command) Args() []string {
-	args := []string{"--output-format=json"}
+	// Total latency percentiles (submission to completion) as well as
+	// completion latency: engines split the two at different points (fio's
+	// nbd engine sends in ->queue, before fio stamps the issue time; ours and
+	// libaio stamp it before sending), so only the total compares engines.
+	args := []string{"--output-format=json", "--lat_percentiles=1"}
 	if c.Runtime > 0 {
 		args = append(args, fmt.Sprintf("--runtime=%dms", c.Runtime.Milliseconds()))
 	}

@@ -43,11 +43,17 @@ type Metrics struct {
 	// summed over jobs that ran at once.
 	IOPS float64 `json:"iops"`
 	MBps float64 `json:"mb_per_s"`
-	// P50us and P99us are completion latency (fio's clat) percentiles in
-	// microseconds of LatencyOf ("read", or "write" for write-only jobs),
-	// of the measured job with the most I/Os.
+	// P50us and P99us are total latency (fio's lat: from the I/O's
+	// preparation to its completion, the submission included) percentiles
+	// in microseconds of LatencyOf ("read", or "write" for write-only
+	// jobs), of the measured job with the most I/Os. Completion latency
+	// (clat) alone does not compare engines: fio's nbd engine sends its
+	// request before fio stamps the issue time, ours after. ClatP50us is
+	// the clat median, kept for comparison with earlier runs; P50us falls
+	// back to it when fio reported no total latency percentiles.
 	P50us     float64 `json:"p50_us"`
 	P99us     float64 `json:"p99_us"`
+	ClatP50us float64 `json:"clat_p50_us,omitempty"`
 	LatencyOf string  `json:"latency_of"`
 	// Bytes and IOs are the measured jobs' data and I/Os; RuntimeS is the
 	// longest measured job's run time.
@@ -192,12 +198,19 @@ func FromFio(out *fio.Output, fioCPU, serverCPU float64) (Metrics, error) {
 	if qd, ok := out.Option(main, "iodepth"); ok {
 		fmt.Sscan(qd, &m.IODepth)
 	}
-	lat, dir := main.Read.Clat, "read"
+	st, dir := main.Read, "read"
 	switch m.RW {
 	case "write", "randwrite", "trimwrite":
-		lat, dir = main.Write.Clat, "write"
+		st, dir = main.Write, "write"
 	}
 	m.LatencyOf = dir
+	lat := st.Lat
+	if _, ok := lat.Percentile(50); !ok {
+		lat = st.Clat
+	}
+	if v, ok := st.Clat.Percentile(50); ok {
+		m.ClatP50us = v / 1e3
+	}
 	if v, ok := lat.Percentile(50); ok {
 		m.P50us = v / 1e3
 	}
@@ -256,6 +269,7 @@ func Median(rounds []*Metrics) *Metrics {
 		func(m *Metrics) *float64 { return &m.MBps },
 		func(m *Metrics) *float64 { return &m.P50us },
 		func(m *Metrics) *float64 { return &m.P99us },
+		func(m *Metrics) *float64 { return &m.ClatP50us },
 		func(m *Metrics) *float64 { return &m.RuntimeS },
 		func(m *Metrics) *float64 { return &m.FioCPUs },
 		func(m *Metrics) *float64 { return &m.FioJobCPUs },
@@ -724,7 +738,7 @@ func (r *Report) goals() []Goal {
 				iops, func(x float64) bool { return x >= GoalQD32IOPSRatio }, fmtIOPS),
 			r.ratioGoal(t, fmt.Sprintf("128K sequential read throughput ≥ %.1f× nbdkit", GoalSeqReadRatio), JobSeqRead128kQD8, GoalSeqReadRatio,
 				mbps, func(x float64) bool { return x >= GoalSeqReadRatio }, fmtMBps),
-			r.ratioGoal(t, fmt.Sprintf("4K random read QD1 p50 latency ≤ %.1f× nbdkit's", GoalQD1P50Ratio), JobRandRead4kQD1, GoalQD1P50Ratio,
+			r.ratioGoal(t, fmt.Sprintf("4K random read QD1 p50 total latency (fio's lat) ≤ %.1f× nbdkit's", GoalQD1P50Ratio), JobRandRead4kQD1, GoalQD1P50Ratio,
 				p50, func(x float64) bool { return x <= GoalQD1P50Ratio }, fmtP50),
 			r.scalingGoal(t, fmt.Sprintf("4K random read QD32, two jobs ≥ %.1f× one job (where nbdkit's are)", GoalTwoJobScaling),
 				JobRandRead4kQD32, JobRandRead4kQD32Two, iops, fmtIOPS),

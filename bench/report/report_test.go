@@ -636,3 +636,40 @@ func TestComputeNbdkitFailedNvmeofNotRun(t *testing.T) {
 		t.Errorf("nvmeof row %q", last)
 	}
 }
+
+// TestFromFioTotalLatency: with total latency percentiles in fio's report,
+// P50us is the total latency and ClatP50us the completion latency. Real
+// QD1 runs on loopback: fio's nbd engine sends in ->queue, before fio
+// stamps the issue time, so its clat leaves the send out (slat about
+// 11 µs); our engine stamps the issue time before it sends (slat 0.1 µs),
+// so its clat and total latency are nearly the same.
+func TestFromFioTotalLatency(t *testing.T) {
+	for _, c := range []struct {
+		file            string
+		p50, clat, slat float64 // µs
+	}{
+		{"randread-4k-qd1-lat.nbd.json", 42.752, 32.384, 11.272566938},
+		{"randread-4k-qd1-lat.nvmeof.json", 40.192, 40.192, 0.114618033},
+	} {
+		out := loadFio(t, c.file)
+		m, err := FromFio(out, 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !near(m.P50us, c.p50) || !near(m.ClatP50us, c.clat) {
+			t.Errorf("%s: P50us %v ClatP50us %v, want %v and %v", c.file, m.P50us, m.ClatP50us, c.p50, c.clat)
+		}
+		if got := out.Jobs[0].Read.Slat.Mean / 1e3; !near(got, c.slat) {
+			t.Errorf("%s: slat mean %v µs, want %v", c.file, got, c.slat)
+		}
+	}
+	// Without total latency percentiles (fio before --lat_percentiles),
+	// P50us is the clat median as it was.
+	m, err := FromFio(loadFio(t, "randrw70-4k-qd32.nbd.json"), 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(m.P50us, 296.960) || !near(m.ClatP50us, 296.960) {
+		t.Errorf("clat fallback: P50us %v ClatP50us %v", m.P50us, m.ClatP50us)
+	}
+}
