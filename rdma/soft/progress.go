@@ -29,6 +29,11 @@ type rxQueue struct {
 	// Progress calls; seen is the count watchQuiet saw last.
 	quiet       bool
 	polls, seen uint64
+	// drained: the last poll left the socket empty (EAGAIN, or fewer
+	// datagrams than it asked for); empty counts polls that found
+	// nothing. Under mu.
+	drained bool
+	empty   uint64
 
 	// The two receive callbacks, bound once so that neither allocates.
 	readFn func(fd uintptr) bool
@@ -204,8 +209,13 @@ func (d *Device) watchQuiet() {
 func (rq *rxQueue) poll() bool {
 	rq.got = false
 	if rq.sock.Control(rq.ctlFn) != nil || !rq.got || rq.m.errno != 0 || rq.m.res <= 0 {
+		if !rq.got {
+			rq.drained = true
+			rq.empty++
+		}
 		return false
 	}
+	rq.drained = rq.m.res < rq.m.n
 	rq.process(rq.m.res)
 	return true
 }
@@ -215,16 +225,44 @@ var _ rdma.ProgressWaiter = (*cq)(nil)
 // ProgressWait is Progress that sleeps in ppoll(2) on the CQ's receive
 // socket for up to d when it holds nothing (rdma.ProgressWaiter). It waits
 // only when the CQ's packets come on one receive queue, which a poller has
-// then quieted: with several it returns false at once.
+// then quieted: with several it returns false at once. When the poller's
+// last receive left that queue empty it goes to ppoll without trying the
+// socket first: at queue depth 1 the reply is never there yet, and ppoll
+// returns at once if it is.
 func (c *cq) ProgressWait(d time.Duration) bool {
 	mask := c.rxqMask.Load()
-	if c.dev.progress(mask) {
-		return true
+	if d <= 0 || !c.dev.drainedQuiet(mask) {
+		if c.dev.progress(mask) {
+			return true
+		}
+		if d <= 0 {
+			return false
+		}
 	}
-	if d <= 0 || !c.dev.waitReadable(mask, d) {
+	if !c.dev.waitReadable(mask, d) {
 		return false
 	}
 	return c.dev.progress(mask)
+}
+
+// drainedQuiet reports whether mask has a single pollable receive queue,
+// quiet (only pollers read it) and left empty by the last poll. It counts
+// as a poll for watchQuiet.
+func (d *Device) drainedQuiet(mask uint32) bool {
+	var one *rxQueue
+	for rq := range d.pollable(mask) {
+		if one != nil {
+			return false
+		}
+		one = rq
+	}
+	if one == nil || !one.mu.TryLock() {
+		return false
+	}
+	one.polls++
+	ok := one.quiet && one.drained
+	one.mu.Unlock()
+	return ok
 }
 
 // waitReadable waits up to d for the single receive queue of mask to hold

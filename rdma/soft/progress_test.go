@@ -264,3 +264,66 @@ func TestProgressWait(t *testing.T) {
 	}
 	poll(t, ea.scq, 1, 5*time.Second)
 }
+
+// TestProgressWaitDrained: once a poll has left the CQ's quiet receive
+// queue empty, ProgressWait goes to ppoll without a receive that would
+// find nothing, and still takes a datagram that arrived before it was
+// called (ppoll returns at once for it).
+func TestProgressWaitDrained(t *testing.T) {
+	a, b := openPair(t, Config{RecvQueues: 1}, Config{RecvQueues: 1})
+	ea, eb := connect(t, a, b, qpOpts{psnA: 100, psnB: 200})
+	b.quietEvery.Store(int64(time.Hour)) // the queue stays quiet while we wait
+	var got atomic.Int32
+	eb.rcq.(rdma.HandlerCQ).SetHandler(func(wcs []rdma.WorkCompletion) { got.Add(int32(len(wcs))) })
+	p := eb.rcq.(rdma.ProgressWaiter)
+	rq := b.rxqs[0].Load()
+	state := func() (drained, quiet bool, empty uint64) {
+		rq.mu.Lock()
+		defer rq.mu.Unlock()
+		return rq.drained, rq.quiet, rq.empty
+	}
+	rbuf := regMR(t, eb.pd, 64, rdma.AccessLocalWrite)
+	sbuf := regMR(t, ea.pd, 64, rdma.AccessLocalWrite)
+	send := func(id uint64) {
+		postRecv(t, eb.qp, id, sge(rbuf, 0, 64))
+		postSend(t, ea.qp, &rdma.SendWR{WRID: id, Opcode: rdma.WRSend, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(sbuf, 0, 32)}})
+	}
+
+	// The first call quiets the queue: from then on only this poller
+	// receives.
+	if p.ProgressWait(time.Millisecond) {
+		t.Fatal("ProgressWait found work with nothing sent")
+	}
+	send(1)
+	for got.Load() < 1 {
+		p.ProgressWait(time.Second)
+	}
+	if drained, quiet, _ := state(); !drained || !quiet {
+		t.Fatalf("after the first SEND: drained %v, quiet %v; want both", drained, quiet)
+	}
+	_, _, empty := state()
+	if p.ProgressWait(time.Millisecond) {
+		t.Fatal("ProgressWait found work with nothing sent")
+	}
+	if _, _, e := state(); e != empty {
+		t.Fatalf("ProgressWait on a drained queue made %d receives that found nothing, want 0", e-empty)
+	}
+
+	send(2)
+	waitUntil(t, 5*time.Second, "the second SEND waits in the socket", func() bool {
+		ready := false
+		_ = rq.sock.Control(func(fd uintptr) { ready = pollIn(fd, 0) })
+		return ready
+	})
+	start := time.Now()
+	if !p.ProgressWait(30 * time.Second) {
+		t.Fatal("ProgressWait did not take the datagram that was waiting")
+	}
+	if el := time.Since(start); el > 20*time.Second || got.Load() != 2 {
+		t.Fatalf("after %v: %d receive completions, want 2", el, got.Load())
+	}
+	if _, _, e := state(); e != empty {
+		t.Fatalf("%d receives found nothing, want 0", e-empty)
+	}
+	poll(t, ea.scq, 2, 5*time.Second)
+}
