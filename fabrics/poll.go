@@ -36,4 +36,7 @@ type Plugger interface {
 // again. A caller that would spin for d waits in it instead.
 type WaitPoller interface {
 	PollWait(d time.Duration) bool
+	// CanWait reports whether PollWait can sleep; where it cannot, it
+	// is Poll.
+	CanWait() bool
 }

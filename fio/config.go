@@ -94,11 +94,12 @@ type Config struct {
 	// can (the soft provider with one I/O queue): less CPU per I/O, a few
 	// microseconds more latency.
 	PollSleep bool
-	// PollSleepAuto lets the transport choose PollSleep (fio's default,
-	// poll_sleep=auto): on for tcp, with a BusyPoll window of at least
-	// 1 ms (fewer wake-ups and less CPU than spinning on a kernel socket,
-	// measured in docs/tcp.md), off for rdma (spinning measured better
-	// on the soft provider, docs/soft-perf.md).
+	// PollSleepAuto lets the connected queue choose PollSleep (fio's
+	// default, poll_sleep=auto): on, with a BusyPoll window of at least
+	// 1 ms, where PollWait can sleep (tcp; the soft provider with one I/O
+	// queue): fewer wake-ups and less CPU than spinning, and at QD32 and
+	// 128K as fast (docs/tcp.md, docs/soft-perf.md "Session 13"); off
+	// elsewhere (ibverbs, several I/O queues), where it would spin.
 	PollSleepAuto bool
 	// Logger receives the initiator's log (default: none).
 	Logger hclog.Logger
@@ -110,7 +111,8 @@ type Config struct {
 	cc *soft.CongestionConfig
 }
 
-// autoSleepWindow is the least BusyPoll window of PollSleepAuto on tcp.
+// autoSleepWindow is the least BusyPoll window of PollSleepAuto where it
+// sleeps.
 const autoSleepWindow = time.Millisecond
 
 // withDefaults fills in defaults and checks c.
@@ -121,12 +123,6 @@ func (c Config) withDefaults() (Config, error) {
 	case fabrics.TransportRDMA, fabrics.TransportTCP, fabrics.TransportLoop:
 	default:
 		return c, fmt.Errorf("fio engine: transport %q: want rdma, tcp or loop", c.Transport)
-	}
-	if c.PollSleepAuto {
-		c.PollSleep = c.Transport == fabrics.TransportTCP
-		if c.PollSleep {
-			c.BusyPoll = max(c.BusyPoll, autoSleepWindow)
-		}
 	}
 	if c.Traddr == "" {
 		c.Traddr = DefaultTraddr

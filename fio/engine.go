@@ -146,7 +146,15 @@ func newEngine(cfg Config, c *conn, ns namespace) *Engine {
 		slots: make([]slot, cfg.Depth),
 		ring:  make([]int32, cfg.Depth),
 	}
-	if p, ok := ns.(poller); ok && cfg.BusyPoll > 0 {
+	p, ok := ns.(poller)
+	if cfg.PollSleepAuto {
+		cfg.PollSleep = ok && p.CanPollWait()
+		if cfg.PollSleep {
+			cfg.BusyPoll = max(cfg.BusyPoll, autoSleepWindow)
+		}
+		e.cfg = cfg
+	}
+	if ok && cfg.BusyPoll > 0 {
 		e.poll = p
 	}
 	if p, ok := ns.(plugger); ok && cfg.DelaySubmit {
@@ -351,6 +359,7 @@ type poller interface {
 	PollWait(d time.Duration) bool
 	PollDone()
 	CanPoll() bool
+	CanPollWait() bool
 }
 
 // Spin back-off: after spinMissLimit spins in a row found nothing within

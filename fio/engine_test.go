@@ -319,16 +319,9 @@ func TestConfigDefaults(t *testing.T) {
 		{in: Config{}, wantErr: true}, // rdma needs subnqn
 		{in: Config{Transport: "tcp", SubNQN: "nqn.2026-11.io.nvmeof:x"}, want: Config{Transport: "tcp", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: "nqn.2026-11.io.nvmeof:x", NSID: 1, LoopSize: DefaultLoopSize, Depth: 1, Provider: "auto"}},
 		{in: Config{Transport: "tcp"}, wantErr: true}, // tcp needs subnqn
-		// poll_sleep=auto: asleep on tcp, with a window of at least 1 ms
-		// (a longer one stays); spinning on rdma.
+		// poll_sleep=auto is decided by the connected queue (newEngine).
 		{in: Config{Transport: "tcp", SubNQN: "nqn.2026-11.io.nvmeof:x", PollSleepAuto: true, BusyPoll: 50 * time.Microsecond},
 			want: Config{Transport: "tcp", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: "nqn.2026-11.io.nvmeof:x", NSID: 1, LoopSize: DefaultLoopSize, Depth: 1, Provider: "auto",
-				PollSleepAuto: true, PollSleep: true, BusyPoll: time.Millisecond}},
-		{in: Config{Transport: "tcp", SubNQN: "nqn.2026-11.io.nvmeof:x", PollSleepAuto: true, BusyPoll: 5 * time.Millisecond},
-			want: Config{Transport: "tcp", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: "nqn.2026-11.io.nvmeof:x", NSID: 1, LoopSize: DefaultLoopSize, Depth: 1, Provider: "auto",
-				PollSleepAuto: true, PollSleep: true, BusyPoll: 5 * time.Millisecond}},
-		{in: Config{SubNQN: "nqn.2026-11.io.nvmeof:x", Provider: "soft", PollSleepAuto: true, BusyPoll: 50 * time.Microsecond},
-			want: Config{Transport: "rdma", Traddr: DefaultTraddr, Trsvcid: 4420, SubNQN: "nqn.2026-11.io.nvmeof:x", NSID: 1, LoopSize: DefaultLoopSize, Depth: 1, Provider: "soft",
 				PollSleepAuto: true, BusyPoll: 50 * time.Microsecond}},
 		{in: Config{Transport: "loop", Trsvcid: 70000}, wantErr: true},
 	} {
@@ -576,9 +569,10 @@ type sleepPollNS struct {
 	polls, waits atomic.Int32
 }
 
-func (s *sleepPollNS) Poll() bool    { s.polls.Add(1); return false }
-func (s *sleepPollNS) PollDone()     {}
-func (s *sleepPollNS) CanPoll() bool { return true }
+func (s *sleepPollNS) Poll() bool        { s.polls.Add(1); return false }
+func (s *sleepPollNS) PollDone()         {}
+func (s *sleepPollNS) CanPoll() bool     { return true }
+func (s *sleepPollNS) CanPollWait() bool { return true }
 func (s *sleepPollNS) PollWait(time.Duration) bool {
 	s.waits.Add(1)
 	select {
@@ -626,6 +620,7 @@ func (s *neverPollNS) Poll() bool                  { s.polls.Add(1); return fals
 func (s *neverPollNS) PollWait(time.Duration) bool { return false }
 func (s *neverPollNS) PollDone()                   {}
 func (s *neverPollNS) CanPoll() bool               { return true }
+func (s *neverPollNS) CanPollWait() bool           { return false }
 
 // TestSpinBackoff: against a device slower than the busy-poll window
 // (each I/O completes only once Reap has given up spinning and sleeps),
@@ -659,6 +654,32 @@ func TestSpinBackoff(t *testing.T) {
 		want := i < spinMissLimit || i >= spinMissLimit+spinBackoff
 		if p != want {
 			t.Fatalf("reap %d polled %v, want %v (all: %v)", i, p, want, polled)
+		}
+	}
+}
+
+// TestPollSleepAuto: poll_sleep=auto sleeps, with a window of at least
+// 1 ms (a longer one stays), where the connected queue can wait in
+// PollWait, and spins with the window given where it cannot.
+func TestPollSleepAuto(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ns        namespace
+		busy      time.Duration
+		sleep     bool
+		wantBusy  time.Duration
+		wantPolls bool
+	}{
+		{"can wait", &sleepPollNS{fakeNS: newFakeNS(1 << 20)}, 50 * time.Microsecond, true, time.Millisecond, true},
+		{"can wait, longer window", &sleepPollNS{fakeNS: newFakeNS(1 << 20)}, 5 * time.Millisecond, true, 5 * time.Millisecond, true},
+		{"can wait, busy_poll=0", &sleepPollNS{fakeNS: newFakeNS(1 << 20)}, 0, true, time.Millisecond, true},
+		{"cannot wait", &neverPollNS{fakeNS: newFakeNS(1 << 20)}, 50 * time.Microsecond, false, 50 * time.Microsecond, true},
+		{"no poller", newFakeNS(1 << 20), 50 * time.Microsecond, false, 50 * time.Microsecond, false},
+	} {
+		e := newEngine(Config{Depth: 1, BusyPoll: tc.busy, PollSleepAuto: true}, nil, tc.ns)
+		if e.cfg.PollSleep != tc.sleep || e.cfg.BusyPoll != tc.wantBusy || (e.poll != nil) != tc.wantPolls {
+			t.Errorf("%s: PollSleep %v, BusyPoll %v, polls %v; want %v, %v, %v", tc.name,
+				e.cfg.PollSleep, e.cfg.BusyPoll, e.poll != nil, tc.sleep, tc.wantBusy, tc.wantPolls)
 		}
 	}
 }

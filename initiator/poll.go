@@ -36,9 +36,18 @@ func (c *Controller) Poll() bool {
 // (fabrics.WaitPoller). It waits only when the controller has one I/O
 // queue that can (the soft provider); otherwise it is Poll.
 func (c *Controller) PollWait(d time.Duration) bool {
+	if wp := c.waitPoller(); wp != nil {
+		return wp.PollWait(d)
+	}
+	return c.Poll()
+}
+
+// waitPoller returns the controller's I/O queue when it has exactly one
+// and it is a fabrics.WaitPoller, else nil.
+func (c *Controller) waitPoller() fabrics.WaitPoller {
 	a := c.cur.Load()
 	if a == nil {
-		return false
+		return nil
 	}
 	var wp fabrics.WaitPoller
 	for i := range a.io {
@@ -48,14 +57,18 @@ func (c *Controller) PollWait(d time.Duration) bool {
 		}
 		p, ok := q.hq.(fabrics.WaitPoller)
 		if !ok || wp != nil {
-			return c.Poll()
+			return nil
 		}
 		wp = p
 	}
-	if wp == nil {
-		return false
-	}
-	return wp.PollWait(d)
+	return wp
+}
+
+// CanPollWait reports whether PollWait can sleep: whether the controller
+// has one I/O queue and its transport can wait for its traffic.
+func (c *Controller) CanPollWait() bool {
+	wp := c.waitPoller()
+	return wp != nil && wp.CanWait()
 }
 
 // PollDone ends a caller's polling of the controller's I/O queues before
@@ -143,6 +156,9 @@ func (ns *Namespace) Poll() bool { return ns.c.Poll() }
 
 // PollWait is the controller's PollWait (Controller.PollWait).
 func (ns *Namespace) PollWait(d time.Duration) bool { return ns.c.PollWait(d) }
+
+// CanPollWait is the controller's CanPollWait (Controller.CanPollWait).
+func (ns *Namespace) CanPollWait() bool { return ns.c.CanPollWait() }
 
 // PollDone is the controller's PollDone (Controller.PollDone).
 func (ns *Namespace) PollDone() { ns.c.PollDone() }

@@ -38,3 +38,10 @@ func (q *hostQueue) PollWait(d time.Duration) bool {
 	}
 	return q.Poll()
 }
+
+// CanWait reports whether PollWait can sleep: whether the provider's CQ
+// can wait for its traffic (the soft provider's).
+func (q *hostQueue) CanWait() bool {
+	_, ok := q.cq.(rdma.ProgressWaiter)
+	return ok
+}

@@ -69,6 +69,9 @@ func (q *hostQueue) PollDone() {
 // CanPoll implements fabrics.Poller: a TCP queue can always be polled.
 func (q *hostQueue) CanPoll() bool { return true }
 
+// CanWait implements fabrics.WaitPoller: PollWait sleeps on the socket.
+func (q *hostQueue) CanWait() bool { return true }
+
 // hostPollWaiter is PollWait's state (one waiter at a time: pollMu).
 type hostPollWaiter struct {
 	pfd    [1]unix.PollFd

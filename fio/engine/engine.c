@@ -241,11 +241,11 @@ static struct fio_option options[] = {
 		.lname = "sleep through the busy-poll window",
 		.type = FIO_OPT_STR,
 		.off1 = offsetof(struct nvmeof_options, poll_sleep),
-		.help = "Spend the busy_poll window asleep in the kernel on the queue's socket, woken by the completion, instead of spinning: less CPU, a few microseconds more latency (auto: on for tcp, with a window of at least 1000 us; off for rdma)",
+		.help = "Spend the busy_poll window asleep in the kernel on the queue's socket, woken by the completion, instead of spinning: less CPU, a few microseconds more latency (auto: on, with a window of at least 1000 us, where the queue can sleep: tcp, and the soft provider with one I/O queue; off elsewhere)",
 		.def = "auto",
 		.posval = {
 			{ .ival = "auto", .oval = NVMEOF_POLL_SLEEP_AUTO,
-			  .help = "the transport's choice: on for tcp, off for rdma" },
+			  .help = "on where the queue can sleep (tcp; soft RoCE, one I/O queue), else off" },
 			{ .ival = "0", .oval = 0, .help = "spin" },
 			{ .ival = "1", .oval = 1, .help = "sleep on the socket" },
 		},
