@@ -65,3 +65,38 @@ func (b *CompletionBatch) Flush() {
 	}
 	b.rs = b.rs[:0]
 }
+
+// SubmitPlug holds back the backend submissions of the commands one
+// transport goroutine hands to the target between two waits (what one
+// read or one receive batch brought), so that a backend submits them
+// with one system call instead of one per command (Linux's blk_plug): a
+// backend that holds an operation back joins the plug, and Flush makes
+// every backend that joined submit what it holds. A SubmitPlug belongs to
+// the goroutine that handles the commands it is given to (Request.Plug),
+// which must Flush it before it waits. Its list grows to the most
+// backends of one batch and is reused.
+type SubmitPlug struct {
+	held []interface{ FlushPlug() }
+}
+
+// Join records that f holds operations back until the next Flush; f
+// joins once per batch, however many it holds.
+func (p *SubmitPlug) Join(f interface{ FlushPlug() }) {
+	for _, g := range p.held {
+		if g == f {
+			return
+		}
+	}
+	p.held = append(p.held, f)
+}
+
+// Flush makes every backend that joined since the last Flush submit what
+// it holds, and leaves p empty.
+func (p *SubmitPlug) Flush() {
+	for i := 0; i < len(p.held); i++ {
+		f := p.held[i]
+		p.held[i] = nil
+		f.FlushPlug()
+	}
+	p.held = p.held[:0]
+}

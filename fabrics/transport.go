@@ -142,6 +142,13 @@ type Request struct {
 	// is logged as for any failed command. Data is empty then.
 	Refused nvme.Error
 
+	// Plug, when not nil, is the SubmitPlug of the goroutine that calls
+	// HandleCommand with the request: a backend may hold the command's
+	// operation in it until that goroutine flushes it, which it does
+	// before it waits. A transport sets it only where every
+	// HandleCommand of the request runs on that goroutine.
+	Plug *SubmitPlug
+
 	// Queue is the transport's queue the request belongs to.
 	Queue TargetQueue
 	// Transport-private state: the completer and an index into its pool.

@@ -25,6 +25,10 @@ type ioCmd struct {
 	all   bool  // Flush of every namespace (NSID FFFFFFFFh)
 	start int64 // monoNanos when handed off, for the latency (0: not measured)
 	ri    int   // Dataset Management: the range in flight on an async backend
+	// chained: an operation of the command has completed, so the next
+	// one (a write's flush, the next range) starts from the backend's
+	// goroutine, not the transport's (SubmitPlug).
+	chained bool
 }
 
 // handleIO validates an I/O command and hands it to the namespace's
@@ -369,8 +373,21 @@ func (c *ioCmd) CompleteBatched(err error, b bdev.Batch) {
 	c.complete(err, cb)
 }
 
+var _ bdev.PluggedCompletion = (*ioCmd)(nil)
+
+// SubmitPlug implements bdev.PluggedCompletion: the command's first
+// operation may wait in the plug of the transport goroutine that handles
+// it; one chained from a completion submits at once.
+func (c *ioCmd) SubmitPlug() bdev.Plug {
+	if c.chained || c.r.Plug == nil {
+		return nil
+	}
+	return c.r.Plug
+}
+
 // complete is Complete, finishing into b when not nil.
 func (c *ioCmd) complete(err error, b *fabrics.CompletionBatch) {
+	c.chained = true
 	if err == nil {
 		switch c.op {
 		case nvme.IOWrite:

@@ -100,6 +100,10 @@ type TargetQueue struct {
 	freeWake chan struct{} // a slot came back (the reader may wait for one)
 	handler  fabrics.CommandHandler
 	dgst     [DigestLen]byte
+	// plug holds the backend submissions of the commands of one burst
+	// (Request.Plug of every slot): the reader flushes it before it
+	// waits (beforeWait).
+	plug fabrics.SubmitPlug
 
 	// Send state, under mu.
 	mu      sync.Mutex
@@ -309,6 +313,7 @@ func (q *TargetQueue) readPDUs() error {
 }
 
 func (q *TargetQueue) readPDULoop() error {
+	defer q.plug.Flush() // nothing held back stays unsubmitted
 	if q.first {
 		q.first = false
 		if err := q.onPDU(); err != nil {
@@ -318,10 +323,10 @@ func (q *TargetQueue) readPDULoop() error {
 	for {
 		// The buffer empty: what is queued goes now, before the reader
 		// waits for the socket. More PDUs in it than the one read: the
-		// responses to a burst of commands go together once the reader
-		// has taken the last.
+		// backend operations and the responses of a burst of commands
+		// go together once the reader has taken the last.
 		if q.br.Buffered() == 0 {
-			q.uncork()
+			q.beforeWait()
 		}
 		if err := q.readHeader(); err != nil {
 			return err
@@ -493,7 +498,7 @@ func (q *TargetQueue) takeSlot() (*targetSlot, error) {
 			break
 		}
 		q.freeMu.Unlock()
-		q.uncork() // the responses that free slots must not wait for the reader
+		q.beforeWait() // the I/O and responses that free slots must not wait for the reader
 		select {
 		case <-q.freeWake:
 		case <-q.dead:
@@ -506,6 +511,7 @@ func (q *TargetQueue) takeSlot() (*targetSlot, error) {
 		s.req.Slot = int(i)
 		s.req.Completer = q
 		s.req.Queue = q
+		s.req.Plug = &q.plug // the handler runs on the reader (deliver)
 		q.slots[i] = s
 	}
 	return s, nil

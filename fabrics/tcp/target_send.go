@@ -232,6 +232,14 @@ func (q *TargetQueue) cork() {
 	q.mu.Unlock()
 }
 
+// beforeWait ends the reader's burst before it may wait: the backends
+// submit the operations its commands started (the plug), then what the
+// burst left to send goes.
+func (q *TargetQueue) beforeWait() {
+	q.plug.Flush()
+	q.uncork()
+}
+
 func (q *TargetQueue) uncork() {
 	if !q.rcorked {
 		return

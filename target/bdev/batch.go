@@ -26,3 +26,21 @@ type BatchCompletion interface {
 	// It runs on the reaper goroutine and must not block.
 	CompleteBatched(err error, b Batch)
 }
+
+// Plug is a transport goroutine's submission plug (fabrics.SubmitPlug):
+// a backend that holds an operation back instead of submitting it joins
+// the plug, and the goroutine calls FlushPlug on every backend that
+// joined before it waits.
+type Plug interface {
+	Join(f interface{ FlushPlug() })
+}
+
+// PluggedCompletion is a Completion whose operation may wait in its
+// submitter's Plug. The io_uring engine asks SubmitPlug once, in the
+// Async call that starts the operation, on the caller's goroutine: a
+// Plug means that goroutine flushes it before it waits; nil submits at
+// once.
+type PluggedCompletion interface {
+	Completion
+	SubmitPlug() Plug
+}

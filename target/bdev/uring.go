@@ -84,6 +84,14 @@ type engine struct {
 	phead    int
 	inflight int
 	closed   bool
+	// held: slots whose SQEs are prepared and not yet submitted, in SQ
+	// order (operations a transport's Plug holds back until its batch
+	// ends); any submission takes them along. refused: slots whose SQEs
+	// the kernel did not take, to be finished with refusedErr once mu is
+	// released (finishRefused).
+	held       []uint32
+	refused    []uint32
+	refusedErr error
 
 	// noZero, noDiscard: fallocate refused the mode once; later calls
 	// go straight to the fallback.
@@ -121,7 +129,7 @@ func newEngine(files ringFiles, depth int, latch *flushLatch) (*engine, error) {
 	}
 	e := &engine{files: files, ring: r, depth: depth, latch: latch,
 		slots: make([]ringOp, depth), free: make([]uint32, depth), bounce: make([][]byte, depth),
-		slow: make(chan uint32, depth), reaped: make(chan struct{})}
+		held: make([]uint32, 0, depth), slow: make(chan uint32, depth), reaped: make(chan struct{})}
 	e.drained.L = &e.mu
 	for i := range e.free {
 		e.free[i] = uint32(depth - 1 - i)
@@ -137,9 +145,15 @@ func (e *engine) goroutines() {
 	go e.slowLoop()
 }
 
-// start queues op: into a slot when one is free, else into the FIFO.
+// start queues op: into a slot when one is free, else into the FIFO. An
+// op whose Completion gives a Plug is prepared and held until the plug's
+// owner flushes it (FlushPlug), or another submission takes it along.
 func (e *engine) start(op ringOp) {
 	e.launch.Do(e.goroutines)
+	var plug Plug
+	if pc, ok := op.c.(PluggedCompletion); ok {
+		plug = pc.SubmitPlug()
+	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -155,26 +169,105 @@ func (e *engine) start(op ringOp) {
 	e.free = e.free[:len(e.free)-1]
 	e.slots[i] = op
 	e.inflight++
-	err := e.submitLocked(i)
+	var err error
+	queued := false
+	if plug != nil {
+		if queued, err = e.prepLocked(i); queued {
+			e.held = append(e.held, i)
+		}
+	} else {
+		err = e.submitLocked(i)
+	}
+	refused := len(e.refused) > 0
 	e.mu.Unlock()
+	if queued {
+		plug.Join(e)
+	}
 	if err != nil {
 		e.finish(i, err, false)
 	}
+	if refused {
+		e.finishRefused(false)
+	}
 }
 
-// submitLocked prepares the SQE of slot i and submits it; an error means
-// nothing was queued and the caller completes the slot.
+// FlushPlug submits the operations held for transports' plugs
+// (fabrics.SubmitPlug): one io_uring_enter for all of them.
+func (e *engine) FlushPlug() {
+	e.mu.Lock()
+	if len(e.held) > 0 {
+		e.enterLocked()
+	}
+	refused := len(e.refused) > 0
+	e.mu.Unlock()
+	if refused {
+		e.finishRefused(false)
+	}
+}
+
+// submitLocked prepares the SQE of slot i and submits it, with the held
+// ones. A preparation error means nothing was queued for i: the caller
+// finishes the slot. Slots whose SQEs the kernel did not take (i among
+// them) go to e.refused: the caller calls finishRefused after mu.
 func (e *engine) submitLocked(i uint32) error {
+	queued, err := e.prepLocked(i)
+	if err != nil || !queued {
+		return err
+	}
+	e.held = append(e.held, i)
+	e.enterLocked()
+	return nil
+}
+
+// enterLocked submits every prepared SQE (the held slots'). On an error
+// the kernel took none of those it left: they are taken back, so that
+// none runs after its slot is failed and reused, and their slots move to
+// e.refused.
+func (e *engine) enterLocked() {
+	if err := e.ring.Submit(0); err != nil {
+		n := min(int(e.ring.Drop()), len(e.held))
+		e.refused = append(e.refused, e.held[len(e.held)-n:]...)
+		e.refusedErr = err
+	}
+	e.held = e.held[:0]
+}
+
+// finishRefused finishes the slots the kernel refused with their
+// submission error (mu not held). reaped as for finish.
+func (e *engine) finishRefused(reaped bool) {
+	e.mu.Lock()
+	if len(e.refused) == 0 {
+		e.mu.Unlock()
+		return
+	}
+	slots := e.refused
+	errs := make([]error, len(slots)) // the error path only
+	for k, j := range slots {
+		op := &e.slots[j]
+		errs[k] = fmt.Errorf("bdev: %s: %s at %d: %w", e.files.what, opNames[op.kind], op.off, e.refusedErr)
+	}
+	e.refused = nil
+	e.mu.Unlock()
+	for k, j := range slots {
+		e.finish(j, errs[k], reaped)
+	}
+}
+
+// prepLocked fills the SQE of slot i and reports whether it took one (a
+// fallocate the kernel refused before goes to the slow goroutine
+// instead); an error means nothing was queued and the caller completes
+// the slot.
+func (e *engine) prepLocked(i uint32) (bool, error) {
 	op := &e.slots[i]
 	if op.kind == opZero && e.noZero.Load() || op.kind == opDiscard && e.noDiscard.Load() {
 		e.slow <- i // never blocks: the channel holds every slot
-		return nil
+		return false, nil
 	}
 	sqe := e.ring.SQE()
 	if sqe == nil {
 		// Cannot happen: at most depth slots are in flight, and the SQ
 		// has one more entry than that (the stop NOP).
-		return fmt.Errorf("bdev: %s: io_uring submission queue full", e.files.what)
+		return false, fmt.Errorf("bdev: %s: io_uring submission queue full", e.files.what)
 	}
 	f := &e.files
 	switch op.kind {
@@ -213,14 +306,7 @@ func (e *engine) submitLocked(i uint32) error {
 	case opDiscard:
 		sqe.PrepFallocate(f.bfd, f.discMode, op.off, op.n, uint64(i))
 	}
-	// On an error (a kernel out of memory, EAGAIN; a broken ring) the
-	// kernel took nothing: take the SQE back, so that it never runs
-	// after the caller has failed the slot and reused it.
-	if err := e.ring.Submit(0); err != nil {
-		e.ring.Drop()
-		return fmt.Errorf("bdev: %s: %s at %d: %w", f.what, opNames[op.kind], op.off, err)
-	}
-	return nil
+	return true, nil
 }
 
 // reap is the engine's one completion goroutine. It completes the CQEs
@@ -321,7 +407,11 @@ func (e *engine) complete(i uint32, res int32) {
 	}
 	if retry {
 		if err = e.submitLocked(i); err == nil {
+			refused := len(e.refused) > 0
 			e.mu.Unlock()
+			if refused {
+				e.finishRefused(true)
+			}
 			return
 		}
 	}
@@ -366,7 +456,11 @@ func (e *engine) finish(i uint32, err error, reaped bool) {
 	if e.closed && e.inflight == 0 {
 		e.drained.Broadcast()
 	}
+	refused := len(e.refused) > 0
 	e.mu.Unlock()
+	if refused {
+		defer e.finishRefused(reaped)
+	}
 	if bc, ok := c.(BatchCompletion); ok && reaped {
 		if e.batch == nil {
 			e.batch = bc.NewBatch()
@@ -432,7 +526,11 @@ func (e *engine) close() {
 	e.closed = true
 	pend := e.pending[e.phead:]
 	e.pending, e.phead = nil, 0
+	if len(e.held) > 0 {
+		e.enterLocked() // a plug not flushed yet: what it holds runs now
+	}
 	e.mu.Unlock()
+	e.finishRefused(false)
 	for _, op := range pend {
 		op.c.Complete(ErrClosed)
 	}
