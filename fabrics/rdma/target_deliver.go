@@ -13,13 +13,16 @@ import (
 // its data buffer and RDMA READ, the handler, and the response with its
 // RDMA WRITE.
 
-// complete handles one work completion on the queue goroutine.
+// complete handles one work completion on the goroutine that runs the
+// CQ's handler, one at a time: the commands it delivers may wait in the
+// queue's plug (hplug), flushed at the end of the batch (flushPlug).
 func (q *targetQueue) complete(wc *rdma.WorkCompletion) {
+	plug := &q.hplug
 	if wc.WRID&wrKind == wrSend {
 		defer q.sendDone() // whatever its status: a close may wait for it
 	}
 	if q.rpool != nil && wc.WRID&wrKind == wrRecv {
-		q.onSRQRecv(wc)
+		q.onSRQRecv(wc, plug)
 		return
 	}
 	i := int(wc.WRID &^ wrKind)
@@ -52,12 +55,12 @@ func (q *targetQueue) complete(wc *rdma.WorkCompletion) {
 	case wrRecv:
 		q.recvs.Add(1)
 		s.recvLen = int(wc.ByteLen)
-		q.onCapsule(i)
+		q.onCapsule(i, plug)
 	case wrRead:
 		q.readMu.Lock()
 		q.reads--
 		q.readMu.Unlock()
-		q.deliver(s)
+		q.deliver(s, plug)
 		q.startWaitingReads()
 	case wrSend:
 		// The response is out, and the RDMA WRITE before it is done:
@@ -75,8 +78,8 @@ func (q *targetQueue) complete(wc *rdma.WorkCompletion) {
 }
 
 // onCapsule parses a received command capsule and starts its data
-// transfer or hands it to the handler.
-func (q *targetQueue) onCapsule(i int) {
+// transfer or hands it to the handler (with plug, as deliver).
+func (q *targetQueue) onCapsule(i int, plug *fabrics.SubmitPlug) {
 	s := q.slots[i]
 	if s.recvLen < nvme.SQESize {
 		// As nvmet-rdma: a capsule without a whole SQE ends the queue.
@@ -102,11 +105,11 @@ func (q *targetQueue) onCapsule(i int) {
 		r.Refused = nvme.Error{Status: st, DNR: true}
 		r.Data = nil
 		s.keyed, s.dataLen = false, 0
-		q.deliver(s)
+		q.deliver(s, plug)
 		return
 	}
 	if !s.keyed || s.dataLen == 0 {
-		q.deliver(s)
+		q.deliver(s, plug)
 		return
 	}
 	// Keyed data: a staging buffer from the pool, now or when one comes
@@ -118,19 +121,20 @@ func (q *targetQueue) onCapsule(i int) {
 		q.log.Error("no data buffer", "error", err)
 		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: %w", q.qid, err))
 	case ok:
-		q.withData(s)
+		q.withData(s, plug)
 	}
 }
 
 // grantedData runs when the pool gives a waiting slot its buffer, on the
 // goroutine that returned one.
 func grantedData(w *poolWaiter) {
-	w.slot.q.withData(w.slot)
+	w.slot.q.withData(w.slot, nil)
 }
 
 // withData sets the slot's staging up in its pool buffer (w.buf) and
-// moves the command on: the RDMA READ of its data, or the handler.
-func (q *targetQueue) withData(s *targetSlot) {
+// moves the command on: the RDMA READ of its data, or the handler (with
+// plug, as deliver).
+func (q *targetQueue) withData(s *targetSlot, plug *fabrics.SubmitPlug) {
 	q.slotMu.Lock()
 	if q.released {
 		// Torn down while it waited.
@@ -152,7 +156,7 @@ func (q *targetQueue) withData(s *targetSlot) {
 	}
 	q.slotMu.Unlock()
 	if s.dir != fabrics.DirHostToCtrl {
-		q.deliver(s)
+		q.deliver(s, plug)
 		return
 	}
 	q.readMu.Lock()
@@ -253,8 +257,10 @@ func (q *targetQueue) startWaitingReads() {
 // goroutine returned that buffer, possibly another queue's or a backend
 // worker, possibly inside this queue's own HandleCommand (a handler that
 // completes at once). A delivery that finds another one running leaves
-// its slot to that one, which hands it over before it stops.
-func (q *targetQueue) deliver(s *targetSlot) {
+// its slot to that one, which hands it over before it stops. plug is the
+// delivering goroutine's: the commands it hands over (its own and those
+// left to it) may wait there; nil submits at once.
+func (q *targetQueue) deliver(s *targetSlot, plug *fabrics.SubmitPlug) {
 	q.slotMu.Lock()
 	if q.released {
 		q.slotMu.Unlock()
@@ -268,6 +274,7 @@ func (q *targetQueue) deliver(s *targetSlot) {
 	q.delivering = true
 	for {
 		s.inHandler = true
+		s.req.Plug = plug
 		q.slotMu.Unlock()
 		q.handler.HandleCommand(&s.req)
 		q.slotMu.Lock()

@@ -90,6 +90,10 @@ type targetQueue struct {
 	postMu  sync.Mutex
 	plugged int
 	chains  [3]wrChain
+	// hplug holds the backend submissions of the commands a CQ batch
+	// delivers; only the goroutine running the CQ's handler uses it
+	// (handler calls never overlap), and flushes it at the batch's end.
+	hplug fabrics.SubmitPlug
 
 	handler  fabrics.CommandHandler
 	serveCh  chan struct{}
@@ -136,6 +140,10 @@ func (q *targetQueue) begin() {
 	q.plugged++
 	q.postMu.Unlock()
 }
+
+// flushPlug makes the backends submit what the CQ batch's commands
+// started (batcher; on the handler's goroutine).
+func (q *targetQueue) flushPlug() { q.hplug.Flush() }
 
 // end closes the batch; the last open one posts what was collected
 // (batcher).

@@ -149,7 +149,7 @@ func (q *targetQueue) repostRecv(b int) {
 // that exceeded its queue depth, or sent more than its Connect before
 // the Connect succeeded (a pending queue has preConnectSlots slots):
 // the queue is closed, as a receive queue overrun would close it.
-func (q *targetQueue) onSRQRecv(wc *rdma.WorkCompletion) {
+func (q *targetQueue) onSRQRecv(wc *rdma.WorkCompletion, plug *fabrics.SubmitPlug) {
 	b := int(wc.WRID &^ wrKind)
 	if b >= len(q.rpool.bufs) {
 		q.shutdown(fmt.Errorf("nvme-rdma: queue %d: completion for unknown SRQ buffer %#x", q.qid, wc.WRID))
@@ -195,7 +195,7 @@ func (q *targetQueue) onSRQRecv(wc *rdma.WorkCompletion) {
 	s.recvBuf = q.rpool.bufs[b].buf
 	q.slotMu.Unlock()
 	s.recvLen = int(wc.ByteLen)
-	q.onCapsule(i)
+	q.onCapsule(i, plug)
 }
 
 // setData points the slot's RDMA READ and WRITE staging at buf.

@@ -50,6 +50,7 @@ func (v *verbs) poll(closing <-chan struct{}, direct bool, handle func(*rdma.Wor
 			handle(&wcs[i])
 		}
 		if batch != nil {
+			batch.flushPlug()
 			batch.end()
 		}
 	}
@@ -75,8 +76,11 @@ func (v *verbs) poll(closing <-chan struct{}, direct bool, handle func(*rdma.Wor
 }
 
 // batcher is told where a batch of completions begins and ends, so that
-// it can post the work the batch produced as one chain.
+// it can post the work the batch produced as one chain; flushPlug, on
+// the goroutine that handled the batch, before end: the backends submit
+// the operations the batch's commands started (fabrics.SubmitPlug).
 type batcher interface {
 	begin()
+	flushPlug()
 	end()
 }
