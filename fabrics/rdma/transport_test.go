@@ -73,13 +73,22 @@ type setup struct {
 
 func start(t *testing.T, ctx context.Context, inline int) *setup {
 	t.Helper()
+	h := &memHandler{closed: make(chan error, 1)}
+	s := startWith(t, ctx, inline, h)
+	s.h = h
+	return s
+}
+
+// startWith serves the first queue of a soft RoCE listener with h and
+// connects an I/O queue to it (Fabrics Connect done).
+func startWith(t *testing.T, ctx context.Context, inline int, h fabrics.CommandHandler) *setup {
+	t.Helper()
 	tdev, hdev := openSoft(t, targetAddr), openSoft(t, hostAddr)
 	l, err := Listen(TargetConfig{Device: tdev, ServiceID: 4420, InlineDataSize: inline})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	h := &memHandler{closed: make(chan error, 1)}
 	go func() {
 		q, err := l.Accept(ctx)
 		if err == nil {
@@ -94,7 +103,7 @@ func start(t *testing.T, ctx context.Context, inline int) *setup {
 	}
 	t.Cleanup(func() { hq.Close() })
 	fabricsConnect(t, ctx, hq)
-	return &setup{tdev: tdev, hdev: hdev, l: l, h: h, hq: hq}
+	return &setup{tdev: tdev, hdev: hdev, l: l, hq: hq}
 }
 
 func submit(t *testing.T, ctx context.Context, hq fabrics.HostQueue, op byte, data []byte, dir fabrics.DataDirection) *fabrics.HostCommand {

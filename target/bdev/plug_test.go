@@ -37,6 +37,17 @@ type pluggedWaiter struct {
 
 func (w pluggedWaiter) SubmitPlug() Plug { return w.plug }
 
+// startPlugged starts n 4 KiB reads of d (blocks 0 to n-1) held in a new
+// plug; w has room for extra completions.
+func startPlugged(d *File, n, extra int) (*testPlug, pluggedWaiter) {
+	plug := &testPlug{}
+	w := pluggedWaiter{make(waiter, n+extra), plug}
+	for i := range n {
+		d.ReadAsync(alignedBuf(4096, 4096), int64(i)*4096, w)
+	}
+	return plug, w
+}
+
 // heldCount returns the engine's held SQEs.
 func heldCount(e *engine) int {
 	e.mu.Lock()
@@ -92,11 +103,7 @@ func TestPlugHoldsUntilFlush(t *testing.T) {
 // held ones with it; the plug's flush then has nothing left to submit.
 func TestPlugTakenAlong(t *testing.T) {
 	d := openAsyncFile(t, Spec{Size: 1 << 20})
-	plug := &testPlug{}
-	w := pluggedWaiter{make(waiter, 5), plug}
-	for i := range 4 {
-		d.ReadAsync(alignedBuf(4096, 4096), int64(i)*4096, w)
-	}
+	plug, w := startPlugged(d, 4, 1)
 	d.ReadAsync(alignedBuf(4096, 4096), 0, w.waiter) // no plug
 	for range 5 {
 		if err := w.wait(t); err != nil {
@@ -117,11 +124,7 @@ func TestPlugTakenAlong(t *testing.T) {
 // flush is harmless.
 func TestCloseSubmitsHeld(t *testing.T) {
 	d := openAsyncFile(t, Spec{Size: 1 << 20})
-	plug := &testPlug{}
-	w := pluggedWaiter{make(waiter, 4), plug}
-	for i := range 4 {
-		d.ReadAsync(alignedBuf(4096, 4096), int64(i)*4096, w)
-	}
+	plug, w := startPlugged(d, 4, 0)
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
