@@ -231,54 +231,46 @@ var _ rdma.ProgressWaiter = (*cq)(nil)
 // returns at once if it is.
 func (c *cq) ProgressWait(d time.Duration) bool {
 	mask := c.rxqMask.Load()
-	if d <= 0 || !c.dev.drainedQuiet(mask) {
-		if c.dev.progress(mask) {
-			return true
-		}
-		if d <= 0 {
-			return false
-		}
+	one := c.dev.onePollable(mask)
+	skip := d > 0 && one != nil && one.drainedQuiet()
+	if !skip && c.dev.progress(mask) {
+		return true
 	}
-	if !c.dev.waitReadable(mask, d) {
+	if d <= 0 || one == nil || !one.waitReadable(d) {
 		return false
 	}
 	return c.dev.progress(mask)
 }
 
-// drainedQuiet reports whether mask has a single pollable receive queue,
-// quiet (only pollers read it) and left empty by the last poll. It counts
-// as a poll for watchQuiet.
-func (d *Device) drainedQuiet(mask uint32) bool {
+// onePollable returns the receive queue of mask when it is the only
+// pollable one, else nil.
+func (d *Device) onePollable(mask uint32) *rxQueue {
 	var one *rxQueue
 	for rq := range d.pollable(mask) {
 		if one != nil {
-			return false
+			return nil
 		}
 		one = rq
 	}
-	if one == nil || !one.mu.TryLock() {
+	return one
+}
+
+// drainedQuiet reports whether rq is quiet (only pollers read it) and
+// was left empty by the last poll. It counts as a poll for watchQuiet.
+func (rq *rxQueue) drainedQuiet() bool {
+	if !rq.mu.TryLock() {
 		return false
 	}
-	one.polls++
-	ok := one.quiet && one.drained
-	one.mu.Unlock()
+	rq.polls++
+	ok := rq.quiet && rq.drained
+	rq.mu.Unlock()
 	return ok
 }
 
-// waitReadable waits up to d for the single receive queue of mask to hold
-// a datagram, and reports whether it does.
-func (d *Device) waitReadable(mask uint32, dl time.Duration) bool {
-	var one *rxQueue
-	for rq := range d.pollable(mask) {
-		if one != nil {
-			return false
-		}
-		one = rq
-	}
-	if one == nil {
-		return false
-	}
+// waitReadable waits up to dl for rq's socket to hold a datagram, and
+// reports whether it does.
+func (rq *rxQueue) waitReadable(dl time.Duration) bool {
 	ready := false
-	_ = one.sock.Control(func(fd uintptr) { ready = pollIn(fd, dl) })
+	_ = rq.sock.Control(func(fd uintptr) { ready = pollIn(fd, dl) })
 	return ready
 }
