@@ -2,6 +2,8 @@ package bdev
 
 import (
 	"bytes"
+	"errors"
+	"syscall"
 	"testing"
 )
 
@@ -134,4 +136,32 @@ func TestCloseSubmitsHeld(t *testing.T) {
 		}
 	}
 	plug.flush()
+}
+
+// TestPlugRefused: when io_uring_enter fails, every held operation the
+// kernel did not take fails with the error (none runs later), the ring
+// stays usable, and a later operation completes.
+func TestPlugRefused(t *testing.T) {
+	d := openAsyncFile(t, Spec{Size: 1 << 20})
+	plug, w := startPlugged(d, 3, 0)
+	d.eng.mu.Lock()
+	d.eng.submit = func(uint32) error { return syscall.EAGAIN }
+	d.eng.mu.Unlock()
+	plug.flush()
+	for range 3 {
+		if err := w.wait(t); !errors.Is(err, syscall.EAGAIN) {
+			t.Fatalf("held operation refused by the kernel: %v, want EAGAIN", err)
+		}
+	}
+	d.eng.mu.Lock()
+	d.eng.submit = d.eng.ring.Submit
+	inflight := d.eng.inflight
+	d.eng.mu.Unlock()
+	if inflight != 0 || heldCount(d.eng) != 0 {
+		t.Fatalf("after the refusal: %d in flight, %d held", inflight, heldCount(d.eng))
+	}
+	d.ReadAsync(alignedBuf(4096, 4096), 0, w.waiter)
+	if err := w.wait(t); err != nil {
+		t.Fatalf("read after the refusal: %v", err)
+	}
 }

@@ -74,6 +74,8 @@ type ringFiles struct {
 type engine struct {
 	files ringFiles
 	ring  *uring.Ring
+	// submit is ring.Submit, but for tests that make the kernel refuse.
+	submit func(wait uint32) error
 	depth int
 
 	mu       sync.Mutex
@@ -88,7 +90,7 @@ type engine struct {
 	// order (operations a transport's Plug holds back until its batch
 	// ends); any submission takes them along. refused: slots whose SQEs
 	// the kernel did not take, to be finished with refusedErr once mu is
-	// released (finishRefused).
+	// released (unlock).
 	held       []uint32
 	refused    []uint32
 	refusedErr error
@@ -130,6 +132,7 @@ func newEngine(files ringFiles, depth int, latch *flushLatch) (*engine, error) {
 	e := &engine{files: files, ring: r, depth: depth, latch: latch,
 		slots: make([]ringOp, depth), free: make([]uint32, depth), bounce: make([][]byte, depth),
 		held: make([]uint32, 0, depth), slow: make(chan uint32, depth), reaped: make(chan struct{})}
+	e.submit = r.Submit
 	e.drained.L = &e.mu
 	for i := range e.free {
 		e.free[i] = uint32(depth - 1 - i)
@@ -178,16 +181,12 @@ func (e *engine) start(op ringOp) {
 	} else {
 		err = e.submitLocked(i)
 	}
-	refused := len(e.refused) > 0
-	e.mu.Unlock()
+	e.unlock(false)
 	if queued {
 		plug.Join(e)
 	}
 	if err != nil {
 		e.finish(i, err, false)
-	}
-	if refused {
-		e.finishRefused(false)
 	}
 }
 
@@ -198,17 +197,13 @@ func (e *engine) FlushPlug() {
 	if len(e.held) > 0 {
 		e.enterLocked()
 	}
-	refused := len(e.refused) > 0
-	e.mu.Unlock()
-	if refused {
-		e.finishRefused(false)
-	}
+	e.unlock(false)
 }
 
 // submitLocked prepares the SQE of slot i and submits it, with the held
 // ones. A preparation error means nothing was queued for i: the caller
 // finishes the slot. Slots whose SQEs the kernel did not take (i among
-// them) go to e.refused: the caller calls finishRefused after mu.
+// them) go to e.refused: the caller releases mu with unlock.
 func (e *engine) submitLocked(i uint32) error {
 	queued, err := e.prepLocked(i)
 	if err != nil || !queued {
@@ -224,7 +219,7 @@ func (e *engine) submitLocked(i uint32) error {
 // none runs after its slot is failed and reused, and their slots move to
 // e.refused.
 func (e *engine) enterLocked() {
-	if err := e.ring.Submit(0); err != nil {
+	if err := e.submit(0); err != nil {
 		n := min(int(e.ring.Drop()), len(e.held))
 		e.refused = append(e.refused, e.held[len(e.held)-n:]...)
 		e.refusedErr = err
@@ -232,10 +227,10 @@ func (e *engine) enterLocked() {
 	e.held = e.held[:0]
 }
 
-// finishRefused finishes the slots the kernel refused with their
-// submission error (mu not held). reaped as for finish.
-func (e *engine) finishRefused(reaped bool) {
-	e.mu.Lock()
+// unlock releases mu, then finishes the slots the kernel refused (their
+// SQEs taken back by enterLocked) with their submission error. reaped as
+// for finish.
+func (e *engine) unlock(reaped bool) {
 	if len(e.refused) == 0 {
 		e.mu.Unlock()
 		return
@@ -407,11 +402,7 @@ func (e *engine) complete(i uint32, res int32) {
 	}
 	if retry {
 		if err = e.submitLocked(i); err == nil {
-			refused := len(e.refused) > 0
-			e.mu.Unlock()
-			if refused {
-				e.finishRefused(true)
-			}
+			e.unlock(true)
 			return
 		}
 	}
@@ -456,11 +447,7 @@ func (e *engine) finish(i uint32, err error, reaped bool) {
 	if e.closed && e.inflight == 0 {
 		e.drained.Broadcast()
 	}
-	refused := len(e.refused) > 0
-	e.mu.Unlock()
-	if refused {
-		defer e.finishRefused(reaped)
-	}
+	e.unlock(reaped)
 	if bc, ok := c.(BatchCompletion); ok && reaped {
 		if e.batch == nil {
 			e.batch = bc.NewBatch()
@@ -529,8 +516,7 @@ func (e *engine) close() {
 	if len(e.held) > 0 {
 		e.enterLocked() // a plug not flushed yet: what it holds runs now
 	}
-	e.mu.Unlock()
-	e.finishRefused(false)
+	e.unlock(false)
 	for _, op := range pend {
 		op.c.Complete(ErrClosed)
 	}
