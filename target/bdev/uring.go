@@ -76,7 +76,7 @@ type engine struct {
 	ring  *uring.Ring
 	// submit is ring.Submit, but for tests that make the kernel refuse.
 	submit func(wait uint32) error
-	depth int
+	depth  int
 
 	mu       sync.Mutex
 	slots    []ringOp
