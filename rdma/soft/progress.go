@@ -3,6 +3,7 @@ package soft
 import (
 	"iter"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nvmeof/nvmeof/rdma"
@@ -35,9 +36,14 @@ type rxQueue struct {
 	drained bool
 	empty   uint64
 
+	// errno is the receive error that ended serve's Read; idle counts
+	// serve's receives that found nothing. Under mu.
+	errno syscall.Errno
+	idle  uint64
+
 	// The two receive callbacks, bound once so that neither allocates.
-	readFn func(fd uintptr) bool
-	ctlFn  func(fd uintptr)
+	serveFn func(fd uintptr) bool
+	ctlFn   func(fd uintptr)
 }
 
 // recv receives one batch without blocking (under mu). It reports false
@@ -49,22 +55,36 @@ func (rq *rxQueue) recv(fd uintptr) bool {
 	return m.recv(fd)
 }
 
-// readRecv is the goroutine's callback for the Read of its epoll instance
-// (whose descriptor it is given and ignores): it takes mu and keeps it when
-// datagrams (or an error) came from the socket, so that they are handled
-// before anyone else receives.
-//
-// It always tries the socket before the goroutine waits: RawConn.Read
-// clears the readiness the netpoller latched since the previous Read
-// (pollDesc prepareRead), so a datagram that arrived while the last batch
-// was handled is found only by trying.
-func (rq *rxQueue) readRecv(uintptr) bool {
-	rq.mu.Lock()
-	if rq.recv(uintptr(rq.w.sock)) {
-		return true
+// serve is the goroutine's callback for the Read of its epoll instance
+// (whose descriptor it is given and ignores). It receives and handles
+// batches under mu until one leaves the socket empty (EAGAIN, or fewer
+// datagrams than it asked for), then reports false: Read waits for the
+// socket and calls it again. Staying in one Read is what lets it wait
+// without a recvmmsg that finds the socket empty: the netpoller latches a
+// datagram that arrives from here on, and only a new Read would clear
+// that (pollDesc prepareRead). It reports true, ending the Read, on a
+// receive error, which it leaves in m.errno.
+func (rq *rxQueue) serve(uintptr) bool {
+	for {
+		rq.mu.Lock()
+		if !rq.recv(uintptr(rq.w.sock)) {
+			rq.idle++
+			rq.mu.Unlock()
+			return false
+		}
+		m := rq.m
+		if m.errno != 0 {
+			rq.errno = m.errno
+			rq.mu.Unlock()
+			return true
+		}
+		n, full := m.res, m.res >= m.n
+		rq.process(n)
+		rq.mu.Unlock()
+		if !full {
+			return false
+		}
 	}
-	rq.mu.Unlock()
-	return false
 }
 
 // controlRecv is Progress's RawConn.Control callback (mu held). Control,
@@ -72,17 +92,17 @@ func (rq *rxQueue) readRecv(uintptr) bool {
 // it keeps the descriptor from being closed while it runs.
 func (rq *rxQueue) controlRecv(fd uintptr) { rq.got = rq.recv(fd) }
 
-// wait blocks until datagrams arrive and receives a batch of them. It
-// returns their number with mu held, or an error with mu not held.
-func (rq *rxQueue) wait() (int, error) {
-	if err := rq.w.rc.Read(rq.readFn); err != nil {
-		return 0, err
+// run receives and handles datagrams as they arrive until the epoll
+// instance closes or a receive fails, and returns the error.
+func (rq *rxQueue) run() error {
+	rq.errno = 0
+	if err := rq.w.rc.Read(rq.serveFn); err != nil {
+		return err
 	}
-	if rq.m.errno != 0 {
-		rq.mu.Unlock()
-		return 0, rq.m.errno
+	if rq.errno == 0 {
+		return nil
 	}
-	return rq.m.res, nil
+	return rq.errno
 }
 
 // Progress receives and handles what the device's sockets hold now, on the

@@ -1,6 +1,8 @@
 package soft
 
 import (
+	"time"
+
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/wire"
 )
@@ -27,14 +29,17 @@ type responder struct {
 	wlen   int
 	// Acknowledgement coalescing: an ACK of psn-1 is due at the end of
 	// the receive batch, or, if it may wait (ackUrgent unset), with the
-	// QP's next packets or when ackTimer fires (ackArmed). ackHold: READ
-	// responses built in the current receive batch are not sent yet, so
-	// no ACK may leave before the batch's end (it would cover the READ's
-	// PSNs ahead of its responses).
+	// QP's next packets or at a tick of ackTimer (ackArmed) past ackDue.
+	// ackDelayed: an ACK was held since the timer's last tick. ackHold:
+	// READ responses built in the current receive batch are not sent
+	// yet, so no ACK may leave before the batch's end (it would cover
+	// the READ's PSNs ahead of its responses).
 	ackPending bool
 	ackUrgent  bool
 	ackArmed   bool
+	ackDelayed bool
 	ackHold    bool
+	ackDue     time.Time // zero: the pending ACK is not held (yet)
 	unacked    int
 }
 
@@ -167,10 +172,7 @@ func (q *qp) flushAck(tx *txBatch) {
 		return
 	}
 	r.ackPending, r.ackUrgent = false, false
-	if r.ackArmed {
-		r.ackArmed = false
-		q.ackTimer.Stop()
-	}
+	r.ackDue = time.Time{}
 	r.unacked = 0
 	q.sendAck(tx, ackSyndrome, wire.PSNAdd(r.psn, -1))
 }
@@ -198,41 +200,76 @@ func (q *qp) flushAckOutside(tx *txBatch) bool {
 }
 
 // delayAck keeps the pending acknowledgement for the QP's next packets
-// (PostSend and the requester runs carry it along) or Config.AckDelay,
-// whichever comes first, and reports whether it did (q.mu held). An
-// application that answers each message (an NVMe host's next command, a
-// target's response) so carries the ACK in the same sendmmsg, and the
-// peer wakes once instead of twice.
+// (PostSend and the requester runs carry it along) or the delayed-ACK
+// timer, and reports whether it did (q.mu held). An application that
+// answers each message (an NVMe host's next command, a target's response)
+// so carries the ACK in the same sendmmsg, and the peer wakes once
+// instead of twice.
+//
+// The timer is not stopped when something carries the ACK. Arming a
+// runtime timer wakes another thread (the netpoller, to shorten its
+// sleep), which at one message per arm cost more than the ACK saves. It
+// ticks instead, every ackTicks AckDelays while ACKs are held, sends an
+// ACK held for AckDelay at the tick after, and stops after a tick with
+// none held: an ACK nothing carries leaves after AckDelay, and at most
+// (1+ackTicks) AckDelay.
 func (q *qp) delayAck() bool {
 	r := &q.resp
 	delay := q.dev.cfg.AckDelay
 	if delay <= 0 || r.ackUrgent {
 		return false
 	}
+	if r.ackDue.IsZero() {
+		r.ackDue = time.Now().Add(delay)
+	}
+	r.ackDelayed = true
 	if !r.ackArmed {
 		r.ackArmed = true
 		q.ackTimer.Reset(delay)
+		q.dev.stats.ackTimerArms.Add(1)
 	}
 	return true
 }
 
-// onAckTimer sends the delayed acknowledgement nothing carried.
+// ackTicks is the delayed-ACK timer's period in AckDelays: at 100 µs, a
+// tick per 400 µs while a QP's ACKs are held, against one arm per message
+// at the default.
+const ackTicks = 4
+
+// onAckTimer is the delayed-ACK timer's tick: it sends the held
+// acknowledgement that is due and nothing carried, and ticks again while
+// ACKs are held (delayAck).
 func (q *qp) onAckTimer() {
 	q.mu.Lock()
-	q.resp.ackArmed = false
-	if !q.resp.ackPending || q.destroyed || q.state == rdma.QPSErr || q.state == rdma.QPSReset {
+	r := &q.resp
+	if q.destroyed || q.state == rdma.QPSErr || q.state == rdma.QPSReset {
+		r.ackArmed = false
 		q.mu.Unlock()
 		return
 	}
-	tx := q.dev.getTx()
-	tx.forQP(q)
-	if !q.flushAckOutside(tx) {
-		q.resp.ackArmed = true // after the receive batch's READ responses
-		q.ackTimer.Reset(q.dev.cfg.AckDelay)
+	delay := q.dev.cfg.AckDelay
+	var tx *txBatch
+	if r.ackPending && !r.ackDue.IsZero() && !time.Now().Before(r.ackDue) {
+		tx = q.dev.getTx()
+		tx.forQP(q)
+		if !q.flushAckOutside(tx) {
+			q.ackTimer.Reset(delay) // after the receive batch's READ responses
+			q.mu.Unlock()
+			q.dev.putTx(tx)
+			return
+		}
+	}
+	if r.ackPending || r.ackDelayed {
+		r.ackDelayed = false
+		q.ackTimer.Reset(ackTicks * delay)
+	} else {
+		r.ackArmed = false
 	}
 	q.mu.Unlock()
-	tx.flush()
-	q.dev.putTx(tx)
+	if tx != nil {
+		tx.flush()
+		q.dev.putTx(tx)
+	}
 }
 
 // sendAck adds an Acknowledge packet with syndrome s for PSN psn to tx.

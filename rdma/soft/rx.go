@@ -109,7 +109,7 @@ func (d *Device) newRxQueue(sc *sockConn, queue int, udp bool) (*rxQueue, error)
 	}
 	rx := &rxState{tx: newTxBatch(d), reqTx: newTxBatch(d), acks: make([]*qp, 0, 64), kicks: make([]*qp, 0, 64), holds: make([]*qp, 0, 64), held: make([]byte, size), queue: uint32(queue), udp: udp}
 	rq := &rxQueue{sock: sc, w: w, m: m, batch: batch}
-	rq.readFn, rq.ctlFn = rq.readRecv, rq.controlRecv
+	rq.serveFn, rq.ctlFn = rq.serve, rq.controlRecv
 	rq.process = func(n int) {
 		wireAcquire()
 		f := d.recvFaults.Load()
@@ -171,16 +171,11 @@ func (d *Device) newRxQueue(sc *sockConn, queue int, udp bool) (*rxQueue, error)
 func (d *Device) rxLoop(rq *rxQueue) {
 	defer d.rxDone.Done()
 	for {
-		n, err := rq.wait()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) || d.isClosed() {
-				return
-			}
-			time.Sleep(time.Millisecond) // ENOBUFS and the like: try again
-			continue
+		err := rq.run()
+		if errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) || d.isClosed() {
+			return
 		}
-		rq.process(n)
-		rq.mu.Unlock()
+		time.Sleep(time.Millisecond) // ENOBUFS and the like: try again
 	}
 }
 

@@ -56,6 +56,7 @@ type counters struct {
 	staleResponses, udDropped, fencedResponses                       atomic.Uint64
 	sourcePortFallbacks                                              atomic.Uint64
 	steerMisses                                                      atomic.Uint64 // packets read by another receive queue than their QP's (not in Stats)
+	ackTimerArms                                                     atomic.Uint64 // delayed-ACK timers started from stopped (not in Stats)
 	faultDrops, faultDuplicates, faultReorders, faultCorruptions     atomic.Uint64
 	faultCEMarks                                                     atomic.Uint64
 	npECNMarked, npCNPSent, rpCNPHandled, rpCNPIgnored               atomic.Uint64

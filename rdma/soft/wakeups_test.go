@@ -1,0 +1,85 @@
+package soft
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nvmeof/nvmeof/rdma"
+)
+
+// pingPong sends n SENDs from a to b, one at a time, and has b answer
+// each with a SEND before a sends the next, as an NVMe host and target do
+// at queue depth 1. It waits for every completion on both sides.
+func pingPong(t *testing.T, ea, eb *end, n int) {
+	t.Helper()
+	abuf := regMR(t, ea.pd, 64, rdma.AccessLocalWrite)
+	bbuf := regMR(t, eb.pd, 64, rdma.AccessLocalWrite)
+	for i := range n {
+		id := uint64(i + 1)
+		postRecv(t, eb.qp, id, sge(bbuf, 0, 64))
+		postRecv(t, ea.qp, id, sge(abuf, 32, 32))
+		postSend(t, ea.qp, &rdma.SendWR{WRID: id, Opcode: rdma.WRSend, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(abuf, 0, 32)}})
+		checkWC(t, poll(t, eb.rcq, 1, 10*time.Second)[0], id, rdma.Success)
+		postSend(t, eb.qp, &rdma.SendWR{WRID: id, Opcode: rdma.WRSend, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(bbuf, 32, 32)}})
+		checkWC(t, poll(t, ea.rcq, 1, 10*time.Second)[0], id, rdma.Success)
+	}
+	poll(t, ea.scq, n, 10*time.Second)
+	poll(t, eb.scq, n, 10*time.Second)
+}
+
+// TestServeWaitsWithoutEmptyReceive: a receive goroutine that handled a
+// batch smaller than it asked for waits for the socket without first
+// trying a recvmmsg that would find it empty. At one datagram per wake-up
+// the old loop made one such receive per datagram.
+func TestServeWaitsWithoutEmptyReceive(t *testing.T) {
+	a, b := openPair(t, Config{RecvQueues: 1}, Config{RecvQueues: 1})
+	ea, eb := connect(t, a, b, qpOpts{psnA: 10, psnB: 20})
+	rq := b.rxqs[0].Load()
+	idle := func() uint64 {
+		rq.mu.Lock()
+		defer rq.mu.Unlock()
+		return rq.idle
+	}
+	const n = 100
+	before := idle()
+	pingPong(t, ea, eb, n)
+	// A receive finds nothing only after a wake-up for datagrams an
+	// earlier receive of the same batch took along (one per batch at
+	// most); b gets one datagram, a SEND, per round trip.
+	if got := idle() - before; got > n/4 {
+		t.Fatalf("%d of %d round trips: the receive goroutine made %d receives that found nothing, want at most %d", n, n, got, n/4)
+	}
+}
+
+// TestDelayedAckTimerTicks: while a QP's ACKs keep being held and carried
+// by its answers, its delayed-ACK timer is started once, not once per
+// message (each start wakes the runtime's netpoller on another thread);
+// and an ACK nothing carries still leaves, at a tick after AckDelay.
+func TestDelayedAckTimerTicks(t *testing.T) {
+	const delay = 20 * time.Millisecond // the timer ticks every 80 ms: far longer than a round trip here
+	a, b := openPair(t, Config{RecvQueues: 1, AckDelay: delay}, Config{RecvQueues: 1, AckDelay: delay})
+	// Local ACK timeout 4.096 µs × 2^18 ≈ 1 s: no retransmission while an
+	// ACK is held for up to (1+ackTicks) × delay.
+	ea, eb := connect(t, a, b, qpOpts{psnA: 10, psnB: 20, timeout: 18})
+
+	const n = 50
+	arms := b.stats.ackTimerArms.Load()
+	pingPong(t, ea, eb, n)
+	if got := b.stats.ackTimerArms.Load() - arms; got > 5 {
+		t.Errorf("%d round trips started b's delayed-ACK timer %d times, want a few", n, got)
+	}
+
+	// A last SEND that b does not answer: its ACK leaves on a tick.
+	buf := regMR(t, ea.pd, 64, rdma.AccessLocalWrite)
+	rbuf := regMR(t, eb.pd, 64, rdma.AccessLocalWrite)
+	postRecv(t, eb.qp, 1000, sge(rbuf, 0, 64))
+	start := time.Now()
+	postSend(t, ea.qp, &rdma.SendWR{WRID: 1000, Opcode: rdma.WRSend, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(buf, 0, 32)}})
+	checkWC(t, poll(t, ea.scq, 1, 10*time.Second)[0], 1000, rdma.Success)
+	if el := time.Since(start); el < delay {
+		t.Errorf("the held ACK came after %v, before AckDelay %v", el, delay)
+	}
+	if s := a.Stats(); s.Retransmissions != 0 {
+		t.Errorf("%d retransmissions, want 0", s.Retransmissions)
+	}
+}
