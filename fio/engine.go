@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nvmeof/nvmeof/initiator"
+	"github.com/nvmeof/nvmeof/internal/monoclock"
 	"github.com/nvmeof/nvmeof/nvme"
 )
 
@@ -73,8 +74,9 @@ type Engine struct {
 	// completion; spinSkip the reaps left that sleep without spinning
 	// (spin's back-off, for devices far slower than the window).
 	spinMisses, spinSkip int
-	// lastYield is when Reap last passed through the scheduler.
-	lastYield time.Time
+	// lastYield is when Reap last passed through the scheduler
+	// (monoclock).
+	lastYield time.Duration
 	// plug is ns when it is one and cfg.DelaySubmit (else nil); plugged:
 	// Submit plugged it and no Reap has unplugged it since; held: the
 	// requests submitted since (the submitting goroutine's).
@@ -346,7 +348,7 @@ const yieldEvery = 8 * time.Millisecond
 // retake sends sysmon back to naps of 20 us (docs/tcp.md, "Host wake-ups
 // at QD1"). A yield costs two hand-offs of the P, 125 times a second.
 func (e *Engine) yieldSometimes() {
-	if now := time.Now(); now.Sub(e.lastYield) >= yieldEvery {
+	if now := monoclock.Now(); now-e.lastYield >= yieldEvery {
 		e.lastYield = now
 		runtime.Gosched()
 	}
@@ -390,9 +392,13 @@ func (e *Engine) spin(t uint32, d time.Duration) bool {
 	if d >= 0 && d < w {
 		w = d
 	}
-	end := time.Now().Add(w)
-	for e.waker.ticket() == t {
-		left := time.Until(end)
+	// The first pass waits the whole window: at queue depth 1 it is the
+	// only one, and reads no clock.
+	start, left := monoclock.Now(), w
+	for first := true; e.waker.ticket() == t; first = false {
+		if !first {
+			left = w - (monoclock.Now() - start)
+		}
 		var got bool
 		if e.cfg.PollSleep && left > 0 {
 			got = p.PollWait(left)

@@ -3,6 +3,7 @@ package soft
 import (
 	"time"
 
+	"github.com/nvmeof/nvmeof/internal/monoclock"
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/wire"
 )
@@ -19,7 +20,7 @@ type completer struct {
 	retrying     bool   // a retry from retryPSN is under way
 	retryPSN     uint32
 	rtoArmed     bool
-	lastProgress time.Time // last time psn advanced, or the first send after idle
+	lastProgress time.Duration // monoclock time psn last advanced, or of the first send after idle
 }
 
 // completerInput handles an acknowledgement or READ response (q.mu held,
@@ -71,7 +72,7 @@ func (q *qp) progress(psn uint32) {
 	c.retryLeft = q.attr.RetryCount
 	c.rnrLeft = q.attr.RNRRetry
 	c.retrying = false
-	c.lastProgress = time.Now()
+	c.lastProgress = monoclock.Now()
 }
 
 // ackThrough handles an acknowledgement of every PSN up to and including
@@ -309,7 +310,7 @@ func (q *qp) onRTO() {
 		q.armRTO()
 		return
 	}
-	if el := time.Since(c.lastProgress); el < q.rto {
+	if el := monoclock.Now() - c.lastProgress; el < q.rto {
 		c.rtoArmed = true
 		q.rtoTimer.Reset(q.rto - el)
 		return
@@ -317,7 +318,7 @@ func (q *qp) onRTO() {
 	q.dev.stats.timeouts.Add(1)
 	q.stats.timeouts.Add(1)
 	q.startRetry(true)
-	c.lastProgress = time.Now()
+	c.lastProgress = monoclock.Now()
 	q.kick()
 	if q.hasInflight() {
 		q.armRTO()

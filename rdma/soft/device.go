@@ -118,7 +118,9 @@ type Config struct {
 	// of two. ACKs the requester needs to go on (every AckReqEvery
 	// packets, duplicates) and NAKs are never held. An ACK nothing
 	// carries leaves at the delayed-ACK timer's first tick after
-	// AckDelay, at most 1+ackTicks AckDelays after its request. 0 means
+	// AckDelay: at most AckDelay + 2 ms after its request, and never
+	// later than 1/32 of the QP's local ACK timeout + 5 AckDelays
+	// (qp.ackTick). 0 means
 	// DefaultAckDelay; a negative value sends every ACK at the end of its
 	// receive batch.
 	AckDelay time.Duration
@@ -142,10 +144,10 @@ type Config struct {
 	Congestion *CongestionConfig
 }
 
-// DefaultAckDelay is the default Config.AckDelay: even held 1+ackTicks
-// times as long (500 µs), below any RC retransmission timeout (rxe's
-// shortest is 4.096 µs × 2^8 ≈ 1 ms), and long enough for a host on this
-// kind of machine to answer a completion.
+// DefaultAckDelay is the default Config.AckDelay: even held five times as
+// long (500 µs, on a QP with the shortest timeouts), below any RC
+// retransmission timeout (rxe's shortest is 4.096 µs × 2^8 ≈ 1 ms), and
+// long enough for a host on this kind of machine to answer a completion.
 const DefaultAckDelay = 100 * time.Microsecond
 
 // DefaultMinRNRTimer is the default Config.MinRNRTimer (RNR timer code 14).

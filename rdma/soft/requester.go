@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"time"
 
+	"github.com/nvmeof/nvmeof/internal/monoclock"
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/wire"
 )
@@ -154,7 +155,7 @@ func (q *qp) runRequester(tx *txBatch) {
 		}
 	}
 	if wasIdle {
-		q.comp.lastProgress = time.Now()
+		q.comp.lastProgress = monoclock.Now()
 	}
 	q.armRTO()
 }

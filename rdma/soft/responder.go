@@ -3,6 +3,7 @@ package soft
 import (
 	"time"
 
+	"github.com/nvmeof/nvmeof/internal/monoclock"
 	"github.com/nvmeof/nvmeof/rdma"
 	"github.com/nvmeof/nvmeof/rdma/wire"
 )
@@ -39,7 +40,7 @@ type responder struct {
 	ackArmed   bool
 	ackDelayed bool
 	ackHold    bool
-	ackDue     time.Time // zero: the pending ACK is not held (yet)
+	ackDue     time.Duration // monoclock time the held ACK is due; 0: none held (yet)
 	unacked    int
 }
 
@@ -172,7 +173,7 @@ func (q *qp) flushAck(tx *txBatch) {
 		return
 	}
 	r.ackPending, r.ackUrgent = false, false
-	r.ackDue = time.Time{}
+	r.ackDue = 0
 	r.unacked = 0
 	q.sendAck(tx, ackSyndrome, wire.PSNAdd(r.psn, -1))
 }
@@ -209,18 +210,17 @@ func (q *qp) flushAckOutside(tx *txBatch) bool {
 // The timer is not stopped when something carries the ACK. Arming a
 // runtime timer wakes another thread (the netpoller, to shorten its
 // sleep), which at one message per arm cost more than the ACK saves. It
-// ticks instead, every ackTicks AckDelays while ACKs are held, sends an
-// ACK held for AckDelay at the tick after, and stops after a tick with
-// none held: an ACK nothing carries leaves after AckDelay, and at most
-// (1+ackTicks) AckDelay.
+// ticks instead, every ackTick while ACKs are held, sends an ACK held for
+// AckDelay at the tick after, and stops after a tick with none held: an
+// ACK nothing carries leaves after AckDelay, and at most ackTick later.
 func (q *qp) delayAck() bool {
 	r := &q.resp
 	delay := q.dev.cfg.AckDelay
 	if delay <= 0 || r.ackUrgent {
 		return false
 	}
-	if r.ackDue.IsZero() {
-		r.ackDue = time.Now().Add(delay)
+	if r.ackDue == 0 {
+		r.ackDue = monoclock.Now() + delay
 	}
 	r.ackDelayed = true
 	if !r.ackArmed {
@@ -231,10 +231,23 @@ func (q *qp) delayAck() bool {
 	return true
 }
 
-// ackTicks is the delayed-ACK timer's period in AckDelays: at 100 µs, a
-// tick per 400 µs while a QP's ACKs are held, against one arm per message
-// at the default.
-const ackTicks = 4
+// ackTick is the delayed-ACK timer's period: 1/32 of the QP's local ACK
+// timeout (the peer's, on a path both ends set up alike), at most
+// maxAckTick, and at least ackTicks AckDelays. Each tick wakes a thread:
+// at 2 ms, 500 a second per busy QP, against one per message when the
+// timer was started per held ACK.
+func (q *qp) ackTick() time.Duration {
+	t := maxAckTick
+	if q.rto > 0 {
+		t = min(t, q.rto/32)
+	}
+	return max(t, ackTicks*q.dev.cfg.AckDelay)
+}
+
+const (
+	maxAckTick = 2 * time.Millisecond
+	ackTicks   = 4
+)
 
 // onAckTimer is the delayed-ACK timer's tick: it sends the held
 // acknowledgement that is due and nothing carried, and ticks again while
@@ -249,7 +262,7 @@ func (q *qp) onAckTimer() {
 	}
 	delay := q.dev.cfg.AckDelay
 	var tx *txBatch
-	if r.ackPending && !r.ackDue.IsZero() && !time.Now().Before(r.ackDue) {
+	if r.ackPending && r.ackDue != 0 && monoclock.Now() >= r.ackDue {
 		tx = q.dev.getTx()
 		tx.forQP(q)
 		if !q.flushAckOutside(tx) {
@@ -261,7 +274,7 @@ func (q *qp) onAckTimer() {
 	}
 	if r.ackPending || r.ackDelayed {
 		r.ackDelayed = false
-		q.ackTimer.Reset(ackTicks * delay)
+		q.ackTimer.Reset(q.ackTick())
 	} else {
 		r.ackArmed = false
 	}

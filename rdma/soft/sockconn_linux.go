@@ -189,17 +189,17 @@ func (w *rxWaiter) close() { w.ep.Close() }
 // runtime is not told, so that a wait of microseconds wakes no other
 // thread (sysmon, a handoff of the P), as mmsg's calls.
 // A signal (the runtime's preemption, SIGURG) interrupts the wait, which
-// goes on for the time left.
+// goes on for the time left: Linux's ppoll writes that back into its
+// timeout (glibc's wrapper hides it), so no clock is read.
 func pollIn(fd uintptr, d time.Duration) bool {
-	end := time.Now().Add(d)
+	ts := unix.NsecToTimespec(int64(d))
 	for {
 		pfd := unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-		ts := unix.NsecToTimespec(int64(d))
 		n, _, errno := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
 		if errno != unix.EINTR {
 			return errno == 0 && n > 0 && pfd.Revents&unix.POLLIN != 0
 		}
-		if d = time.Until(end); d <= 0 {
+		if ts.Sec == 0 && ts.Nsec == 0 {
 			return false
 		}
 	}

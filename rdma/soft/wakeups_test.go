@@ -1,8 +1,11 @@
 package soft
 
 import (
+	"runtime"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nvmeof/nvmeof/rdma"
 )
@@ -81,5 +84,62 @@ func TestDelayedAckTimerTicks(t *testing.T) {
 	}
 	if s := a.Stats(); s.Retransmissions != 0 {
 		t.Errorf("%d retransmissions, want 0", s.Retransmissions)
+	}
+}
+
+// TestPollInSignals: signals that interrupt pollIn's ppoll (the runtime's
+// preemption signal) neither end its wait early nor restart it from the
+// whole timeout: it returns false once the time given has passed.
+func TestPollInSignals(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	pid, tid := unix.Getpid(), unix.Gettid()
+	const d = 50 * time.Millisecond
+	done := make(chan struct{})
+	signals := make(chan int, 1)
+	go func() {
+		n := 0
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		// Signals every millisecond, for at most 10 s: a pollIn that
+		// started its wait over at each would not return before.
+		for stop := time.After(10 * time.Second); ; {
+			select {
+			case <-done:
+				signals <- n
+				return
+			case <-stop:
+				signals <- n
+				return
+			case <-tick.C:
+				if unix.Tgkill(pid, tid, unix.SIGURG) == nil {
+					n++
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	ready := pollIn(uintptr(fds[0]), d)
+	el := time.Since(start)
+	close(done)
+	n := <-signals
+	if ready {
+		t.Fatal("pollIn reported an empty socket readable")
+	}
+	if el < d {
+		t.Errorf("pollIn returned after %v, before its %v", el, d)
+	}
+	if el >= 10*time.Second {
+		t.Errorf("pollIn returned after %v: it waited anew after each of %d signals", el, n)
+	}
+	if n == 0 {
+		t.Skip("no signal was delivered during the wait")
 	}
 }
