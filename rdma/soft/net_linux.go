@@ -756,7 +756,16 @@ func (m *mmsg) setDest(i int, addr [16]byte, port uint16) {
 	m.names[i].Port = binary.NativeEndian.Uint16(p[:])
 }
 
-func (m *mmsg) recv(fd uintptr) bool {
+func (m *mmsg) recv(fd uintptr) bool { return m.recvFlags(fd, unix.MSG_DONTWAIT) }
+
+// recvWait is recv that sleeps until the first datagram arrives (on a
+// blocking socket, up to its SO_RCVTIMEO) and then takes what else waits
+// without sleeping (MSG_WAITFORONE). It reports false on the timeout
+// (EAGAIN) and on a signal (EINTR).
+func (m *mmsg) recvWait(fd uintptr) bool { return m.recvFlags(fd, unix.MSG_WAITFORONE) }
+
+// recvFlags is recv and recvWait.
+func (m *mmsg) recvFlags(fd uintptr, flags int) bool {
 	if m.gro != nil {
 		// recvmmsg wrote back the lengths of the address and control
 		// buffers: give them their full size again.
@@ -775,8 +784,9 @@ func (m *mmsg) recv(fd uintptr) bool {
 			h.SetControllen(m.ctlLen)
 		}
 	}
-	// MSG_DONTWAIT: the call never sleeps, so it is made raw (see send).
-	r, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&m.hdrs[0])), uintptr(m.n), unix.MSG_DONTWAIT, 0, 0)
+	// A raw system call (see send): with MSG_DONTWAIT it never sleeps;
+	// recvWait's sleep is a poller's, on its own thread, as pollIn's.
+	r, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&m.hdrs[0])), uintptr(m.n), uintptr(flags), 0, 0)
 	if e == unix.EAGAIN || e == unix.EINTR {
 		return false
 	}

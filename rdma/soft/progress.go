@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nvmeof/nvmeof/rdma"
 )
 
@@ -41,9 +43,15 @@ type rxQueue struct {
 	errno syscall.Errno
 	idle  uint64
 
-	// The two receive callbacks, bound once so that neither allocates.
+	// rcvTimeo is the socket's SO_RCVTIMEO, the longest a poller's
+	// blocking receive sleeps (pollWait); waitFor the one it wants next.
+	// Under mu.
+	rcvTimeo, waitFor time.Duration
+
+	// The receive callbacks, bound once so that none allocates.
 	serveFn func(fd uintptr) bool
 	ctlFn   func(fd uintptr)
+	waitFn  func(fd uintptr)
 }
 
 // recv receives one batch without blocking (under mu). It reports false
@@ -91,6 +99,24 @@ func (rq *rxQueue) serve(uintptr) bool {
 // unlike Read, does not serialise with the goroutine parked in Read, and
 // it keeps the descriptor from being closed while it runs.
 func (rq *rxQueue) controlRecv(fd uintptr) { rq.got = rq.recv(fd) }
+
+// controlRecvWait is pollWait's RawConn.Control callback (mu held): a
+// blocking receive of up to rq.waitFor. SO_RCVTIMEO is set only when the
+// wait changes: fio's engine asks for the same window every time.
+func (rq *rxQueue) controlRecvWait(fd uintptr) {
+	rq.got = false
+	if rq.waitFor != rq.rcvTimeo {
+		tv := unix.NsecToTimeval(int64(rq.waitFor))
+		if unix.SetsockoptTimeval(int(fd), unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv) != nil {
+			return
+		}
+		rq.rcvTimeo = rq.waitFor
+	}
+	m := rq.m
+	m.n = min(rq.batch, len(m.hdrs))
+	m.res, m.errno = 0, 0
+	rq.got = m.recvWait(fd)
+}
 
 // run receives and handles datagrams as they arrive until the epoll
 // instance closes or a receive fails, and returns the error.
@@ -242,13 +268,16 @@ func (rq *rxQueue) poll() bool {
 
 var _ rdma.ProgressWaiter = (*cq)(nil)
 
-// ProgressWait is Progress that sleeps in ppoll(2) on the CQ's receive
-// socket for up to d when it holds nothing (rdma.ProgressWaiter). It waits
-// only when the CQ's packets come on one receive queue, which a poller has
-// then quieted: with several it returns false at once. When the poller's
-// last receive left that queue empty it goes to ppoll without trying the
-// socket first: at queue depth 1 the reply is never there yet, and ppoll
-// returns at once if it is.
+// ProgressWait is Progress that sleeps for up to d (rounded up to the
+// kernel's tick) when the CQ's receive socket holds nothing
+// (rdma.ProgressWaiter). It waits only when the CQ's packets come on one
+// receive queue, which a poller has then quieted: with several it returns
+// false at once. It sleeps in the receive itself (a blocking recvmmsg, one
+// system call where ppoll and then recvmmsg were two); when the poller's
+// last receive left the queue empty it sleeps there at once, without
+// trying the socket first: at queue depth 1 the reply is never there yet.
+// A signal (the runtime preempts a goroutine that held its P for 10 ms)
+// ends the sleep early.
 func (c *cq) ProgressWait(d time.Duration) bool {
 	mask := c.rxqMask.Load()
 	one := c.dev.onePollable(mask)
@@ -256,10 +285,48 @@ func (c *cq) ProgressWait(d time.Duration) bool {
 	if !skip && c.dev.progress(mask) {
 		return true
 	}
-	if d <= 0 || one == nil || !one.waitReadable(d) {
+	if d <= 0 || one == nil {
+		return false
+	}
+	if got, busy := c.dev.pollWait(one, d); !busy {
+		return got
+	}
+	// Another poller (a CQ of another QP on the queue) sleeps in its
+	// receive, or handles a batch: wait for the socket beside it.
+	if !one.waitReadable(d) {
 		return false
 	}
 	return c.dev.progress(mask)
+}
+
+// pollWait is progress for the one receive queue rq, sleeping in its
+// receive for up to dl; busy, it does nothing and says so. The queue's
+// lock is held while it sleeps: the queue is quiet, so its goroutine
+// waits for nothing, and other pollers find it busy.
+func (d *Device) pollWait(rq *rxQueue, dl time.Duration) (got, busy bool) {
+	if !rq.mu.TryLock() {
+		return false, true
+	}
+	defer rq.mu.Unlock()
+	rq.polls++
+	if !rq.quiet {
+		d.quieten(rq)
+	}
+	rq.waitFor = dl
+	if rq.sock.Control(rq.waitFn) != nil || !rq.got || rq.m.errno != 0 || rq.m.res <= 0 {
+		return false, false
+	}
+	rq.drained = rq.m.res < rq.m.n
+	rq.process(rq.m.res)
+	return true, false
+}
+
+// waitReadable waits up to dl for rq's socket to hold a datagram, and
+// reports whether it does.
+func (rq *rxQueue) waitReadable(dl time.Duration) bool {
+	ready := false
+	_ = rq.sock.Control(func(fd uintptr) { ready = pollIn(fd, dl) })
+	return ready
 }
 
 // onePollable returns the receive queue of mask when it is the only
@@ -285,12 +352,4 @@ func (rq *rxQueue) drainedQuiet() bool {
 	ok := rq.quiet && rq.drained
 	rq.mu.Unlock()
 	return ok
-}
-
-// waitReadable waits up to dl for rq's socket to hold a datagram, and
-// reports whether it does.
-func (rq *rxQueue) waitReadable(dl time.Duration) bool {
-	ready := false
-	_ = rq.sock.Control(func(fd uintptr) { ready = pollIn(fd, dl) })
-	return ready
 }

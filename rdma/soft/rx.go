@@ -50,6 +50,8 @@ type rxState struct {
 	qc     *qpCounters
 	qcPkts uint64
 	qcLen  uint64
+	// icrc remembers the ICRC header registers of the datagrams checked.
+	icrc wire.ICRCCache
 }
 
 // countQP counts a packet of n bytes handed to QP q.
@@ -91,6 +93,12 @@ func (d *Device) newRxQueue(sc *sockConn, queue int, udp bool) (*rxQueue, error)
 	if err != nil {
 		return nil, fmt.Errorf("soft: receive queue %d: %w", queue, err)
 	}
+	// A poller sleeps in the receive itself (pollWait); every other call
+	// passes MSG_DONTWAIT.
+	if err := unix.SetNonblock(sc.fd, false); err != nil {
+		w.close()
+		return nil, fmt.Errorf("soft: receive queue %d: %w", queue, os.NewSyscallError("fcntl", err))
+	}
 	if udp {
 		// Room for each datagram's ECN field (congestion.go), which the
 		// kernel gives only while the socket asks for it (setRecvTOS):
@@ -109,7 +117,7 @@ func (d *Device) newRxQueue(sc *sockConn, queue int, udp bool) (*rxQueue, error)
 	}
 	rx := &rxState{tx: newTxBatch(d), reqTx: newTxBatch(d), acks: make([]*qp, 0, 64), kicks: make([]*qp, 0, 64), holds: make([]*qp, 0, 64), held: make([]byte, size), queue: uint32(queue), udp: udp}
 	rq := &rxQueue{sock: sc, w: w, m: m, batch: batch}
-	rq.serveFn, rq.ctlFn = rq.serve, rq.controlRecv
+	rq.serveFn, rq.ctlFn, rq.waitFn = rq.serve, rq.controlRecv, rq.controlRecvWait
 	rq.process = func(n int) {
 		wireAcquire()
 		f := d.recvFaults.Load()
@@ -266,7 +274,7 @@ func (d *Device) input(b []byte, rx *rxState) {
 		d.stats.malformed.Add(1)
 		return
 	}
-	if wire.CheckICRCParts(ip, udp, pkt) != nil && !d.fixedIDMatch(rx, ip, udp, pkt) {
+	if rx.icrc.CheckParts(ip, udp, pkt) != nil && !d.fixedIDMatch(rx, ip, udp, pkt) {
 		d.stats.icrcErrors.Add(1)
 		return
 	}
@@ -345,7 +353,7 @@ func (d *Device) fixedIDMatch(rx *rxState, ip, udp, pkt []byte) bool {
 		return false
 	}
 	ip[4], ip[5] = 0, 0
-	if wire.CheckICRCParts(ip, udp, pkt) != nil {
+	if rx.icrc.CheckParts(ip, udp, pkt) != nil {
 		return false
 	}
 	d.socks.gso.fixedID.Add(1)

@@ -103,6 +103,8 @@ type txBatch struct {
 	// responder packets to its paced queue while it is rate limited
 	// (congestion.go).
 	q *qp
+	// icrc remembers the ICRC header registers of the datagrams sent.
+	icrc wire.ICRCCache
 }
 
 // forQP makes the packets committed next q's: its source port, its
@@ -229,9 +231,9 @@ func (t *txBatch) send() {
 				pad := tail[:len(tail)-wire.ICRCLen]
 				var crc uint32
 				if d.v6 {
-					crc = wire.ICRCForIPv6Gather(d.addr16, p.dst, sport, dport, p.buf[:p.hn], p.ext, pad)
+					crc = t.icrc.ForIPv6Gather(d.addr16, p.dst, sport, dport, p.buf[:p.hn], p.ext, pad)
 				} else {
-					crc = wire.ICRCForIPv4Gather(d.addr4, [4]byte(p.dst[12:]), id, true, sport, dport, p.buf[:p.hn], p.ext, pad)
+					crc = t.icrc.ForIPv4Gather(d.addr4, [4]byte(p.dst[12:]), id, true, sport, dport, p.buf[:p.hn], p.ext, pad)
 				}
 				binary.LittleEndian.PutUint32(tail[len(pad):], crc)
 				t.m.setIov(iv, p.buf[:p.hn])
@@ -242,9 +244,9 @@ func (t *txBatch) send() {
 				body := p.buf[:p.n-wire.ICRCLen]
 				var crc uint32
 				if d.v6 {
-					crc = wire.ICRCForIPv6(d.addr16, p.dst, sport, dport, body)
+					crc = t.icrc.ForIPv6(d.addr16, p.dst, sport, dport, body)
 				} else {
-					crc = wire.ICRCForIPv4(d.addr4, [4]byte(p.dst[12:]), id, true, sport, dport, body)
+					crc = t.icrc.ForIPv4(d.addr4, [4]byte(p.dst[12:]), id, true, sport, dport, body)
 				}
 				binary.LittleEndian.PutUint32(p.buf[p.n-wire.ICRCLen:], crc)
 				t.m.setIov(iv, p.buf[:p.n])

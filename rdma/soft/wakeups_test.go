@@ -87,6 +87,72 @@ func TestDelayedAckTimerTicks(t *testing.T) {
 	}
 }
 
+// TestProgressWaitSleepsInReceive: ProgressWait sleeps in the receive
+// itself, for the time asked (SO_RCVTIMEO), takes a SEND that arrives
+// meanwhile, and is woken by the device's close.
+func TestProgressWaitSleepsInReceive(t *testing.T) {
+	a, b := openPair(t, Config{RecvQueues: 1}, Config{RecvQueues: 1})
+	ea, eb := connect(t, a, b, qpOpts{psnA: 100, psnB: 200})
+	b.quietEvery.Store(int64(time.Hour))
+	p := eb.rcq.(rdma.ProgressWaiter)
+	rq := b.rxqs[0].Load()
+	timeo := func() time.Duration {
+		var tv *unix.Timeval
+		_ = rq.sock.Control(func(fd uintptr) { tv, _ = unix.GetsockoptTimeval(int(fd), unix.SOL_SOCKET, unix.SO_RCVTIMEO) })
+		if tv == nil {
+			return -1
+		}
+		return time.Duration(tv.Nano())
+	}
+
+	// A wait may end early: the runtime's preemption signal interrupts
+	// a receive that holds its P for 10 ms.
+	for _, d := range []time.Duration{20 * time.Millisecond, 20 * time.Millisecond, 30 * time.Millisecond} {
+		if p.ProgressWait(d) {
+			t.Fatal("ProgressWait found work with nothing sent")
+		}
+		// The kernel keeps the timeout in ticks: at least d, under a tick more.
+		if got := timeo(); got < d || got > d+20*time.Millisecond {
+			t.Errorf("after ProgressWait(%v): SO_RCVTIMEO %v", d, got)
+		}
+	}
+
+	rbuf := regMR(t, eb.pd, 64, rdma.AccessLocalWrite)
+	sbuf := regMR(t, ea.pd, 64, rdma.AccessLocalWrite)
+	postRecv(t, eb.qp, 1, sge(rbuf, 0, 64))
+	wait := func(d time.Duration) <-chan bool {
+		done := make(chan bool, 1)
+		go func() { done <- p.ProgressWait(d) }()
+		waitUntil(t, 5*time.Second, "the poller asleep in its receive", func() bool {
+			if rq.mu.TryLock() {
+				rq.mu.Unlock()
+				return false
+			}
+			return true
+		})
+		return done
+	}
+	done := wait(30 * time.Second)
+	postSend(t, ea.qp, &rdma.SendWR{WRID: 1, Opcode: rdma.WRSend, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(sbuf, 0, 32)}})
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Fatal("ProgressWait(30s) returned false with a SEND sent")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("ProgressWait(30s) not woken by the SEND")
+	}
+	checkWC(t, poll(t, eb.rcq, 1, 5*time.Second)[0], 1, rdma.Success)
+
+	done = wait(30 * time.Second)
+	b.Close()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("ProgressWait(30s) not woken by the device's close")
+	}
+}
+
 // TestPollInSignals: signals that interrupt pollIn's ppoll (the runtime's
 // preemption signal) neither end its wait early nor restart it from the
 // whole timeout: it returns false once the time given has passed.
@@ -142,4 +208,37 @@ func TestPollInSignals(t *testing.T) {
 	if n == 0 {
 		t.Skip("no signal was delivered during the wait")
 	}
+}
+
+// TestProgressWaitBesideSleeper: while one poller sleeps in a receive
+// queue's receive, a poller of another QP's CQ on the same queue sleeps
+// in ppoll beside it for the time asked, rather than return at once to
+// a caller that would spin.
+func TestProgressWaitBesideSleeper(t *testing.T) {
+	a, b := openPair(t, Config{RecvQueues: 1}, Config{RecvQueues: 1})
+	_, eb1 := connect(t, a, b, qpOpts{psnA: 100, psnB: 200})
+	_, eb2 := connect(t, a, b, qpOpts{psnA: 300, psnB: 400})
+	b.quietEvery.Store(int64(time.Hour))
+	rq := b.rxqs[0].Load()
+	p1, p2 := eb1.rcq.(rdma.ProgressWaiter), eb2.rcq.(rdma.ProgressWaiter)
+
+	done := make(chan bool, 1)
+	go func() { done <- p1.ProgressWait(30 * time.Second) }()
+	waitUntil(t, 5*time.Second, "the first poller asleep in its receive", func() bool {
+		if rq.mu.TryLock() {
+			rq.mu.Unlock()
+			return false
+		}
+		return true
+	})
+	const d = 50 * time.Millisecond
+	start := time.Now()
+	if p2.ProgressWait(d) {
+		t.Fatal("the second poller found work with nothing sent")
+	}
+	if el := time.Since(start); el < d {
+		t.Errorf("the second poller's ProgressWait(%v) returned after %v", d, el)
+	}
+	b.Close()
+	<-done
 }

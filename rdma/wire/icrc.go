@@ -145,17 +145,6 @@ func icrcBTHOnward(reg uint32, pkt []byte) uint32 {
 	return crc32.Update(^reg, crc32.IEEETable, pkt[b:])
 }
 
-// icrcUDP advances the register over a UDP header built from its fields,
-// with the checksum masked.
-func icrcUDP(reg uint32, sport, dport uint16, length int) uint32 {
-	var u [UDPHeaderLen]byte
-	binary.BigEndian.PutUint16(u[0:], sport)
-	binary.BigEndian.PutUint16(u[2:], dport)
-	binary.BigEndian.PutUint16(u[4:], uint16(length))
-	u[6], u[7] = 0xff, 0xff
-	return crcBytes(reg, u[:])
-}
-
 // ICRCForIPv4 returns the ICRC of pkt (the BTH through the pad bytes,
 // without the ICRC) as it will be sent in a UDP datagram from src:sport to
 // dst:dport whose IPv4 header, written by the kernel, has no options, the
@@ -163,27 +152,7 @@ func icrcUDP(reg uint32, sport, dport uint16, length int) uint32 {
 // the UDP length are derived from len(pkt) plus the 4-byte ICRC; TOS, TTL
 // and the checksums are masked. It does not allocate.
 func ICRCForIPv4(src, dst [4]byte, ipID uint16, df bool, sport, dport uint16, pkt []byte) uint32 {
-	udpLen := UDPHeaderLen + len(pkt) + ICRCLen
-	return icrcBTHOnward(icrcUDP(icrcIPv4(src, dst, ipID, df, udpLen), sport, dport, udpLen), pkt)
-}
-
-// icrcIPv4 starts the ICRC register over the masked pseudo-LRH and an
-// IPv4 header without options for a datagram of udpLen UDP bytes.
-func icrcIPv4(src, dst [4]byte, ipID uint16, df bool, udpLen int) uint32 {
-	var h [IPv4HeaderLen]byte
-	h[0] = 0x45
-	h[1] = 0xff
-	binary.BigEndian.PutUint16(h[2:], uint16(IPv4HeaderLen+udpLen))
-	binary.BigEndian.PutUint16(h[4:], ipID)
-	if df {
-		h[6] = 0x40
-	}
-	h[8] = 0xff
-	h[9] = ipProtoUDP
-	h[10], h[11] = 0xff, 0xff
-	copy(h[12:], src[:])
-	copy(h[16:], dst[:])
-	return crcBytes(icrcLRHRegister, h[:])
+	return (*ICRCCache)(nil).ForIPv4(src, dst, ipID, df, sport, dport, pkt)
 }
 
 // ICRCForIPv4Gather is ICRCForIPv4 for a packet held in three pieces:
@@ -191,10 +160,7 @@ func icrcIPv4(src, dst [4]byte, ipID uint16, df bool, udpLen int) uint32 {
 // payload) and pad (the pad bytes), sent as hdr, data, pad and the ICRC.
 // It does not allocate.
 func ICRCForIPv4Gather(src, dst [4]byte, ipID uint16, df bool, sport, dport uint16, hdr, data, pad []byte) uint32 {
-	udpLen := UDPHeaderLen + len(hdr) + len(data) + len(pad) + ICRCLen
-	crc := icrcBTHOnward(icrcUDP(icrcIPv4(src, dst, ipID, df, udpLen), sport, dport, udpLen), hdr)
-	crc = crc32.Update(crc, crc32.IEEETable, data)
-	return crc32.Update(crc, crc32.IEEETable, pad)
+	return (*ICRCCache)(nil).ForIPv4Gather(src, dst, ipID, df, sport, dport, hdr, data, pad)
 }
 
 // ICRCForIPv6 returns the ICRC of pkt (the BTH through the pad bytes,
@@ -207,8 +173,7 @@ func ICRCForIPv4Gather(src, dst [4]byte, ipID uint16, df bool, sport, dport uint
 // 0, the path's traffic class and hop limit; a UDP socket: maybe an
 // automatic flow label). It does not allocate.
 func ICRCForIPv6(src, dst [16]byte, sport, dport uint16, pkt []byte) uint32 {
-	udpLen := UDPHeaderLen + len(pkt) + ICRCLen
-	return icrcBTHOnward(icrcUDP(icrcIPv6(src, dst, udpLen), sport, dport, udpLen), pkt)
+	return (*ICRCCache)(nil).ForIPv6(src, dst, sport, dport, pkt)
 }
 
 // ICRCForIPv6Gather is ICRCForIPv6 for a packet held in three pieces:
@@ -216,25 +181,7 @@ func ICRCForIPv6(src, dst [16]byte, sport, dport uint16, pkt []byte) uint32 {
 // payload) and pad (the pad bytes), sent as hdr, data, pad and the ICRC.
 // It does not allocate.
 func ICRCForIPv6Gather(src, dst [16]byte, sport, dport uint16, hdr, data, pad []byte) uint32 {
-	udpLen := UDPHeaderLen + len(hdr) + len(data) + len(pad) + ICRCLen
-	crc := icrcBTHOnward(icrcUDP(icrcIPv6(src, dst, udpLen), sport, dport, udpLen), hdr)
-	crc = crc32.Update(crc, crc32.IEEETable, data)
-	return crc32.Update(crc, crc32.IEEETable, pad)
-}
-
-// icrcIPv6 starts the ICRC register over the masked pseudo-LRH and a
-// fixed IPv6 header (version 6, traffic class and flow label all ones,
-// payload length udpLen, next header UDP, hop limit all ones, src, dst),
-// as rxe_icrc.c masks it.
-func icrcIPv6(src, dst [16]byte, udpLen int) uint32 {
-	var h [IPv6HeaderLen]byte
-	h[0], h[1], h[2], h[3] = 0x6f, 0xff, 0xff, 0xff
-	binary.BigEndian.PutUint16(h[4:], uint16(udpLen))
-	h[6] = ipProtoUDP
-	h[7] = 0xff
-	copy(h[8:], src[:])
-	copy(h[24:], dst[:])
-	return crcBytes(icrcLRHRegister, h[:])
+	return (*ICRCCache)(nil).ForIPv6Gather(src, dst, sport, dport, hdr, data, pad)
 }
 
 // PutICRC stores the ICRC value v in the last 4 bytes of pkt (a RoCEv2
@@ -314,13 +261,5 @@ func CheckICRC(b []byte) error {
 // CheckICRCParts verifies the ICRC of pkt (the UDP payload, BTH through
 // ICRC) received with the given IP and UDP headers.
 func CheckICRCParts(ip, udp, pkt []byte) error {
-	if len(pkt) < BTHLen+ICRCLen {
-		return fmt.Errorf("wire: %d-byte RoCEv2 packet: %w", len(pkt), ErrShort)
-	}
-	end := len(pkt) - ICRCLen
-	got := binary.LittleEndian.Uint32(pkt[end:])
-	if want := ICRC(ip, udp, pkt[:end]); got != want {
-		return fmt.Errorf("wire: packet ICRC %#08x, computed %#08x: %w", got, want, ErrBadICRC)
-	}
-	return nil
+	return (*ICRCCache)(nil).CheckParts(ip, udp, pkt)
 }
