@@ -375,6 +375,13 @@ func FuzzCheckICRC(f *testing.F) {
 				t.Fatal("CheckICRC accepted a packet whose ICRC differs")
 			}
 		}
+		// A cache, cold and then warm, gives the same verdict.
+		var c wire.ICRCCache
+		for range 2 {
+			if cerr := c.CheckParts(ip, udp, pkt); (cerr == nil) != (wire.CheckICRCParts(ip, udp, pkt) == nil) {
+				t.Fatalf("ICRCCache.CheckParts = %v, CheckICRCParts disagrees", cerr)
+			}
+		}
 	})
 }
 
