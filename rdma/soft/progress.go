@@ -3,6 +3,7 @@ package soft
 import (
 	"iter"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -47,6 +48,14 @@ type rxQueue struct {
 	// blocking receive sleeps (pollWait); waitFor the one it wants next.
 	// Under mu.
 	rcvTimeo, waitFor time.Duration
+	// sleeper is the CQ whose poller last slept in the receive. shared:
+	// pollers of another CQ found the queue busy since it went quiet.
+	// A poller asleep in the receive holds mu, so it alone would be woken
+	// by the others' datagrams (it handles them, but their threads sleep
+	// on): pollers of a shared queue all sleep in ppoll, which wakes
+	// every one.
+	sleeper atomic.Pointer[cq]
+	shared  atomic.Bool
 
 	// The receive callbacks, bound once so that none allocates.
 	serveFn func(fd uintptr) bool
@@ -217,6 +226,8 @@ func (d *Device) unquiet(mask uint32) {
 func (rq *rxQueue) wake() {
 	if rq.quiet {
 		rq.quiet = false
+		rq.sleeper.Store(nil)
+		rq.shared.Store(false)
 		_ = rq.w.arm()
 	}
 }
@@ -288,22 +299,26 @@ func (c *cq) ProgressWait(d time.Duration) bool {
 	if d <= 0 || one == nil {
 		return false
 	}
-	if got, busy := c.dev.pollWait(one, d); !busy {
-		return got
+	if !one.shared.Load() {
+		got, busy := c.dev.pollWait(one, c, d)
+		if !busy {
+			return got
+		}
+		if s := one.sleeper.Load(); s != nil && s != c {
+			one.shared.Store(true)
+		}
 	}
-	// Another poller (a CQ of another QP on the queue) sleeps in its
-	// receive, or handles a batch: wait for the socket beside it.
 	if !one.waitReadable(d) {
 		return false
 	}
 	return c.dev.progress(mask)
 }
 
-// pollWait is progress for the one receive queue rq, sleeping in its
-// receive for up to dl; busy, it does nothing and says so. The queue's
-// lock is held while it sleeps: the queue is quiet, so its goroutine
-// waits for nothing, and other pollers find it busy.
-func (d *Device) pollWait(rq *rxQueue, dl time.Duration) (got, busy bool) {
+// pollWait is progress for the one receive queue rq of c, sleeping in
+// its receive for up to dl; busy, it does nothing and says so. The
+// queue's lock is held while it sleeps: the queue is quiet, so its
+// goroutine waits for nothing, and other pollers find it busy (shared).
+func (d *Device) pollWait(rq *rxQueue, c *cq, dl time.Duration) (got, busy bool) {
 	if !rq.mu.TryLock() {
 		return false, true
 	}
@@ -312,6 +327,7 @@ func (d *Device) pollWait(rq *rxQueue, dl time.Duration) (got, busy bool) {
 	if !rq.quiet {
 		d.quieten(rq)
 	}
+	rq.sleeper.Store(c)
 	rq.waitFor = dl
 	if rq.sock.Control(rq.waitFn) != nil || !rq.got || rq.m.errno != 0 || rq.m.res <= 0 {
 		return false, false

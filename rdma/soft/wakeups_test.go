@@ -213,10 +213,11 @@ func TestPollInSignals(t *testing.T) {
 // TestProgressWaitBesideSleeper: while one poller sleeps in a receive
 // queue's receive, a poller of another QP's CQ on the same queue sleeps
 // in ppoll beside it for the time asked, rather than return at once to
-// a caller that would spin.
+// a caller that would spin; the queue is then shared, and no poller
+// sleeps in its receive (where it alone would be woken).
 func TestProgressWaitBesideSleeper(t *testing.T) {
 	a, b := openPair(t, Config{RecvQueues: 1}, Config{RecvQueues: 1})
-	_, eb1 := connect(t, a, b, qpOpts{psnA: 100, psnB: 200})
+	ea1, eb1 := connect(t, a, b, qpOpts{psnA: 100, psnB: 200})
 	_, eb2 := connect(t, a, b, qpOpts{psnA: 300, psnB: 400})
 	b.quietEvery.Store(int64(time.Hour))
 	rq := b.rxqs[0].Load()
@@ -239,6 +240,31 @@ func TestProgressWaitBesideSleeper(t *testing.T) {
 	if el := time.Since(start); el < d {
 		t.Errorf("the second poller's ProgressWait(%v) returned after %v", d, el)
 	}
-	b.Close()
-	<-done
+	if !rq.shared.Load() {
+		t.Fatal("the queue is not marked shared after a poller of another CQ found it busy")
+	}
+
+	// The first poller, woken by a SEND of its own, waits in ppoll from
+	// now on too (its receive's SO_RCVTIMEO stays as it was).
+	rbuf := regMR(t, eb1.pd, 64, rdma.AccessLocalWrite)
+	sbuf := regMR(t, ea1.pd, 64, rdma.AccessLocalWrite)
+	postRecv(t, eb1.qp, 7, sge(rbuf, 0, 64))
+	postSend(t, ea1.qp, &rdma.SendWR{WRID: 7, Opcode: rdma.WRSend, Flags: rdma.SendSignaled, SGL: []rdma.SGE{sge(sbuf, 0, 32)}})
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first poller not woken by its SEND")
+	}
+	// (It may first find the datagrams the SEND's completion left.)
+	for i := 0; p1.ProgressWait(d); i++ {
+		if i == 10 {
+			t.Fatal("the first poller keeps finding work with nothing sent")
+		}
+	}
+	rq.mu.Lock()
+	timeo := rq.rcvTimeo
+	rq.mu.Unlock()
+	if timeo != 30*time.Second {
+		t.Errorf("a poller of the shared queue slept in its receive (SO_RCVTIMEO %v)", timeo)
+	}
 }
