@@ -62,7 +62,11 @@ func ipv4UDP(h *[IPv4HeaderLen + UDPHeaderLen]byte, src, dst [4]byte, ipID uint1
 	h[10], h[11] = 0xff, 0xff
 	copy(h[12:], src[:])
 	copy(h[16:], dst[:])
-	u := h[IPv4HeaderLen:]
+	maskedUDP(h[IPv4HeaderLen:], sport, dport, udpLen)
+}
+
+// maskedUDP writes a UDP header with the checksum masked into u.
+func maskedUDP(u []byte, sport, dport uint16, udpLen int) {
 	binary.BigEndian.PutUint16(u[0:], sport)
 	binary.BigEndian.PutUint16(u[2:], dport)
 	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
@@ -77,11 +81,7 @@ func ipv6UDP(h *[IPv6HeaderLen + UDPHeaderLen]byte, src, dst [16]byte, sport, dp
 	h[7] = 0xff
 	copy(h[8:], src[:])
 	copy(h[24:], dst[:])
-	u := h[IPv6HeaderLen:]
-	binary.BigEndian.PutUint16(u[0:], sport)
-	binary.BigEndian.PutUint16(u[2:], dport)
-	binary.BigEndian.PutUint16(u[4:], uint16(udpLen))
-	u[6], u[7] = 0xff, 0xff
+	maskedUDP(h[IPv6HeaderLen:], sport, dport, udpLen)
 }
 
 // ForIPv4 is ICRCForIPv4.
