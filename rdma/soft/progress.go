@@ -39,8 +39,9 @@ type rxQueue struct {
 	drained bool
 	empty   uint64
 
-	// errno is the receive error that ended serve's Read; idle counts
-	// serve's receives that found nothing. Under mu.
+	// errno is the receive error that ended serve's Read (the
+	// goroutine's own); idle counts serve's receives that found nothing
+	// (under mu).
 	errno syscall.Errno
 	idle  uint64
 
@@ -284,7 +285,8 @@ var _ rdma.ProgressWaiter = (*cq)(nil)
 // (rdma.ProgressWaiter). It waits only when the CQ's packets come on one
 // receive queue, which a poller has then quieted: with several it returns
 // false at once. It sleeps in the receive itself (a blocking recvmmsg, one
-// system call where ppoll and then recvmmsg were two); when the poller's
+// system call where ppoll and then recvmmsg were two), or in ppoll when
+// pollers of other CQs share the queue (rxQueue.shared); when the poller's
 // last receive left the queue empty it sleeps there at once, without
 // trying the socket first: at queue depth 1 the reply is never there yet.
 // A signal (the runtime preempts a goroutine that held its P for 10 ms)
