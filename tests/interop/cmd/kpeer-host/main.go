@@ -70,6 +70,7 @@ type config struct {
 	provider, device        string
 	congestion              bool
 	ceMark                  float64
+	keepAlive               time.Duration
 	steps                   map[string]bool
 }
 
@@ -97,6 +98,7 @@ func main() {
 	flag.StringVar(&c.provider, "provider", "soft", "RDMA provider of the host side: soft, ibverbs or auto")
 	flag.StringVar(&c.device, "device", "", "with -provider ibverbs: the RDMA device (default: the one holding -host-addr)")
 	flag.BoolVar(&c.congestion, "congestion", false, "RoCEv2 congestion control (ECN, CNPs, DCQCN) on the soft device")
+	flag.DurationVar(&c.keepAlive, "keep-alive", 0, "keep-alive timeout to ask for (0: the initiator's default, 5s)")
 	flag.Float64Var(&c.ceMark, "ce-mark", 0, "with -congestion: the fraction of received packets the soft device's fault injector marks CE, ECN-capable or not (the target's QPs then get CNPs)")
 	cliFlags := flag.String("cli-flags", "", "extra flags for nvmeof discover and connect (e.g. \"--provider ibverbs\")")
 	steps := flag.String("steps", "discovery,session,faults,cli", "which checks to run (comma-separated)")
@@ -201,6 +203,8 @@ func (r *run) opts(nqn, hostNQN string) initiator.Options {
 		HostNQN:      hostNQN,
 		QueueSize:    r.cfg.queueSize,
 		Logger:       r.log.Named("initiator"),
+
+		KeepAliveTimeout: r.cfg.keepAlive,
 	}
 }
 
