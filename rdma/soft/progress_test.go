@@ -245,7 +245,8 @@ func TestProgressWait(t *testing.T) {
 	go func() {
 		waiting.Store(1)
 		start := time.Now()
-		ok := p.ProgressWait(30 * time.Second)
+		var stop atomic.Bool // the preemption signal ends a wait early: go on
+		ok := waitProgress(p, 30*time.Second, &stop)
 		waiting.Store(0)
 		done <- result{ok, time.Since(start)}
 	}()
