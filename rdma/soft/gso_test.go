@@ -726,6 +726,9 @@ func TestGSOKernelRuns(t *testing.T) {
 			t.Fatalf("SEND %d: %d bytes, data differs", k, wc.ByteLen)
 		}
 	}
+	// The receive counters are added at the end of the batch, after the
+	// handlers delivered the completions.
+	wait("80 packets counted", func(s Stats) bool { return s.PacketsReceived >= 80 })
 	if s := b.Stats(); s.ICRCErrors != 0 || s.Malformed != 0 || s.PacketsReceived != 80 || b.socks.gso.supers.Load() != 2 || b.socks.gso.recvSegs.Load() != 80 {
 		t.Fatalf("after the good runs: %d super-datagrams (%d packets); %+v", b.socks.gso.supers.Load(), b.socks.gso.recvSegs.Load(), s)
 	}
